@@ -1,0 +1,13 @@
+# What kdist's headers need; shared by the build tree and by the installed kdistConfig.cmake.
+# All come from Debian packages (see README.md): nothing is vendored or downloaded.
+include_guard(GLOBAL)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(Kokkos REQUIRED)
+kdist_repair_kokkos_target()
+find_package(Boost REQUIRED)
+find_package(Eigen3 REQUIRED NO_MODULE)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
+# Random123 (librandom123-dev) is header-only and ships no CMake config.
+find_path(KDIST_RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED
+          DOC "Random123 headers (Debian: librandom123-dev)")

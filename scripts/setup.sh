@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kdist needs (only those missing) and configures build/.
+# Sourced by run-main.sh and run-tests.sh; safe to run again (installs nothing, reconfigures nothing
+# that is configured already).
+set -euo pipefail
+KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KDIST_BUILD="${KDIST_BUILD:-$KDIST_ROOT/build}"
+
+KDIST_PACKAGES=(
+  cmake make g++ pkg-config          # toolchain
+  libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
+  mpich libmpich-dev                 # MPI
+  libboost-dev                       # Boost.Hana
+  libeigen3-dev                      # host linear algebra
+  libre2-dev                         # linear-time regular expressions for LayoutMap
+  librandom123-dev                   # counter-based random numbers (Philox)
+  zlib1g-dev                         # reading the gzip'd dataset
+  libgtest-dev libbenchmark-dev      # tests and benchmarks
+  dataset-fashion-mnist              # the trainers' data
+)
+
+missing=()
+for p in "${KDIST_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "kdist: installing missing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "kdist: run as root (or install them yourself: apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f "$KDIST_BUILD/CMakeCache.txt" ]; then
+  cmake -S "$KDIST_ROOT" -B "$KDIST_BUILD" -DCMAKE_BUILD_TYPE=Release ${KDIST_CMAKE_ARGS:-}
+fi
+KDIST_JOBS="${KDIST_JOBS:-$(nproc)}"
