@@ -1,0 +1,47 @@
+#pragma once
+//! \file axis.hpp
+//! `kdist::axis<"name", extent>`: one named axis of a device mesh, its extent static or dynamic.
+
+#include <cstddef>
+#include <span>
+
+#include <kdist/detail/fixed_string.hpp>
+#include <kdist/error.hpp>
+
+namespace kdist {
+
+//! An extent known only at run time (like `std::dynamic_extent` for mdspan).
+inline constexpr std::size_t dynamic_extent = std::dynamic_extent;
+
+namespace error {
+//! A mesh axis has extent 0: a mesh axis holds at least one device. Give the axis an extent >= 1,
+//! or leave it dynamic (`kdist::axis<"name">`) so the device count decides.
+template <detail::fixed_string AxisName>
+struct axis_extent_is_zero;
+//! An axis name is empty: give every mesh axis a name, e.g. `kdist::axis<"data", 2>`.
+template <std::size_t Extent>
+struct axis_name_is_empty;
+}  // namespace error
+
+//! One named mesh axis. `axis<"model", 4>` has a static extent; `axis<"batch">` (or
+//! `axis<"batch", kdist::dynamic_extent>`) takes its extent from the devices at run time.
+//!
+//! Example: `using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;`
+template <detail::fixed_string Name, std::size_t Extent = dynamic_extent>
+struct axis {
+  static_assert(detail::diagnose<Name.size() != 0, error::axis_name_is_empty<Extent>>::value,
+                "kdist::axis: an axis name must not be empty");
+  static_assert(detail::diagnose<Extent != 0, error::axis_extent_is_zero<Name>>::value,
+                "kdist::axis: an axis extent must be at least 1");
+
+  static constexpr detail::fixed_string name = Name;
+  static constexpr std::size_t static_extent = Extent;
+  static constexpr bool is_dynamic = Extent == dynamic_extent;
+};
+
+template <class T>
+inline constexpr bool is_axis_v = false;
+template <detail::fixed_string Name, std::size_t Extent>
+inline constexpr bool is_axis_v<axis<Name, Extent>> = true;
+
+}  // namespace kdist

@@ -1,0 +1,68 @@
+#pragma once
+//! \file dim_spec.hpp
+//! How one tensor dimension is laid out on the mesh, as a compile-time value: replicated (Keras'
+//! `None`), sharded over one mesh axis (`"model"`), or over several (`kdist::axes<"data",
+//! "model">`, JAX's `P(('data', 'model'))`, which Keras cannot express).
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+#include <kdist/detail/fixed_string.hpp>
+
+namespace kdist {
+
+//! A structural value usable as a template argument: `TensorLayout<Mesh, kdist::replicated,
+//! "model">` passes one DimSpec per tensor dimension. Limits: 4 mesh axes per dimension, 31
+//! characters per axis name (checked by TensorLayout with a message).
+struct DimSpec {
+  static constexpr std::size_t max_axes = 4;
+  static constexpr std::size_t max_name = 31;
+
+  char names[max_axes][max_name + 1]{};
+  std::size_t count = 0;
+  bool overflow = false;  // more axes or longer names than the limits
+
+  constexpr DimSpec() = default;
+  //! One mesh axis: `"model"`.
+  template <std::size_t N>
+  constexpr DimSpec(const char (&name)[N]) {  // NOLINT: implicit, so "model" is a dim
+    push(std::string_view(name, N - 1));
+  }
+
+  template <class... Views>
+  static constexpr DimSpec of(Views... views) {
+    DimSpec d;
+    (d.push(std::string_view(views)), ...);
+    return d;
+  }
+
+  constexpr std::size_t size() const { return count; }
+  constexpr bool is_replicated() const { return count == 0; }
+  constexpr std::string_view axis(std::size_t i) const {
+    return std::string_view(names[i], std::char_traits<char>::length(names[i]));
+  }
+
+  friend constexpr bool operator==(const DimSpec&, const DimSpec&) = default;
+
+ private:
+  constexpr void push(std::string_view name) {
+    if (count == max_axes || name.size() > max_name) {
+      overflow = true;
+      return;
+    }
+    std::copy_n(name.data(), name.size(), names[count]);
+    ++count;
+  }
+};
+
+//! A replicated tensor dimension (Keras' `None` in a layout's axes).
+inline constexpr DimSpec replicated{};
+
+//! A tensor dimension sharded over several mesh axes, row-major in the order given:
+//! `kdist::axes<"data", "model">` (JAX `P(('data', 'model'))`).
+template <detail::fixed_string... Names>
+inline constexpr DimSpec axes = DimSpec::of(Names.view()...);
+
+}  // namespace kdist

@@ -1,0 +1,271 @@
+#pragma once
+//! \file mesh.hpp
+//! `kdist::DeviceMesh<Axes...>`: the device mesh as a type. Axis names are always static; each
+//! extent is static or dynamic (like `std::extents`). Observers use the mdspan vocabulary.
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <kdist/axis.hpp>
+#include <kdist/detail/fixed_string.hpp>
+#include <kdist/detail/row_major.hpp>
+#include <kdist/error.hpp>
+#include <kdist/runtime_mesh.hpp>
+
+namespace kdist {
+
+namespace error {
+//! `kdist::DeviceMesh<>` has no axes: a mesh needs at least one, e.g.
+//! `kdist::DeviceMesh<kdist::axis<"batch">>`.
+template <class Mesh>
+struct mesh_has_no_axes;
+//! The axis `AxisName` appears more than once among `Axes`: give every mesh axis its own name.
+template <detail::fixed_string AxisName, class... Axes>
+struct duplicate_axis_name;
+//! `AxisName` is not an axis of the mesh (whose axes are `Axes`): check the spelling, or add the
+//! axis to the mesh.
+template <detail::fixed_string AxisName, class... Axes>
+struct axis_not_in_mesh;
+//! A `kdist::DeviceMesh` template argument is not a `kdist::axis<"name", extent>`.
+template <class NotAnAxis>
+struct mesh_argument_is_not_an_axis;
+}  // namespace error
+
+namespace detail {
+template <class... Axes>
+inline constexpr std::array<std::string_view, sizeof...(Axes)> axis_name_views{
+    Axes::name.view()...};
+
+//! Index of the first axis whose name repeats an earlier one, or sizeof...(Axes).
+template <class... Axes>
+constexpr std::size_t first_duplicate_axis() {
+  constexpr auto& names = axis_name_views<Axes...>;
+  for (std::size_t j = 0; j < names.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      if (names[i] == names[j]) return j;
+    }
+  }
+  return names.size();
+}
+
+template <class... Axes>
+constexpr std::size_t find_axis(std::string_view name) {
+  constexpr auto& names = axis_name_views<Axes...>;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return i;
+  }
+  return names.size();
+}
+
+template <class... Axes>
+struct mesh_checks {
+  static constexpr bool all_axes = (is_axis_v<Axes> && ...);
+  static constexpr std::size_t dup = all_axes ? first_duplicate_axis<Axes...>() : 0;
+  using dup_axis = std::tuple_element_t<(dup < sizeof...(Axes) ? dup : 0), std::tuple<Axes...>>;
+};
+
+template <class T>
+struct first_non_axis {
+  using type = T;
+};
+}  // namespace detail
+
+//! A device mesh whose axis names and (static) extents are part of its type.
+//!
+//! Compile errors: no axes, a template argument that is not a `kdist::axis`, a duplicated axis
+//! name (Keras does not check this), a zero extent (in `kdist::axis`).
+//! Run-time errors (`kdist::ValueError`): a device count that does not fit the static extents, or
+//! that leaves more than one dynamic extent undetermined.
+//!
+//! Example (the guide's 2x4 mesh):
+//! \code
+//! using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
+//! Mesh mesh(kdist::list_devices());          // 8 devices, row-major
+//! static_assert(Mesh::axis_index<"model"> == 1);
+//! \endcode
+template <class... Axes>
+class DeviceMesh {
+  static_assert(detail::diagnose<(sizeof...(Axes) > 0), error::mesh_has_no_axes<DeviceMesh>>::value,
+                "kdist::DeviceMesh: a mesh needs at least one axis");
+  static_assert((detail::diagnose<is_axis_v<Axes>, error::mesh_argument_is_not_an_axis<Axes>>::value &&
+                 ...),
+                "kdist::DeviceMesh: every template argument must be a kdist::axis<\"name\", extent>");
+  static_assert(detail::diagnose<detail::mesh_checks<Axes...>::dup == sizeof...(Axes),
+                                 error::duplicate_axis_name<
+                                     detail::mesh_checks<Axes...>::dup_axis::name, Axes...>>::value,
+                "kdist::DeviceMesh: an axis name is used twice; axis names must be unique");
+
+ public:
+  static constexpr std::size_t rank() { return sizeof...(Axes); }
+  static constexpr std::size_t rank_dynamic() { return ((Axes::is_dynamic ? 1 : 0) + ...); }
+  //! The static extent of axis r, or kdist::dynamic_extent.
+  static constexpr std::size_t static_extent(std::size_t r) { return static_extents_[r]; }
+  //! True when every extent is static.
+  static constexpr bool is_static() { return rank_dynamic() == 0; }
+  //! Product of the static extents (the device count when is_static()).
+  static constexpr std::size_t static_size() {
+    std::size_t p = 1;
+    for (auto e : static_extents_) p *= (e == dynamic_extent ? 1 : e);
+    return p;
+  }
+  static constexpr std::array<std::string_view, sizeof...(Axes)> axis_names() {
+    return detail::axis_name_views<Axes...>;
+  }
+  //! Index of the axis called Name, at compile time; naming a missing axis is a compile error.
+  template <detail::fixed_string Name>
+  static constexpr std::size_t axis_index = [] {
+    constexpr std::size_t i = detail::find_axis<Axes...>(Name.view());
+    static_assert(detail::diagnose<(i < sizeof...(Axes)), error::axis_not_in_mesh<Name, Axes...>>::value,
+                  "kdist::DeviceMesh::axis_index: no axis of that name in the mesh");
+    return i;
+  }();
+  //! Index of the axis called `name`, or nullopt.
+  static constexpr std::optional<std::size_t> find_axis(std::string_view name) {
+    std::size_t i = detail::find_axis<Axes...>(name);
+    if (i == rank()) return std::nullopt;
+    return i;
+  }
+
+  //! A mesh of static extents over devices "device:0"... (only when every extent is static).
+  DeviceMesh()
+    requires(is_static())
+      : DeviceMesh(static_size()) {}
+  //! Devices "device:0" ... "device:N-1"; a dynamic extent is inferred from N.
+  explicit DeviceMesh(std::size_t device_count)
+      : DeviceMesh(detail::numbered_devices(device_count)) {}
+  //! The given devices, row-major over the mesh; at most one dynamic extent is inferred.
+  explicit DeviceMesh(std::vector<std::string> devices)
+      : extents_(infer_extents(devices.size())), devices_(std::move(devices)) {}
+  //! Explicit extents (they must agree with the static ones) and the devices.
+  DeviceMesh(const std::array<std::size_t, rank()>& shape, std::vector<std::string> devices)
+      : extents_(check_shape(shape, devices.size())), devices_(std::move(devices)) {}
+  DeviceMesh(const std::array<std::size_t, rank()>& shape, std::size_t device_count)
+      : DeviceMesh(shape, detail::numbered_devices(device_count)) {}
+
+  std::size_t extent(std::size_t r) const { return extents_[r]; }
+  const std::array<std::size_t, rank()>& extents() const { return extents_; }
+  std::size_t size() const { return devices_.size(); }
+  const std::vector<std::string>& devices() const { return devices_; }
+
+  //! Mesh coordinates of device `index`, row-major (as np.reshape(devices, shape)).
+  std::array<std::size_t, rank()> coords_of(std::size_t index) const {
+    if (index >= size()) {
+      throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
+                       " is out of range for a mesh of " + std::to_string(size()) + " devices");
+    }
+    std::array<std::size_t, rank()> c{};
+    detail::unflatten(extents_, index, c);
+    return c;
+  }
+  std::size_t device_index(const std::array<std::size_t, rank()>& coords) const {
+    return to_runtime().device_index(coords);
+  }
+
+  //! The same mesh as a value (axis names as strings).
+  RuntimeDeviceMesh to_runtime() const {
+    std::vector<std::string> names;
+    for (auto n : axis_names()) names.emplace_back(n);
+    return RuntimeDeviceMesh(std::vector<std::size_t>(extents_.begin(), extents_.end()),
+                             std::move(names), devices_);
+  }
+  operator RuntimeDeviceMesh() const { return to_runtime(); }  // NOLINT: every mesh is one
+
+  //! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints it.
+  std::string to_string() const { return to_runtime().to_string(); }
+  friend std::ostream& operator<<(std::ostream& os, const DeviceMesh& m) {
+    return os << m.to_string();
+  }
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+    return a.extents_ == b.extents_ && a.devices_ == b.devices_;
+  }
+
+ private:
+  static constexpr std::array<std::size_t, sizeof...(Axes)> static_extents_{Axes::static_extent...};
+
+  static std::string names_repr() {
+    std::vector<std::string> names;
+    for (auto n : axis_names()) names.emplace_back(n);
+    return detail::join_quoted(names);
+  }
+  static std::string static_shape_repr() {
+    std::string out = "(";
+    for (std::size_t r = 0; r < rank(); ++r) {
+      if (r) out += ", ";
+      out += static_extents_[r] == dynamic_extent ? "?" : std::to_string(static_extents_[r]);
+    }
+    return out + (rank() == 1 ? ",)" : ")");
+  }
+
+  static std::array<std::size_t, rank()> infer_extents(std::size_t device_count) {
+    std::array<std::size_t, rank()> e = static_extents_;
+    const std::size_t fixed = static_size();
+    if constexpr (rank_dynamic() == 0) {
+      if (device_count != fixed) {
+        throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
+                         static_shape_repr() + " with axis_names " + names_repr() + " holds " +
+                         std::to_string(fixed) + " devices, but " + std::to_string(device_count) +
+                         " were given");
+      }
+    } else if constexpr (rank_dynamic() == 1) {
+      if (device_count == 0 || device_count % fixed != 0) {
+        throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: " +
+                         std::to_string(device_count) + " devices cannot fill shape " +
+                         static_shape_repr() + " with axis_names " + names_repr() +
+                         " (the static extents multiply to " + std::to_string(fixed) +
+                         ", which must divide the device count)");
+      }
+      for (auto& x : e) {
+        if (x == dynamic_extent) x = device_count / fixed;
+      }
+    } else {
+      throw ValueError("kdist::DeviceMesh: shape " + static_shape_repr() + " with axis_names " +
+                       names_repr() + " has " + std::to_string(rank_dynamic()) +
+                       " dynamic extents; a device count alone determines at most one. Pass the "
+                       "shape: DeviceMesh({...}, devices)");
+    }
+    return e;
+  }
+
+  static std::array<std::size_t, rank()> check_shape(const std::array<std::size_t, rank()>& shape,
+                                                     std::size_t device_count) {
+    for (std::size_t r = 0; r < rank(); ++r) {
+      if (shape[r] == 0) {
+        throw ValueError("kdist::DeviceMesh: axis '" + std::string(axis_names()[r]) +
+                         "' has extent 0; every axis holds at least one device");
+      }
+      if (static_extents_[r] != dynamic_extent && static_extents_[r] != shape[r]) {
+        throw ValueError("kdist::DeviceMesh: axis '" + std::string(axis_names()[r]) +
+                         "' has static extent " + std::to_string(static_extents_[r]) + ", but " +
+                         std::to_string(shape[r]) + " was given");
+      }
+    }
+    if (detail::product(shape) != device_count) {
+      std::vector<std::size_t> s(shape.begin(), shape.end());
+      throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
+                       detail::shape_repr(s) + " holds " + std::to_string(detail::product(shape)) +
+                       " devices, but " + std::to_string(device_count) + " were given");
+    }
+    return shape;
+  }
+
+  std::array<std::size_t, rank()> extents_;
+  std::vector<std::string> devices_;
+};
+
+template <class T>
+inline constexpr bool is_device_mesh_v = false;
+template <class... Axes>
+inline constexpr bool is_device_mesh_v<DeviceMesh<Axes...>> = true;
+
+//! `kdist::axis_index_v<Mesh, "model">`: index of an axis by name, at compile time.
+template <class Mesh, detail::fixed_string Name>
+inline constexpr std::size_t axis_index_v = Mesh::template axis_index<Name>;
+
+}  // namespace kdist
