@@ -1,0 +1,237 @@
+#pragma once
+//! \file distribute_tensor.hpp
+//! `kdist::distribute_tensor` (Keras' name) and `kdist::full_tensor`: from global data to shards
+//! and back. No rank ever needs the whole tensor to create one: the function form fills each
+//! block where it lives (a known Keras failure: weights built whole before sharding, then out of
+//! memory).
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <utility>
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <kdist/detail/box.hpp>
+#include <kdist/detail/exchange.hpp>
+#include <kdist/error.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/tensor.hpp>
+
+namespace kdist {
+
+namespace detail {
+
+template <class Tensor>
+Box<Tensor::rank> whole(const typename Tensor::shape_type& shape) {
+  Box<Tensor::rank> b;
+  b.ext = shape;
+  return b;
+}
+
+//! s may send to t when they agree on every mesh axis the source is replicated over (partial
+//! axes excepted: every partial contribution is sent and summed).
+inline std::vector<std::size_t> replicated_non_partial_axes(const RuntimeTensorLayout& layout,
+                                                            const std::vector<std::string>& partial) {
+  std::vector<std::size_t> out;
+  const auto& mesh = *layout.device_mesh();
+  for (auto a : layout.replicated_mesh_axes()) {
+    const auto& name = mesh.axis_names()[a];
+    if (std::find(partial.begin(), partial.end(), name) == partial.end()) out.push_back(a);
+  }
+  return out;
+}
+
+struct SameReplica {
+  const RuntimeDeviceMesh* mesh;
+  std::vector<std::size_t> axes;
+  std::vector<std::vector<std::size_t>> coords;  // per device
+  SameReplica(const RuntimeDeviceMesh& m, std::vector<std::size_t> ax) : mesh(&m), axes(std::move(ax)) {
+    coords.reserve(m.size());
+    for (std::size_t d = 0; d < m.size(); ++d) coords.push_back(m.coords_of(d));
+  }
+  bool operator()(std::size_t s, std::size_t t) const {
+    for (auto a : axes) {
+      if (coords[s][a] != coords[t][a]) return false;
+    }
+    return true;
+  }
+};
+
+//! Host copy of a tensor's local block (no copy when it already lives on the host).
+template <class Tensor>
+auto host_local(const Tensor& t) {
+  auto h = Kokkos::create_mirror_view(t.local());
+  Kokkos::deep_copy(h, t.local());
+  return h;
+}
+
+template <class View, class F, std::size_t... I>
+void fill_from_function(const View& v, const std::array<std::size_t, sizeof...(I)>& offset, F f,
+                        std::index_sequence<I...>) {
+  constexpr std::size_t R = sizeof...(I);
+  using exec = typename View::execution_space;
+  static_assert(R >= 1 && R <= 4, "kdist::distribute_tensor from a function supports ranks 1 to 4");
+  const std::array<std::size_t, R> o = offset;
+  if constexpr (R == 1) {
+    Kokkos::parallel_for(
+        "kdist::distribute_tensor(fn)", Kokkos::RangePolicy<exec>(0, v.extent(0)),
+        KOKKOS_LAMBDA(const std::size_t i) { v(i) = f(i + o[0]); });
+  } else if constexpr (R == 2) {
+    Kokkos::parallel_for(
+        "kdist::distribute_tensor(fn)",
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(v.extent(0)),
+                                                             static_cast<std::int64_t>(v.extent(1))}),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+          v(i, j) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1]);
+        });
+  } else if constexpr (R == 3) {
+    Kokkos::parallel_for(
+        "kdist::distribute_tensor(fn)",
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<3>>(
+            {0, 0, 0}, {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
+                        static_cast<std::int64_t>(v.extent(2))}),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, const std::int64_t k) {
+          v(i, j, k) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1],
+                         static_cast<std::size_t>(k) + o[2]);
+        });
+  } else {
+    Kokkos::parallel_for(
+        "kdist::distribute_tensor(fn)",
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<4>>(
+            {0, 0, 0, 0},
+            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
+             static_cast<std::int64_t>(v.extent(2)), static_cast<std::int64_t>(v.extent(3))}),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, const std::int64_t k,
+                      const std::int64_t l) {
+          v(i, j, k, l) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1],
+                            static_cast<std::size_t>(k) + o[2], static_cast<std::size_t>(l) + o[3]);
+        });
+  }
+  Kokkos::fence();
+}
+
+template <class F, class T, std::size_t... I>
+constexpr bool invocable_with_indices(std::index_sequence<I...>) {
+  return std::is_invocable_r_v<T, F, decltype(I)...>;
+}
+
+}  // namespace detail
+
+//! From a global row-major array that every process holds: each keeps its block.
+//!
+//! Example: `auto w = kdist::distribute_tensor<float**>(data.data(), {784, 200}, layout);`
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+DistributedTensor<DataType, MemorySpace> distribute_tensor(
+    const typename DistributedTensor<DataType, MemorySpace>::value_type* global,
+    const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout) {
+  Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
+  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  auto t = Tensor::zeros(shape, layout);
+  auto h = Kokkos::create_mirror_view(t.local());
+  detail::copy_box(global, detail::whole<Tensor>(shape), h.data(), t.block(), t.block());
+  Kokkos::deep_copy(t.local(), h);
+  Kokkos::Profiling::popRegion();
+  return t;
+}
+
+//! From a host View of the global tensor that every process holds (Keras:
+//! `distribute_tensor(tensor, layout)`).
+template <class GlobalView>
+  requires Kokkos::is_view<GlobalView>::value
+auto distribute_tensor(const GlobalView& global, const RuntimeTensorLayout& layout) {
+  using DataType = typename GlobalView::traits::non_const_data_type;
+  using Tensor = DistributedTensor<DataType>;
+  typename Tensor::shape_type shape{};
+  for (std::size_t d = 0; d < Tensor::rank; ++d) shape[d] = global.extent(d);
+  auto contiguous = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), global);
+  Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> right("kdist::global", global.layout());
+  Kokkos::deep_copy(right, contiguous);
+  return distribute_tensor<DataType>(right.data(), shape, layout);
+}
+
+//! From one root process (MPI scatter): only `root` reads `global_on_root`; others pass nullptr.
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
+    const typename DistributedTensor<DataType, MemorySpace>::value_type* global_on_root,
+    const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout, int root = 0) {
+  Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
+  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  constexpr std::size_t R = Tensor::rank;
+  auto t = Tensor::zeros(shape, layout);
+  const std::size_t n = t.device_mesh().size();
+  if (root < 0 || static_cast<std::size_t>(root) >= n) {
+    throw ValueError("kdist::distribute_tensor_from_root: root " + std::to_string(root) +
+                     " is not a process of the mesh (0.." + std::to_string(n - 1) + ")");
+  }
+  const auto r = static_cast<std::size_t>(root);
+  std::vector<detail::Box<R>> blocks;
+  for (std::size_t d = 0; d < n; ++d) blocks.push_back(t.block_of(d));
+  auto h = Kokkos::create_mirror_view(t.local());
+  detail::exchange<R>(
+      global_on_root, h.data(), n, t.device(),
+      [&](std::size_t s) { return s == r ? detail::whole<Tensor>(shape) : detail::Box<R>{}; },
+      [&](std::size_t d) { return blocks[d]; },
+      [&](std::size_t s, std::size_t) { return s == r; }, false, MPI_COMM_WORLD,
+      "kdist::distribute_tensor_from_root");
+  Kokkos::deep_copy(t.local(), h);
+  Kokkos::Profiling::popRegion();
+  return t;
+}
+
+//! From a function of the global index, evaluated where each block lives (in a Kokkos kernel on
+//! the tensor's execution space): no process ever holds the whole tensor.
+//!
+//! Example: `kdist::distribute_tensor<float**>([](std::size_t i, std::size_t j) { return
+//! float(i * 200 + j); }, {784, 200}, layout);`
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
+  requires(detail::invocable_with_indices<F, typename DistributedTensor<DataType, MemorySpace>::value_type>(
+      std::make_index_sequence<DistributedTensor<DataType, MemorySpace>::rank>{}))
+DistributedTensor<DataType, MemorySpace> distribute_tensor(
+    F f, const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout) {
+  Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
+  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  auto t = Tensor::zeros(shape, layout);
+  detail::fill_from_function(t.local(), t.offsets(), f, std::make_index_sequence<Tensor::rank>{});
+  Kokkos::Profiling::popRegion();
+  return t;
+}
+
+//! The whole tensor on every process (all-gather, summing pending partial sums), as a host View.
+template <class DataType, class MemorySpace>
+Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
+    const DistributedTensor<DataType, MemorySpace>& t, std::optional<int> root = std::nullopt) {
+  Kokkos::Profiling::pushRegion("kdist::full_tensor");
+  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  constexpr std::size_t R = Tensor::rank;
+  using Host = Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  const std::size_t n = t.device_mesh().size();
+  if (root && (*root < 0 || static_cast<std::size_t>(*root) >= n)) {
+    throw ValueError("kdist::full_tensor: root " + std::to_string(*root) +
+                     " is not a process of the mesh (0.." + std::to_string(n - 1) + ")");
+  }
+  const bool here = !root || static_cast<std::size_t>(*root) == t.device();
+  std::array<std::size_t, R> ext{};
+  if (here) ext = t.shape();
+  Host out = detail::make_view<Host>("kdist::full_tensor", ext, std::make_index_sequence<R>{});
+  auto src = detail::host_local(t);
+  std::vector<detail::Box<R>> blocks;
+  for (std::size_t d = 0; d < n; ++d) blocks.push_back(t.block_of(d));
+  detail::SameReplica sender(t.device_mesh(),
+                             detail::replicated_non_partial_axes(t.layout(), t.partial_axes()));
+  detail::exchange<R>(
+      src.data(), out.data(), n, t.device(), [&](std::size_t s) { return blocks[s]; },
+      [&](std::size_t d) {
+        return (!root || static_cast<std::size_t>(*root) == d) ? detail::whole<Tensor>(t.shape())
+                                                               : detail::Box<R>{};
+      },
+      sender, t.is_partial(), MPI_COMM_WORLD, "kdist::full_tensor");
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+}  // namespace kdist

@@ -1,0 +1,227 @@
+// kdist-mpi-ranks: 1 2 4 8
+// Distributed tensors: round trips distribute -> full for every layout of a 2-D tensor on every
+// mesh of the world's size, from a global array, from a root and from a function; redistribute
+// between every pair of layouts equal to a fresh distribute_tensor of the target; partial sums;
+// error paths raised alike on every rank.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <kdist/distribute_tensor.hpp>
+#include <kdist/redistribute.hpp>
+#include <kdist/tensor.hpp>
+#include <kdist/visualize_sharding.hpp>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+int world() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::vector<std::vector<std::size_t>> meshes_for(std::size_t n) {
+  std::vector<std::vector<std::size_t>> all = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {2, 4},
+                                               {4, 2}, {8, 1}, {1, 8}, {4, 1}, {1, 4}};
+  std::vector<std::vector<std::size_t>> out;
+  for (auto& s : all) {
+    if (s[0] * s[1] == n) out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::vector<kdist::DimAxes>> all_layouts_2d() {
+  using kdist::DimAxes;
+  const DimAxes none, data("data"), model("model"), dm({"data", "model"}), md({"model", "data"});
+  return {{none, none}, {data, none}, {model, none}, {none, data}, {none, model}, {data, model},
+          {model, data}, {dm, none},  {md, none},    {none, dm},   {none, md}};
+}
+
+double value_at(std::size_t i, std::size_t j) { return static_cast<double>(i * 1000 + j) + 0.5; }
+
+std::vector<double> global_data(std::size_t rows, std::size_t cols) {
+  std::vector<double> g(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) g[i * cols + j] = value_at(i, j);
+  return g;
+}
+
+template <class Host>
+void expect_whole(const Host& full, std::size_t rows, std::size_t cols, const std::string& what) {
+  ASSERT_EQ(full.extent(0), rows) << what;
+  ASSERT_EQ(full.extent(1), cols) << what;
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) ASSERT_EQ(full(i, j), value_at(i, j)) << what;
+}
+
+template <class T>
+void expect_local_is_block(const T& t, const std::string& what) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
+  for (std::size_t i = 0; i < h.extent(0); ++i)
+    for (std::size_t j = 0; j < h.extent(1); ++j)
+      ASSERT_EQ(h(i, j), value_at(i + t.offsets()[0], j + t.offsets()[1])) << what;
+}
+
+const std::vector<std::array<std::size_t, 2>> shapes = {{8, 12}, {7, 5}};  // divides, does not
+
+}  // namespace
+
+TEST(DistributedTensor, RoundTripEveryLayoutEveryMesh) {
+  const auto n = static_cast<std::size_t>(world());
+  for (const auto& ms : meshes_for(n)) {
+    kdist::RuntimeDeviceMesh mesh(ms, {"data", "model"}, n);
+    for (const auto& axes : all_layouts_2d()) {
+      kdist::RuntimeTensorLayout layout(axes, mesh);
+      for (auto shape : shapes) {
+        const std::string what = mesh.to_string() + " " + layout.axes_repr() + " shape " +
+                                 std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+        auto g = global_data(shape[0], shape[1]);
+        auto a = kdist::distribute_tensor<double**>(g.data(), shape, layout);
+        expect_local_is_block(a, what + " from global");
+        auto c = kdist::distribute_tensor<double**>(
+            [](std::size_t i, std::size_t j) { return value_at(i, j); }, shape, layout);
+        expect_local_is_block(c, what + " from fn");
+        expect_whole(kdist::full_tensor(c), shape[0], shape[1], what + " full");
+        if (n <= 4) {  // keep the collective count low at 8 ranks
+          const int root = static_cast<int>(n - 1);
+          auto b = kdist::distribute_tensor_from_root<double**>(
+              a.device() == static_cast<std::size_t>(root) ? g.data() : nullptr, shape, layout, root);
+          expect_local_is_block(b, what + " from root");
+          auto f = kdist::full_tensor(b, 0);
+          if (b.device() == 0) expect_whole(f, shape[0], shape[1], what + " full to root");
+          else EXPECT_EQ(f.size(), 0u);
+        }
+      }
+    }
+  }
+}
+
+TEST(DistributedTensor, RedistributeEveryPairEqualsFreshDistribute) {
+  const auto n = static_cast<std::size_t>(world());
+  if (n != 4) GTEST_SKIP() << "runs on a 2x2 mesh (mpiexec -n 4)";
+  kdist::RuntimeDeviceMesh mesh({2, 2}, {"data", "model"}, n);
+  auto fn = [](std::size_t i, std::size_t j) { return value_at(i, j); };
+  for (auto shape : shapes) {
+    for (const auto& from : all_layouts_2d()) {
+      auto src = kdist::distribute_tensor<double**>(fn, shape, kdist::RuntimeTensorLayout(from, mesh));
+      for (const auto& to : all_layouts_2d()) {
+        kdist::RuntimeTensorLayout target(to, mesh);
+        auto moved = kdist::redistribute(src, target);
+        EXPECT_EQ(moved.layout(), target);
+        expect_local_is_block(moved, src.layout().axes_repr() + " -> " + target.axes_repr());
+      }
+    }
+  }
+}
+
+TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
+  const auto n = static_cast<std::size_t>(world());
+  for (const auto& ms : meshes_for(n)) {
+    kdist::RuntimeDeviceMesh mesh(ms, {"data", "model"}, n);
+    const std::array<std::size_t, 2> shape{6, 5};
+    // Every device of a "model" row holds (value / model extent + model coord - mean) so that the
+    // pending sum over "model" is value.
+    kdist::RuntimeTensorLayout rows_on_data({"data", kdist::replicated}, mesh);
+    auto base = kdist::distribute_tensor<double**>(
+        [](std::size_t i, std::size_t j) { return value_at(i, j); }, shape, rows_on_data);
+    const auto coords = mesh.coords_of(base.device());
+    const double m = static_cast<double>(ms[1]);
+    const double shift = static_cast<double>(coords[1]) - (m - 1) / 2;
+    auto local = base.local();
+    Kokkos::View<double**, Kokkos::LayoutRight> part("part", local.extent(0), local.extent(1));
+    for (std::size_t i = 0; i < local.extent(0); ++i)
+      for (std::size_t j = 0; j < local.extent(1); ++j) part(i, j) = local(i, j) / m + shift;
+    auto p = kdist::DistributedTensor<double**>::from_local(part, shape, rows_on_data, {"model"});
+    EXPECT_TRUE(p.is_partial());
+    expect_whole(kdist::full_tensor(p), shape[0], shape[1], "partial full");
+    auto rep = kdist::redistribute(p, kdist::RuntimeTensorLayout({kdist::replicated, kdist::replicated}, mesh));
+    EXPECT_FALSE(rep.is_partial());
+    expect_local_is_block(rep, "partial -> replicated");
+    auto sh = kdist::redistribute(p, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
+    expect_local_is_block(sh, "partial -> sharded");
+  }
+}
+
+TEST(DistributedTensor, VisualizeSharding) {
+  const auto n = static_cast<std::size_t>(world());
+  if (n != 4) GTEST_SKIP() << "picture checked on 4 processes";
+  kdist::RuntimeDeviceMesh mesh({2, 2}, {"data", "model"}, kdist::detail::numbered_devices(4));
+  auto t = kdist::DistributedTensor<float**>::zeros({8, 4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh));
+  const std::string pic = kdist::visualize_sharding(t);
+  EXPECT_EQ(pic,
+            "shape=(8, 4) layout=('data', None)\n"
+            "┌────────────┐\n"
+            "│ device:0,1 │\n"
+            "├────────────┤\n"
+            "│ device:2,3 │\n"
+            "└────────────┘\n");
+  auto u = kdist::DistributedTensor<float**>::zeros({8, 4}, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
+  EXPECT_NE(kdist::visualize_sharding(u).find("│ device:0 │ device:1 │"), std::string::npos)
+      << kdist::visualize_sharding(u);
+}
+
+TEST(DistributedTensor, ErrorsAreRaisedOnEveryRank) {
+  const auto n = static_cast<std::size_t>(world());
+  kdist::RuntimeDeviceMesh wrong({n + 1}, {"data"}, n + 1);
+  kdist::RuntimeDeviceMesh mesh({n}, {"data"}, n);
+  // mesh of another size than the world
+  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}, wrong))),
+               kdist::ValueError);
+  // rank mismatch
+  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh))),
+               kdist::ValueError);
+  // layout without mesh
+  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}))),
+               kdist::ValueError);
+  // even division demanded
+  if (n > 1) {
+    try {
+      (void)kdist::DistributedTensor<float*>::zeros(
+          {n + 1}, kdist::RuntimeTensorLayout({"data"}, mesh, kdist::Division::even));
+      ADD_FAILURE() << "expected a ValueError";
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot divide evenly"), std::string::npos) << e.what();
+    }
+  }
+  // redistribute to a layout on another mesh
+  auto t = kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}, mesh));
+  kdist::RuntimeDeviceMesh other({n}, {"batch"}, n);
+  EXPECT_THROW((void)kdist::redistribute(t, kdist::RuntimeTensorLayout({"batch"}, other)), kdist::ValueError);
+  // from_local with wrong extents
+  Kokkos::View<float*, Kokkos::LayoutRight> bad("bad", 99);
+  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(bad, {4}, kdist::RuntimeTensorLayout({"data"}, mesh)),
+               kdist::ValueError);
+  // unknown partial axis
+  Kokkos::View<float*, Kokkos::LayoutRight> ok("ok", t.local().extent(0));
+  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(ok, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), {"modle"}),
+               kdist::ValueError);
+  // root out of range
+  EXPECT_THROW((void)kdist::distribute_tensor_from_root<float*>(nullptr, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), static_cast<int>(n)),
+               kdist::ValueError);
+  // the world is still in step: one more collective completes
+  int one = 1, sum = 0;
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(sum, static_cast<int>(n));
+}
+
+TEST(DistributedTensor, StaticLayoutAndHigherRanks) {
+  const auto n = static_cast<std::size_t>(world());
+  using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 1>>;
+  Mesh mesh(n);
+  kdist::TensorLayout<Mesh, "data", kdist::replicated, kdist::replicated> layout(mesh);
+  auto t = kdist::distribute_tensor<int***>(
+      [](std::size_t i, std::size_t j, std::size_t k) { return static_cast<int>(i * 100 + j * 10 + k); },
+      {5, 3, 2}, layout);
+  auto f = kdist::full_tensor(t);
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t k = 0; k < 2; ++k) ASSERT_EQ(f(i, j, k), static_cast<int>(i * 100 + j * 10 + k));
+  auto r4 = kdist::distribute_tensor<float****>(
+      [](std::size_t a, std::size_t b, std::size_t c, std::size_t d) { return float(a + b + c + d); },
+      {3, 2, 2, 2}, kdist::RuntimeTensorLayout({"data", kdist::replicated, kdist::replicated, kdist::replicated}, Mesh(n).to_runtime()));
+  auto f4 = kdist::full_tensor(r4);
+  EXPECT_EQ(f4(2, 1, 1, 1), 5.0f);
+}
