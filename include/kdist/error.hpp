@@ -31,24 +31,26 @@ class RuntimeError : public Error {
   using Error::Error;
 };
 
-//! Compile-time diagnostics. Each is an incomplete class template: when a check fails, kdist
-//! instantiates it, and the compiler prints its arguments (the offending axis, layout or mesh)
-//! in the error message. The comment beside each says how to fix it; docs/errors.md lists them.
+//! Compile-time diagnostics. Each is an incomplete class template whose arguments name the
+//! offender (the axis, the layout, the mesh): a failed check is a `static_assert` whose condition
+//! is `detail::diagnose<false, error::x<...>>::value`, so GCC and clang print, in one error, the
+//! message in the user's words and that condition with the diagnostic's arguments. The comment
+//! beside each says how to fix it; docs/errors.md lists them.
 namespace error {}
 
 }  // namespace kdist
 
 namespace kdist::detail {
 
-//! Instantiates `Error` (an incomplete type) only when `Ok` is false, so the compiler prints the
-//! diagnostic's arguments; used as `static_assert(diagnose<cond, error::x<...>>::value, "...")`.
+//! `diagnose<Ok, Error>::value` is `Ok`; used as
+//! `static_assert(diagnose<cond, error::x<...>>::value, "what is wrong, in the user's words")`.
+//! When `cond` is false the compiler prints the message and the failed condition, whose type
+//! `error::x<...>` names the offender: GCC as "'diagnose<false, error::x<...> >::value' evaluates
+//! to false", clang as "static_assert failed due to requirement 'diagnose<false, ...>::value'".
+//! (`Error` is never instantiated, so nothing else fails after the one message.)
 template <bool Ok, class Error>
 struct diagnose {
-  static constexpr bool value = true;
-};
-template <class Error>
-struct diagnose<false, Error> {
-  static constexpr bool value = sizeof(Error) > 0;  // error: incomplete type names the problem
+  static constexpr bool value = Ok;
 };
 
 }  // namespace kdist::detail

@@ -9,6 +9,9 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <kdist/detail/fixed_string.hpp>
 #include <kdist/detail/shard_math.hpp>
@@ -165,6 +168,16 @@ struct layout_facts {
   }
 };
 
+//! Stands in for a first argument that is not a DeviceMesh (a layout of replicated dimensions on
+//! a one-axis mesh), so that layout_mesh_is_not_a_device_mesh is the only error.
+using placeholder_mesh = DeviceMesh<axis<"?", 1>>;
+template <DimSpec>
+inline constexpr DimSpec replicated_dim{};
+template <class Mesh, DimSpec... Dims>
+using checked_layout_facts =
+    std::conditional_t<is_device_mesh_v<Mesh>, layout_facts<Mesh, Dims...>,
+                       layout_facts<placeholder_mesh, replicated_dim<Dims>...>>;
+
 }  // namespace detail
 
 //! A layout whose mesh type and per-dimension sharding are part of its type; see TensorLayout and
@@ -178,14 +191,16 @@ class BasicTensorLayout {
   static_assert(detail::diagnose<is_device_mesh_v<Mesh>,
                                  error::layout_mesh_is_not_a_device_mesh<Mesh>>::value,
                 "kdist::TensorLayout: the first template argument must be a kdist::DeviceMesh");
-  using facts = detail::layout_facts<Mesh, Dims...>;
+  // Mesh_ is Mesh, or a placeholder when Mesh is not a mesh (diagnosed above, nothing else fails).
+  using Mesh_ = std::conditional_t<is_device_mesh_v<Mesh>, Mesh, detail::placeholder_mesh>;
+  using facts = detail::checked_layout_facts<Mesh, Dims...>;
   static_assert(detail::diagnose<!facts::overflow.found,
                                  error::dim_spec_over_limits<facts::overflow.dim>>::value,
                 "kdist::TensorLayout: a dimension names too many mesh axes or too long a name");
   static_assert(
       detail::diagnose<!facts::unknown.found,
                        typename detail::axis_not_in_mesh_error<
-                           Mesh, detail::dim_axis_name<facts::dim_or_replicated(facts::unknown.dim),
+                           Mesh_, detail::dim_axis_name<facts::dim_or_replicated(facts::unknown.dim),
                                                        facts::unknown.k>>::type>::value,
       "kdist::TensorLayout: the layout names an axis that is not an axis of the mesh");
   static_assert(
@@ -217,7 +232,7 @@ class BasicTensorLayout {
   static constexpr std::size_t static_shards(std::size_t d) {
     std::size_t p = 1;
     for (std::size_t k = 0; k < axis_indices_[d].count; ++k) {
-      const std::size_t e = Mesh::static_extent(axis_indices_[d].idx[k]);
+      const std::size_t e = Mesh_::static_extent(axis_indices_[d].idx[k]);
       if (e == dynamic_extent) return dynamic_extent;
       p *= e;
     }
@@ -240,40 +255,42 @@ class BasicTensorLayout {
   //! Block of dimension d (global extent `global`) held at mesh `coords`, computed at compile
   //! time when the mesh axes of d are static.
   static constexpr Block static_block(std::size_t d, std::size_t global,
-                                      const std::array<std::size_t, Mesh::rank()>& coords) {
-    std::array<std::size_t, Mesh::rank()> ext{};
-    for (std::size_t r = 0; r < Mesh::rank(); ++r) ext[r] = Mesh::static_extent(r);
+                                      const std::array<std::size_t, Mesh_::rank()>& coords) {
+    std::array<std::size_t, Mesh_::rank()> ext{};
+    for (std::size_t r = 0; r < Mesh_::rank(); ++r) ext[r] = Mesh_::static_extent(r);
     return block_on(d, global, ext, coords);
   }
   //! Local extents at mesh `coords` of a tensor of static shape Shape... (static mesh axes only).
   template <std::size_t... Shape>
   static constexpr std::array<std::size_t, rank()> static_local_extents(
-      const std::array<std::size_t, Mesh::rank()>& coords) {
+      const std::array<std::size_t, Mesh_::rank()>& coords) {
     static_assert(check_static_shape<Shape...>());
     static_assert(all_static_shards(std::make_index_sequence<rank()>{}));
-    constexpr std::array<std::size_t, rank()> shape{Shape...};
     std::array<std::size_t, rank()> out{};
-    for (std::size_t d = 0; d < rank(); ++d) out[d] = static_block(d, shape[d], coords).extent;
+    if constexpr (sizeof...(Shape) == rank()) {  // else diagnosed above
+      constexpr std::array<std::size_t, rank()> shape{Shape...};
+      for (std::size_t d = 0; d < rank(); ++d) out[d] = static_block(d, shape[d], coords).extent;
+    }
     return out;
   }
 
   //! A layout on a mesh of static extents (no mesh object needed).
   BasicTensorLayout()
-    requires(Mesh::is_static())
+    requires(Mesh_::is_static())
       : mesh_() {}
-  explicit BasicTensorLayout(Mesh mesh) : mesh_(std::move(mesh)) {}
+  explicit BasicTensorLayout(Mesh_ mesh) : mesh_(std::move(mesh)) {}
 
-  const Mesh& device_mesh() const { return mesh_; }
+  const Mesh_& device_mesh() const { return mesh_; }
 
   std::size_t shards(std::size_t d) const {
     return detail::group_size(axis_indices_[d].idx, axis_indices_[d].count, mesh_.extents());
   }
-  std::size_t shard_index(std::size_t d, const std::array<std::size_t, Mesh::rank()>& coords) const {
+  std::size_t shard_index(std::size_t d, const std::array<std::size_t, Mesh_::rank()>& coords) const {
     return detail::group_index(axis_indices_[d].idx, axis_indices_[d].count, mesh_.extents(),
                                coords);
   }
   Block block(std::size_t d, std::size_t global,
-              const std::array<std::size_t, Mesh::rank()>& coords) const {
+              const std::array<std::size_t, Mesh_::rank()>& coords) const {
     return block_on(d, global, mesh_.extents(), coords);
   }
 
@@ -332,7 +349,7 @@ class BasicTensorLayout {
   static constexpr bool check_rank() {
     static_assert(detail::diagnose<R == rank(), error::layout_rank_mismatch<rank(), R, repr_>>::value,
                   "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
-    return R == rank();
+    return true;  // the static_assert above is the one error; callers need not repeat it
   }
   template <std::size_t... D>
   static constexpr bool all_static_shards(std::index_sequence<D...>) {
@@ -370,7 +387,7 @@ class BasicTensorLayout {
     return out;
   }
 
-  Mesh mesh_;
+  Mesh_ mesh_;
 };
 
 //! A layout with ceil-division blocks for sizes the shards do not divide (torch.chunk).

@@ -39,9 +39,24 @@ struct mesh_argument_is_not_an_axis;
 }  // namespace error
 
 namespace detail {
+//! Name and static extent of a mesh template argument; a non-axis reads as "?" of extent 1, so
+//! that its own diagnostic (mesh_argument_is_not_an_axis) is the only error.
+template <class A>
+struct axis_traits {
+  static constexpr std::string_view name = "?";
+  static constexpr std::size_t static_extent = 1;
+  static constexpr bool is_dynamic = false;
+};
+template <fixed_string Name, std::size_t Extent>
+struct axis_traits<axis<Name, Extent>> {
+  static constexpr std::string_view name = axis<Name, Extent>::name.view();
+  static constexpr std::size_t static_extent = Extent;
+  static constexpr bool is_dynamic = axis<Name, Extent>::is_dynamic;
+};
+
 template <class... Axes>
 inline constexpr std::array<std::string_view, sizeof...(Axes)> axis_name_views{
-    Axes::name.view()...};
+    axis_traits<Axes>::name...};
 
 //! Index of the first axis whose name repeats an earlier one, or sizeof...(Axes).
 template <class... Axes>
@@ -64,16 +79,23 @@ constexpr std::size_t find_axis(std::string_view name) {
   return names.size();
 }
 
+//! The duplicate-name check. `diagnostic` is a complete type (void) unless two axes share a name,
+//! so an empty mesh or a non-axis argument (diagnosed on their own) do not trip it.
 template <class... Axes>
 struct mesh_checks {
-  static constexpr bool all_axes = (is_axis_v<Axes> && ...);
-  static constexpr std::size_t dup = all_axes ? first_duplicate_axis<Axes...>() : 0;
-  using dup_axis = std::tuple_element_t<(dup < sizeof...(Axes) ? dup : 0), std::tuple<Axes...>>;
-};
-
-template <class T>
-struct first_non_axis {
-  using type = T;
+  static constexpr std::size_t dup = first_duplicate_axis<Axes...>();
+  static constexpr bool unique = !(is_axis_v<Axes> && ...) || dup == sizeof...(Axes);
+  template <bool Unique, int = 0>
+  struct error_for {
+    using type = void;
+  };
+  template <int Dummy>
+  struct error_for<false, Dummy> {
+    using type = error::duplicate_axis_name<
+        fixed_string<axis_name_views<Axes...>[dup].size() + 1>(axis_name_views<Axes...>[dup]),
+        Axes...>;
+  };
+  using diagnostic = typename error_for<unique>::type;
 };
 }  // namespace detail
 
@@ -97,14 +119,15 @@ class DeviceMesh {
   static_assert((detail::diagnose<is_axis_v<Axes>, error::mesh_argument_is_not_an_axis<Axes>>::value &&
                  ...),
                 "kdist::DeviceMesh: every template argument must be a kdist::axis<\"name\", extent>");
-  static_assert(detail::diagnose<detail::mesh_checks<Axes...>::dup == sizeof...(Axes),
-                                 error::duplicate_axis_name<
-                                     detail::mesh_checks<Axes...>::dup_axis::name, Axes...>>::value,
+  static_assert(detail::diagnose<detail::mesh_checks<Axes...>::unique,
+                                 typename detail::mesh_checks<Axes...>::diagnostic>::value,
                 "kdist::DeviceMesh: an axis name is used twice; axis names must be unique");
 
  public:
   static constexpr std::size_t rank() { return sizeof...(Axes); }
-  static constexpr std::size_t rank_dynamic() { return ((Axes::is_dynamic ? 1 : 0) + ...); }
+  static constexpr std::size_t rank_dynamic() {
+    return ((detail::axis_traits<Axes>::is_dynamic ? 1 : 0) + ... + 0);
+  }
   //! The static extent of axis r, or kdist::dynamic_extent.
   static constexpr std::size_t static_extent(std::size_t r) { return static_extents_[r]; }
   //! True when every extent is static.
@@ -164,8 +187,16 @@ class DeviceMesh {
     detail::unflatten(extents_, index, c);
     return c;
   }
+  //! Device index at mesh `coords` (inverse of coords_of); a ValueError when out of range.
   std::size_t device_index(const std::array<std::size_t, rank()>& coords) const {
-    return to_runtime().device_index(coords);
+    for (std::size_t r = 0; r < rank(); ++r) {
+      if (coords[r] >= extents_[r]) {
+        throw ValueError("kdist::DeviceMesh: coordinate " + std::to_string(coords[r]) +
+                         " is out of range for axis '" + std::string(axis_names()[r]) +
+                         "' of extent " + std::to_string(extents_[r]));
+      }
+    }
+    return detail::flatten(extents_, coords);
   }
 
   //! The same mesh as a value (axis names as strings).
@@ -187,7 +218,8 @@ class DeviceMesh {
   }
 
  private:
-  static constexpr std::array<std::size_t, sizeof...(Axes)> static_extents_{Axes::static_extent...};
+  static constexpr std::array<std::size_t, sizeof...(Axes)> static_extents_{
+      detail::axis_traits<Axes>::static_extent...};
 
   static std::string names_repr() {
     std::vector<std::string> names;

@@ -132,6 +132,11 @@ class RuntimeTensorLayout {
   //! Which shard of dimension d the device at mesh `coords` holds.
   std::size_t shard_index(std::size_t d, std::span<const std::size_t> coords) const {
     const auto& ax = mesh_axes_of(d);
+    if (coords.size() != mesh_->rank()) {
+      throw ValueError("kdist::TensorLayout: " + std::to_string(coords.size()) +
+                       " mesh coordinates given for a mesh of rank " +
+                       std::to_string(mesh_->rank()));
+    }
     return detail::group_index(ax, ax.size(), mesh_->shape(), coords);
   }
 
@@ -179,6 +184,7 @@ class RuntimeTensorLayout {
   //! in increasing order.
   std::vector<std::size_t> owners(std::span<const std::size_t> shape,
                                   std::span<const std::size_t> index) const {
+    require_mesh();
     check_shape(shape);
     check_index(shape, index);
     const auto& m = *mesh_;
@@ -261,6 +267,7 @@ class RuntimeTensorLayout {
   }
   template <class F>
   void for_each_block(std::span<const std::size_t> shape, std::size_t device, F&& f) const {
+    require_mesh();
     check_shape(shape);
     const auto coords = mesh_->coords_of(device);
     for (std::size_t d = 0; d < rank(); ++d) f(d, block(d, shape[d], coords));
