@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <Kokkos_Core.hpp>
+#include <cstdio>
+
+#include <kdist/runtime.hpp>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
+  // MPI (MPI_THREAD_FUNNELED) and Kokkos, finalised in reverse order when main returns.
+  kdist::ScopeGuard guard(argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
@@ -22,7 +24,5 @@ int main(int argc, char** argv) {
   if (local_failed) {
     std::fprintf(stderr, "[rank %d] had failing tests\n", rank);
   }
-  Kokkos::finalize();
-  MPI_Finalize();
   return any_failed;
 }
