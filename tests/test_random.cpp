@@ -1,0 +1,227 @@
+// Tests of kdist/random.hpp: the keying convention (pinned), determinism, independence from the
+// order and slicing of evaluation (host loops and Kokkos kernels), distribution sanity.
+#include <kdist/random.hpp>
+
+#include <gtest/gtest.h>
+
+#include <Random123/philox.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+namespace {
+
+class KokkosEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { Kokkos::initialize(); }
+  void TearDown() override { Kokkos::finalize(); }
+};
+[[maybe_unused]] ::testing::Environment* const kokkos_env =
+    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
+
+using kdist::dropout_keep;
+using kdist::glorot_uniform;
+using kdist::random_key;
+using kdist::stream_id;
+using kdist::uniform01;
+
+TEST(Random, Fnv1aKnownValues) {
+  static_assert(kdist::fnv1a_64("") == 0xcbf29ce484222325ull);
+  static_assert(kdist::fnv1a_64("a") == 0xaf63dc4c8601ec8cull);
+  static_assert(kdist::fnv1a_64("foobar") == 0x85944171f73967e8ull);
+  EXPECT_EQ(stream_id("d1/kernel"), kdist::fnv1a_64("d1/kernel"));
+  std::set<std::uint64_t> ids{stream_id("d1/kernel"), stream_id("d1/bias"),
+                              stream_id("d2/kernel"), stream_id("d2/bias"), stream_id("dropout")};
+  EXPECT_EQ(ids.size(), 5u);
+}
+
+TEST(Random, KeyIsPhiloxOfStreamUnderSeed) {
+  // Known answer of Random123's Philox4x32-10 (its kat_vectors): counter 0, key 0.
+  const kdist::RandomKey k = random_key(0, 0, 0);
+  EXPECT_EQ(k.k0, 0x6627e8d5u);
+  EXPECT_EQ(k.k1, 0xe169c58du);
+  // The documented convention for arbitrary seed and stream.
+  const std::uint64_t seed = 0x0123456789abcdefull;
+  const std::uint64_t stream = stream_id("d1/kernel");
+  philox4x32_ctr_t ctr = {{static_cast<std::uint32_t>(stream),
+                           static_cast<std::uint32_t>(stream >> 32), 0u, 0u}};
+  philox4x32_key_t key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+  const auto r = philox4x32_R(10, ctr, key);
+  const kdist::RandomKey k2 = random_key(seed, stream, 77);
+  EXPECT_EQ(k2.k0, r.v[0]);
+  EXPECT_EQ(k2.k1, r.v[1]);
+  EXPECT_EQ(k2.step, 77u);
+  // Element words: counter {lo(index), hi(index), lo(step), hi(step)} under the derived key.
+  const std::uint64_t index = 0x0000000500000007ull;
+  philox4x32_ctr_t ectr = {{7u, 5u, 77u, 0u}};
+  philox4x32_key_t ekey = {{k2.k0, k2.k1}};
+  const auto e = philox4x32_R(10, ectr, ekey);
+  const kdist::RandomBits b = kdist::random_bits(k2, index);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(b.word[i], e.v[i]);
+  EXPECT_EQ(uniform01(k2, index), static_cast<float>(e.v[0] >> 8) * 0x1p-24f);
+  EXPECT_EQ(dropout_keep(seed, stream, 77, index, 0.4f), uniform01(k2, index) < 0.6f);
+}
+
+TEST(Random, Deterministic) {
+  const auto k = random_key(1337, stream_id("d1/kernel"));
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    EXPECT_EQ(uniform01(k, i), uniform01(random_key(1337, stream_id("d1/kernel")), i));
+    EXPECT_EQ(glorot_uniform(1337, stream_id("d1/kernel"), 784, 200, i),
+              glorot_uniform(k, 784, 200, i));
+  }
+}
+
+TEST(Random, SeedStreamAndStepChangeTheNumbers) {
+  const auto base = random_key(1, stream_id("a"), 0);
+  const kdist::RandomKey others[] = {random_key(2, stream_id("a"), 0),
+                                     random_key(1, stream_id("b"), 0),
+                                     random_key(1, stream_id("a"), 1)};
+  for (const auto& o : others) {
+    int equal = 0;
+    for (std::uint64_t i = 0; i < 1000; ++i) equal += uniform01(base, i) == uniform01(o, i);
+    EXPECT_LE(equal, 2);  // 24-bit values: a coincidence is ~1e-4 per draw
+  }
+  // Neighbouring indices differ too.
+  int equal = 0;
+  for (std::uint64_t i = 0; i < 1000; ++i) equal += uniform01(base, i) == uniform01(base, i + 1);
+  EXPECT_LE(equal, 2);
+}
+
+TEST(Random, IndependentOfOrderAndSlicing) {
+  // A 64x50 "global" kernel filled in row order, and a shard (rows 16..39, cols 10..34) filled in
+  // reverse order from global indices: the shard's values are the global ones, bit for bit.
+  const std::size_t rows = 64;
+  const std::size_t cols = 50;
+  const std::uint64_t stream = stream_id("d1/kernel");
+  std::vector<float> full(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      full[i * cols + j] = glorot_uniform(42, stream, rows, cols, i * cols + j);
+    }
+  }
+  const std::size_t r0 = 16, r1 = 40, c0 = 10, c1 = 35;
+  for (std::size_t i = r1; i-- > r0;) {
+    for (std::size_t j = c1; j-- > c0;) {
+      const float v = glorot_uniform(42, stream, rows, cols, i * cols + j);
+      ASSERT_EQ(v, full[i * cols + j]) << "at " << i << "," << j;
+    }
+  }
+  // Inside a Kokkos kernel (the same function on any backend).
+  Kokkos::View<float**, Kokkos::LayoutRight> shard("shard", r1 - r0, c1 - c0);
+  const auto key = random_key(42, stream);
+  Kokkos::parallel_for(
+      Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(r1 - r0),
+                                                      static_cast<std::int64_t>(c1 - c0)}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        const auto gi = static_cast<std::uint64_t>(i) + r0;
+        const auto gj = static_cast<std::uint64_t>(j) + c0;
+        shard(i, j) = glorot_uniform(key, rows, cols, gi * cols + gj);
+      });
+  Kokkos::fence();
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
+  for (std::size_t i = r0; i < r1; ++i) {
+    for (std::size_t j = c0; j < c1; ++j) {
+      ASSERT_EQ(host(i - r0, j - c0), full[i * cols + j]);
+    }
+  }
+}
+
+TEST(Random, Uniform01Distribution) {
+  const auto k = random_key(7, stream_id("uniform"));
+  const std::uint64_t n = 1'000'000;
+  double sum = 0.0, sum2 = 0.0;
+  float lo = 1.0f, hi = 0.0f;
+  std::vector<int> bins(10, 0);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float u = uniform01(k, i);
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+    sum += u;
+    sum2 += static_cast<double>(u) * u;
+    ++bins[static_cast<std::size_t>(u * 10.0f)];
+  }
+  EXPECT_GE(lo, 0.0f);
+  EXPECT_LT(hi, 1.0f);
+  const double mean = sum / static_cast<double>(n);
+  const double var = sum2 / static_cast<double>(n) - mean * mean;
+  EXPECT_NEAR(mean, 0.5, 0.002);       // sd of the mean: 0.00029
+  EXPECT_NEAR(var, 1.0 / 12.0, 0.001);  // sd: 0.00008
+  for (int b : bins) EXPECT_NEAR(b, 100000, 1500);  // sd: 300
+  // The largest word maps below 1.
+  EXPECT_LT(static_cast<float>(0xffffffffu >> 8) * 0x1p-24f, 1.0f);
+}
+
+TEST(Random, NormalDistribution) {
+  const auto k = random_key(7, stream_id("normal"));
+  const std::uint64_t n = 1'000'000;
+  double sum = 0.0, sum2 = 0.0;
+  std::uint64_t within1 = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float z = kdist::normal(k, i);
+    ASSERT_TRUE(std::isfinite(z));
+    sum += z;
+    sum2 += static_cast<double>(z) * z;
+    within1 += std::fabs(z) < 1.0f;
+  }
+  const double mean = sum / static_cast<double>(n);
+  const double var = sum2 / static_cast<double>(n) - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.005);  // sd: 0.001
+  EXPECT_NEAR(var, 1.0, 0.01);    // sd: 0.0014
+  EXPECT_NEAR(static_cast<double>(within1) / static_cast<double>(n), 0.682689, 0.003);
+}
+
+TEST(Random, GlorotUniformBoundsAndMoments) {
+  EXPECT_DOUBLE_EQ(kdist::glorot_limit(784, 200), std::sqrt(6.0 / 984.0));
+  EXPECT_DOUBLE_EQ(kdist::glorot_limit(200, 10), std::sqrt(6.0 / 210.0));
+  EXPECT_DOUBLE_EQ(kdist::glorot_limit(0, 0), std::sqrt(3.0));  // Keras' max(1, fan_avg)
+  const std::uint64_t fan_in = 784, fan_out = 200;
+  const double limit = kdist::glorot_limit(fan_in, fan_out);
+  const auto k = random_key(1337, stream_id("d1/kernel"));
+  double sum = 0.0, sum2 = 0.0;
+  float lo = 1.0f, hi = -1.0f;
+  const std::uint64_t n = fan_in * fan_out;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float w = glorot_uniform(k, fan_in, fan_out, i);
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
+    sum += w;
+    sum2 += static_cast<double>(w) * w;
+  }
+  EXPECT_GE(lo, -static_cast<float>(limit));
+  EXPECT_LE(hi, static_cast<float>(limit));
+  EXPECT_LT(lo, -0.99 * limit);  // the whole range is used
+  EXPECT_GT(hi, 0.99 * limit);
+  const double mean = sum / static_cast<double>(n);
+  const double var = sum2 / static_cast<double>(n) - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.01 * limit);
+  EXPECT_NEAR(var, limit * limit / 3.0, 0.01 * limit * limit / 3.0);
+}
+
+TEST(Random, DropoutKeepFraction) {
+  const std::uint64_t seed = 1337;
+  const std::uint64_t stream = stream_id("dropout");
+  const std::uint64_t n = 256 * 200 * 10;
+  for (float rate : {0.1f, 0.4f, 0.75f}) {
+    std::uint64_t kept = 0;
+    for (std::uint64_t i = 0; i < n; ++i) kept += dropout_keep(seed, stream, 3, i, rate);
+    EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 1.0 - rate, 0.004)
+        << "rate " << rate;
+  }
+  for (std::uint64_t i = 0; i < 10000; ++i) {
+    EXPECT_TRUE(dropout_keep(seed, stream, 3, i, 0.0f));
+  }
+  // Masks of different steps are independent: both kept ~ 0.6 * 0.6.
+  std::uint64_t both = 0;
+  const std::uint64_t m = 200000;
+  for (std::uint64_t i = 0; i < m; ++i) {
+    both += dropout_keep(seed, stream, 0, i, 0.4f) && dropout_keep(seed, stream, 1, i, 0.4f);
+  }
+  EXPECT_NEAR(static_cast<double>(both) / static_cast<double>(m), 0.36, 0.005);
+}
+
+}  // namespace
