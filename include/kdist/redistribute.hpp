@@ -7,8 +7,10 @@
 //!   shard(i) -> shard(j)       all-to-all (each device sends each other exactly the overlap)
 //!   partial -> replicated      all-reduce (sum of every pending contribution)
 //!   partial -> shard           reduce-scatter (each device receives only its block's sums)
-//! Every case is one MPI_Alltoallv of exactly the overlapping boxes, or no MPI call when no
-//! device needs another's data.
+//! A partial tensor resolved into its own layout is one MPI_Allreduce over the partial axes'
+//! communicator; every other case is one MPI_Alltoallv of exactly the overlapping boxes (summing
+//! partial contributions), or no MPI call when no device needs another's data; an unchanged
+//! layout shares the block.
 
 #include <cstddef>
 #include <vector>
@@ -16,9 +18,11 @@
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include <kdist/collectives.hpp>
 #include <kdist/detail/exchange.hpp>
 #include <kdist/distribute_tensor.hpp>
 #include <kdist/error.hpp>
+#include <kdist/mesh_binding.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/tensor.hpp>
 
@@ -40,6 +44,21 @@ DistributedTensor<DataType, MemorySpace> redistribute(const DistributedTensor<Da
     throw ValueError("kdist::redistribute: tensor of shape " + detail::shape_repr(s) + " on " +
                      t.device_mesh().to_string() + " cannot move to layout " + target.to_string() +
                      ", which is on another mesh; redistribute within one mesh");
+  }
+  const bool same_dims = target.axes() == t.layout().axes() && target.division() == t.layout().division();
+  if (same_dims && !t.is_partial()) {  // nothing to move: share the block
+    Kokkos::Profiling::popRegion();
+    return Tensor::from_local(t.local(), t.shape(), std::move(target));
+  }
+  if (same_dims) {  // partial -> the same layout: one all-reduce over the partial axes
+    using view_type = typename Tensor::view_type;
+    view_type sum(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute"),
+                  t.local().layout());
+    Kokkos::deep_copy(sum, t.local());
+    const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
+    all_reduce(typename MemorySpace::execution_space(), sum, ReduceOp::sum, comm);
+    Kokkos::Profiling::popRegion();
+    return Tensor::from_local(sum, t.shape(), std::move(target));
   }
   auto out = Tensor::zeros(t.shape(), target);
   const std::size_t n = t.device_mesh().size();

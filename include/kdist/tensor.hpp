@@ -148,7 +148,21 @@ class DistributedTensor {
                     const std::string& label = "kdist::DistributedTensor")
       : shape_(shape), layout_(std::move(layout)), partial_(std::move(partial)) {
     detail::check_layout_for_tensor(layout_, shape_);
-    for (const auto& a : partial_) (void)device_mesh().axis_index(a);  // validates the names
+    for (const auto& a : partial_) {
+      const std::size_t i = device_mesh().axis_index(a);  // validates the name
+      for (std::size_t d = 0; d < rank; ++d) {
+        const auto& used = layout_.mesh_axes_of(d);
+        if (std::find(used.begin(), used.end(), i) != used.end()) {
+          throw ValueError("kdist::DistributedTensor: mesh axis '" + a +
+                           "' cannot both shard the tensor (layout " + layout_.axes_repr() +
+                           ") and hold a pending sum over it");
+        }
+      }
+    }
+    // A pending sum over axes of extent 1 is already complete.
+    std::erase_if(partial_, [&](const std::string& a) {
+      return device_mesh().extent(device_mesh().axis_index(a)) == 1;
+    });
     std::sort(partial_.begin(), partial_.end());
     device_ = static_cast<std::size_t>(detail::world_rank());
     block_ = block_of(device_);

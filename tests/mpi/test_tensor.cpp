@@ -135,7 +135,7 @@ TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
     for (std::size_t i = 0; i < local.extent(0); ++i)
       for (std::size_t j = 0; j < local.extent(1); ++j) part(i, j) = local(i, j) / m + shift;
     auto p = kdist::DistributedTensor<double**>::from_local(part, shape, rows_on_data, {"model"});
-    EXPECT_TRUE(p.is_partial());
+    EXPECT_EQ(p.is_partial(), ms[1] > 1);  // a sum over one device is complete
     expect_whole(kdist::full_tensor(p), shape[0], shape[1], "partial full");
     auto rep = kdist::redistribute(p, kdist::RuntimeTensorLayout({kdist::replicated, kdist::replicated}, mesh));
     EXPECT_FALSE(rep.is_partial());

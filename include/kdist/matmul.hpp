@@ -1,0 +1,125 @@
+#pragma once
+//! \file matmul.hpp
+//! `kdist::matmul(A, B)`: the product of two distributed matrices, with the communication its
+//! layouts call for (Megatron's column / row parallelism, as PyTorch DTensor derives it):
+//!   contraction dimension sharded alike in A and B   local product, result a pending sum over
+//!                                                    those axes (row-parallel)
+//!   contraction dimension replicated in one operand  that operand is sliced locally to the
+//!                                                    other's block, no communication
+//!   contraction dimension replicated in both         local product (column-parallel when B's
+//!                                                    columns are sharded)
+//! The result is laid out (A's row axes, B's column axes). Resolve a pending sum with
+//! kdist::redistribute (all-reduce to replicated, reduce-scatter to a shard). Local products
+//! run through kdist::ops::matmul (Eigen on host memory, Kokkos kernels elsewhere).
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/error.hpp>
+#include <kdist/ops/matmul.hpp>
+#include <kdist/redistribute.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/tensor.hpp>
+
+namespace kdist {
+
+namespace detail {
+inline std::vector<std::string> axis_names_of(const RuntimeTensorLayout& l, std::size_t d) {
+  return l.axes()[d].names();
+}
+inline bool overlaps(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (const auto& x : a) {
+    if (std::find(b.begin(), b.end(), x) != b.end()) return true;
+  }
+  return false;
+}
+
+//! The columns [lo, lo + n) (or rows, for `rows`) of a LayoutRight matrix, as a contiguous copy.
+template <class View>
+View slice(const View& v, bool rows, std::size_t lo, std::size_t n) {
+  if (rows && lo == 0 && n == v.extent(0)) return v;
+  if (!rows && lo == 0 && n == v.extent(1)) return v;
+  View out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul::slice"),
+           rows ? n : v.extent(0), rows ? v.extent(1) : n);
+  if (rows) {
+    Kokkos::deep_copy(out, Kokkos::subview(v, Kokkos::make_pair(lo, lo + n), Kokkos::ALL));
+  } else {
+    Kokkos::deep_copy(out, Kokkos::subview(v, Kokkos::ALL, Kokkos::make_pair(lo, lo + n)));
+  }
+  return out;
+}
+}  // namespace detail
+
+//! C = op_a(A) * op_b(B) for distributed matrices on one mesh.
+//!
+//! Errors (ValueError, alike on every process): operands on different meshes, contraction
+//! extents that differ.
+template <class T, class MemorySpace>
+DistributedTensor<T**, MemorySpace> matmul(DistributedTensor<T**, MemorySpace> A,
+                                           DistributedTensor<T**, MemorySpace> B,
+                                           ops::Op op_a = ops::Op::none,
+                                           ops::Op op_b = ops::Op::none) {
+  Kokkos::Profiling::pushRegion("kdist::matmul");
+  using Tensor = DistributedTensor<T**, MemorySpace>;
+  if (!(A.device_mesh() == B.device_mesh())) {
+    throw ValueError("kdist::matmul: " + A.to_string() + " and " + B.to_string() +
+                     " are on different meshes");
+  }
+  if (A.is_partial()) A = redistribute(A, A.layout());
+  if (B.is_partial()) B = redistribute(B, B.layout());
+  const std::size_t a_m = op_a == ops::Op::none ? 0 : 1, a_k = 1 - a_m;
+  const std::size_t b_k = op_b == ops::Op::none ? 0 : 1, b_n = 1 - b_k;
+  const std::size_t M = A.shape()[a_m], K = A.shape()[a_k], N = B.shape()[b_n];
+  if (B.shape()[b_k] != K) {
+    throw ValueError("kdist::matmul: contraction extents differ: " + A.to_string() + " gives " +
+                     std::to_string(K) + ", " + B.to_string() + " gives " +
+                     std::to_string(B.shape()[b_k]));
+  }
+  auto with_dim = [](const RuntimeTensorLayout& l, std::size_t d, std::vector<std::string> axes) {
+    auto dims = l.axes();
+    dims[d] = DimAxes(std::move(axes));
+    return RuntimeTensorLayout(dims, l.device_mesh(), l.division());
+  };
+  auto ma = detail::axis_names_of(A.layout(), a_m), ka = detail::axis_names_of(A.layout(), a_k);
+  auto kb = detail::axis_names_of(B.layout(), b_k), nb = detail::axis_names_of(B.layout(), b_n);
+  // Output dimensions may not share mesh axes with each other or with the pending sum.
+  if (detail::overlaps(ma, nb)) {
+    B = redistribute(B, with_dim(B.layout(), b_n, {}));
+    nb.clear();
+  }
+  const auto& k_axes = !ka.empty() ? ka : kb;
+  if (!(ka.empty() || kb.empty() || ka == kb) || detail::overlaps(k_axes, ma) ||
+      detail::overlaps(k_axes, nb)) {
+    // Contraction sharded incompatibly: replicate it in both operands.
+    if (!ka.empty()) A = redistribute(A, with_dim(A.layout(), a_k, {}));
+    if (!kb.empty()) B = redistribute(B, with_dim(B.layout(), b_k, {}));
+    ka.clear();
+    kb.clear();
+  }
+  std::vector<std::string> partial = !ka.empty() ? ka : kb;
+  auto a_local = A.local();
+  auto b_local = B.local();
+  if (ka.empty() && !kb.empty()) {  // slice A's contraction to B's block
+    a_local = detail::slice(a_local, a_k == 0, B.offsets()[b_k], B.local_extents()[b_k]);
+  } else if (kb.empty() && !ka.empty()) {  // slice B's contraction to A's block
+    b_local = detail::slice(b_local, b_k == 0, A.offsets()[a_k], A.local_extents()[a_k]);
+  }
+  RuntimeTensorLayout out_layout({DimAxes(ma), DimAxes(nb)}, A.device_mesh());
+  typename Tensor::view_type c(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"),
+                               A.local_extents()[a_m], B.local_extents()[b_n]);
+  if (c.size() != 0) {
+    if ((op_a == ops::Op::none ? a_local.extent(1) : a_local.extent(0)) == 0) {
+      Kokkos::deep_copy(c, T(0));
+    } else {
+      ops::matmul(a_local, b_local, c, op_a, op_b);
+    }
+  }
+  Kokkos::Profiling::popRegion();
+  return Tensor::from_local(c, {M, N}, std::move(out_layout), std::move(partial));
+}
+
+}  // namespace kdist
