@@ -32,7 +32,7 @@
 
 namespace kdist {
 
-namespace detail {
+namespace detail::mesh_comm {
 
 //! "(2, 4)".
 inline std::string format_shape(const std::vector<int>& shape) {
@@ -58,7 +58,7 @@ inline std::string format_names(const std::vector<std::string>& names) {
   return out + ")";
 }
 
-}  // namespace detail
+}  // namespace detail::mesh_comm
 
 //! MPI communicators of a device mesh: the whole mesh (`world()`), one per axis (`comm(axis)`,
 //! built once, at construction) and one per group of axes (`comm(axes)`, built on first use and
@@ -91,8 +91,8 @@ class MeshCommunicators {
     mpi::agree<ValueError>(parent, problem.empty() && same_everywhere,
                            !problem.empty() ? problem
                                             : "kdist::MeshCommunicators: the ranks were given different meshes; "
-                                              "this rank has shape " + detail::format_shape(shape_) + " with axes " +
-                                                  detail::format_names(names_) +
+                                              "this rank has shape " + detail::mesh_comm::format_shape(shape_) + " with axes " +
+                                                  detail::mesh_comm::format_names(names_) +
                                                   ": build the mesh from the same values on every rank");
 
     const int rank = static_cast<int>(shape_.size());
@@ -144,7 +144,7 @@ class MeshCommunicators {
       }
     }
     throw ValueError("kdist::MeshCommunicators: \"" + std::string(axis) + "\" is not an axis of the mesh " +
-                     detail::format_names(names_));
+                     detail::mesh_comm::format_names(names_));
   }
 
   //! The communicator of one axis: the processes whose coordinates differ only on `axis`; a
@@ -182,10 +182,10 @@ class MeshCommunicators {
  private:
   [[nodiscard]] std::string local_problem(int parent_size) const {
     const std::string who = "kdist::MeshCommunicators: ";
-    const std::string mesh = "shape " + detail::format_shape(shape_) + " with axes " + detail::format_names(names_);
+    const std::string mesh = "shape " + detail::mesh_comm::format_shape(shape_) + " with axes " + detail::mesh_comm::format_names(names_);
     if (shape_.size() != names_.size()) {
-      return who + "the shape " + detail::format_shape(shape_) + " has " + std::to_string(shape_.size()) +
-             " axes but axis_names " + detail::format_names(names_) + " has " + std::to_string(names_.size()) +
+      return who + "the shape " + detail::mesh_comm::format_shape(shape_) + " has " + std::to_string(shape_.size()) +
+             " axes but axis_names " + detail::mesh_comm::format_names(names_) + " has " + std::to_string(names_.size()) +
              "; give one name per axis";
     }
     if (shape_.empty()) {
@@ -203,7 +203,7 @@ class MeshCommunicators {
       }
       for (std::size_t j = 0; j < i; ++j) {
         if (names_[j] == names_[i]) {
-          return who + "the axis name \"" + names_[i] + "\" appears twice in " + detail::format_names(names_) +
+          return who + "the axis name \"" + names_[i] + "\" appears twice in " + detail::mesh_comm::format_names(names_) +
                  "; axis names must be unique";
         }
       }

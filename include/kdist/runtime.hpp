@@ -54,7 +54,7 @@ namespace kdist {
 inline constexpr bool default_space_is_gpu =
     !Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible;
 
-namespace detail {
+namespace detail::runtime {
 
 //! The environment variables Keras' launch scripts set.
 inline constexpr const char* env_job_addresses = "KERAS_DISTRIBUTION_JOB_ADDRESSES";
@@ -434,7 +434,7 @@ inline bool start_kokkos(int* argc, char** argv) {
 }
 
 //! Finalises, in reverse order, what was started.
-inline void stop(bool started_mpi, bool started_kokkos) noexcept {
+inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
   if (started_kokkos && Kokkos::is_initialized()) {
     Kokkos::finalize();
   }
@@ -444,7 +444,7 @@ inline void stop(bool started_mpi, bool started_kokkos) noexcept {
 }
 
 //! Lower-case copy.
-inline std::string lower(std::string_view text) {
+inline std::string to_lower_ascii(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
@@ -458,7 +458,7 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
   if (!device_type) {
     return default_space_is_gpu ? "gpu" : "cpu";
   }
-  const std::string type = lower(*device_type);
+  const std::string type = to_lower_ascii(*device_type);
   if (type == "cpu") {
     return type;
   }
@@ -478,7 +478,7 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
                    "\"; valid types are \"cpu\", \"gpu\" and \"tpu\" (any case), or none for the default");
 }
 
-}  // namespace detail
+}  // namespace detail::runtime
 
 //! Initialises kdist for a run of several processes, like `keras.distribution.initialize`.
 //!
@@ -507,13 +507,13 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
 //! \endcode
 inline void initialize(std::optional<std::string> job_addresses = {}, std::optional<int> num_processes = {},
                        std::optional<int> process_id = {}) {
-  auto& state = detail::runtime_state();
-  const bool started_mpi = detail::start_mpi(nullptr, nullptr);
+  auto& state = detail::runtime::runtime_state();
+  const bool started_mpi = detail::runtime::start_mpi(nullptr, nullptr);
   bool started_kokkos = false;
   try {
-    started_kokkos = detail::start_kokkos(nullptr, nullptr);
+    started_kokkos = detail::runtime::start_kokkos(nullptr, nullptr);
   } catch (...) {
-    detail::stop(started_mpi, false);
+    detail::runtime::stop_runtime(started_mpi, false);
     throw;
   }
   state.started_mpi = state.started_mpi || started_mpi;
@@ -521,11 +521,11 @@ inline void initialize(std::optional<std::string> job_addresses = {}, std::optio
   if ((started_mpi || started_kokkos) && !state.exit_hook_registered) {
     state.exit_hook_registered = true;
     std::atexit([] {
-      auto& s = detail::runtime_state();
-      detail::stop(s.started_mpi, s.started_kokkos);
+      auto& s = detail::runtime::runtime_state();
+      detail::runtime::stop_runtime(s.started_mpi, s.started_kokkos);
     });
   }
-  detail::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id);
+  detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id);
 }
 
 //! RAII start of MPI and Kokkos for `main`, like `Kokkos::ScopeGuard`:
@@ -553,7 +553,7 @@ class ScopeGuard {
   ScopeGuard& operator=(const ScopeGuard&) = delete;
   ScopeGuard(ScopeGuard&&) = delete;
   ScopeGuard& operator=(ScopeGuard&&) = delete;
-  ~ScopeGuard() { detail::stop(started_mpi_, started_kokkos_); }
+  ~ScopeGuard() { detail::runtime::stop_runtime(started_mpi_, started_kokkos_); }
 
   //! True when this guard initialised MPI (and will finalise it).
   [[nodiscard]] bool started_mpi() const noexcept { return started_mpi_; }
@@ -568,17 +568,17 @@ class ScopeGuard {
     if (argc != nullptr && argv != nullptr && *argv != nullptr) {
       words.assign(*argv, *argv + *argc);
     }
-    started_mpi_ = detail::start_mpi(argc, argv);
+    started_mpi_ = detail::runtime::start_mpi(argc, argv);
     try {
-      started_kokkos_ = detail::start_kokkos(argc, argv != nullptr ? *argv : nullptr);
+      started_kokkos_ = detail::runtime::start_kokkos(argc, argv != nullptr ? *argv : nullptr);
       std::vector<char*> pointers;
       for (auto& w : words) {
         pointers.push_back(w.data());
       }
-      detail::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
+      detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
                                             static_cast<int>(pointers.size()), pointers.data());
     } catch (...) {
-      detail::stop(started_mpi_, started_kokkos_);
+      detail::runtime::stop_runtime(started_mpi_, started_kokkos_);
       throw;
     }
   }
@@ -619,7 +619,7 @@ class ScopeGuard {
 //! auto same = kdist::list_devices("CPU");      // any case
 //! \endcode
 [[nodiscard]] inline std::vector<std::string> list_devices(std::optional<std::string> device_type = {}) {
-  const std::string type = detail::resolve_device_type(device_type, "kdist::list_devices");
+  const std::string type = detail::runtime::resolve_device_type(device_type, "kdist::list_devices");
   const int n = process_count();
   std::vector<std::string> devices;
   devices.reserve(static_cast<std::size_t>(n));
@@ -632,7 +632,7 @@ class ScopeGuard {
 //! The number of global devices of `device_type` (`list_devices(device_type).size()`), like
 //! `keras.distribution.get_device_count`. Same defaults and errors as list_devices.
 [[nodiscard]] inline int get_device_count(std::optional<std::string> device_type = {}) {
-  (void)detail::resolve_device_type(device_type, "kdist::get_device_count");
+  (void)detail::runtime::resolve_device_type(device_type, "kdist::get_device_count");
   return process_count();
 }
 

@@ -277,12 +277,12 @@ TEST_F(Runtime, ScopeGuardStartsNothingThatRuns) {
 }
 
 TEST_F(Runtime, ErrorHelpersQuoteTheCommandLine) {
-  EXPECT_EQ(kdist::detail::shell_quote("./prog"), "./prog");
-  EXPECT_EQ(kdist::detail::shell_quote("a b"), "'a b'");
-  EXPECT_EQ(kdist::detail::shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(kdist::detail::parse_int(" 12 "), 12);
-  EXPECT_EQ(kdist::detail::parse_int("+3"), 3);
-  EXPECT_EQ(kdist::detail::parse_int("-3"), -3);
-  EXPECT_FALSE(kdist::detail::parse_int("3 4"));
-  EXPECT_FALSE(kdist::detail::parse_int(""));
+  EXPECT_EQ(kdist::detail::runtime::shell_quote("./prog"), "./prog");
+  EXPECT_EQ(kdist::detail::runtime::shell_quote("a b"), "'a b'");
+  EXPECT_EQ(kdist::detail::runtime::shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(kdist::detail::runtime::parse_int(" 12 "), 12);
+  EXPECT_EQ(kdist::detail::runtime::parse_int("+3"), 3);
+  EXPECT_EQ(kdist::detail::runtime::parse_int("-3"), -3);
+  EXPECT_FALSE(kdist::detail::runtime::parse_int("3 4"));
+  EXPECT_FALSE(kdist::detail::runtime::parse_int(""));
 }
