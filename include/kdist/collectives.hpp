@@ -116,7 +116,9 @@ constexpr void check_pair_types() {
   static_assert(std::is_same_v<typename S::non_const_value_type, typename R::non_const_value_type>,
                 "kdist collectives: the send and recv Views must have the same value type");
   static_assert(!std::is_const_v<typename R::value_type>, "kdist collectives: the recv View must not be const");
-  static_assert(S::rank < 2 || R::rank < 2 || S::rank != R::rank ||
+  constexpr auto send_rank = static_cast<std::size_t>(S::rank);
+  constexpr auto recv_rank = static_cast<std::size_t>(R::rank);
+  static_assert(send_rank < 2 || recv_rank < 2 || send_rank != recv_rank ||
                     std::is_same_v<typename S::array_layout, typename R::array_layout>,
                 "kdist collectives: send and recv Views of the same rank >= 2 must have the same layout "
                 "(the collectives work on elements in memory order)");
@@ -219,7 +221,12 @@ void divide(const Space& space, T* p, std::size_t n, int divisor) {
   if (divisor == 1 || n == 0) {
     return;
   }
-  const T d = static_cast<T>(divisor);
+  T d{};
+  if constexpr (is_complex<T>::value) {
+    d = T(static_cast<typename T::value_type>(divisor));
+  } else {
+    d = static_cast<T>(divisor);
+  }
   if constexpr (HostCopy) {
     for (std::size_t i = 0; i < n; ++i) {
       p[i] /= d;

@@ -1,0 +1,359 @@
+// kdist-mpi-ranks: 1 2 4 8
+// kdist/collectives.hpp against serial references: every collective and reduction, in place, through
+// a host copy (the path of device memory), over raw MPI_Comm, kdist::mpi::Communicator and mesh axes;
+// every error. At 8 ranks on 2 cores each collective costs ~50-90 ms: tests keep their count small.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <complex>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <kdist/collectives.hpp>
+#include <kdist/mesh_communicators.hpp>
+
+namespace {
+
+using Space = Kokkos::DefaultHostExecutionSpace;
+using kdist::ReduceOp;
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// The value rank r holds at element i: exact in double, distinct over ranks, not monotonic in r.
+double value(int r, std::size_t i) { return static_cast<double>((r * 7 + 3) % 11) * 0.5 + static_cast<double>(i); }
+
+// Serial reference of a reduction over ranks 0..p-1 of value(r, i).
+double reference(ReduceOp op, int p, std::size_t i) {
+  double acc = value(0, i);
+  for (int r = 1; r < p; ++r) {
+    const double v = value(r, i);
+    acc = op == ReduceOp::max ? std::max(acc, v) : op == ReduceOp::min ? std::min(acc, v) : acc + v;
+  }
+  return op == ReduceOp::mean ? acc / p : acc;
+}
+
+template <class V>
+void fill(const V& v, int r) {
+  auto* p = v.data();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    p[i] = static_cast<typename V::non_const_value_type>(value(r, i));
+  }
+}
+
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const char* name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::mean: return "mean";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TEST(Collectives, AllReduceEveryOpMatchesTheSerialReference) {
+  const int p = world_size();
+  const int r = world_rank();
+  Kokkos::View<double**, Kokkos::LayoutRight> send("send", 3, 5);
+  Kokkos::View<double**, Kokkos::LayoutRight> recv("recv", 3, 5);
+  fill(send, r);
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::mean}) {
+    kdist::all_reduce(Space(), send, recv, op, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < recv.size(); ++i) {
+      ASSERT_DOUBLE_EQ(recv.data()[i], reference(op, p, i)) << name(op) << " element " << i;
+    }
+    EXPECT_EQ(send(1, 2), value(r, 7)) << "send untouched";
+  }
+}
+
+TEST(Collectives, AllReduceIntegersAndComplex) {
+  const int p = world_size();
+  const int r = world_rank();
+  // Integer mean is integer division of the sum.
+  Kokkos::View<std::int64_t*> ints("ints", 4);
+  for (int i = 0; i < 4; ++i) {
+    ints(i) = r + i;
+  }
+  kdist::all_reduce(Space(), ints, ReduceOp::mean, kdist::mpi::Communicator::world());
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t sum = static_cast<std::int64_t>(p) * (p - 1) / 2 + static_cast<std::int64_t>(p) * i;
+    EXPECT_EQ(ints(i), sum / p);
+  }
+  Kokkos::View<std::complex<double>*> z("z", 2);
+  z(0) = {1.0, static_cast<double>(r)};
+  z(1) = {static_cast<double>(r), -1.0};
+  kdist::all_reduce(Space(), z, ReduceOp::sum, MPI_COMM_WORLD);
+  const double s = p * (p - 1) / 2.0;
+  EXPECT_EQ(z(0), std::complex<double>(p, s));
+  EXPECT_EQ(z(1), std::complex<double>(s, -p));
+}
+
+TEST(Collectives, AllReduceInPlaceAndAliased) {
+  const int p = world_size();
+  Kokkos::View<float*> v("v", 6);
+  fill(v, world_rank());
+  kdist::all_reduce(Space(), v, ReduceOp::mean, MPI_COMM_WORLD);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    EXPECT_FLOAT_EQ(v(i), static_cast<float>(reference(ReduceOp::mean, p, i)));
+  }
+  // The same View as send and recv runs in place (MPI forbids aliased buffers).
+  fill(v, world_rank());
+  kdist::all_reduce(Space(), v, v, ReduceOp::max, MPI_COMM_WORLD);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    EXPECT_FLOAT_EQ(v(i), static_cast<float>(reference(ReduceOp::max, p, i)));
+  }
+}
+
+TEST(Collectives, AllGatherIsRankMajor) {
+  const int p = world_size();
+  Kokkos::View<int*> send("send", 3);
+  for (int i = 0; i < 3; ++i) {
+    send(i) = 100 * world_rank() + i;
+  }
+  Kokkos::View<int**, Kokkos::LayoutRight> recv("recv", p, 3);  // row q from rank q
+  kdist::all_gather(Space(), send, recv, MPI_COMM_WORLD);
+  for (int q = 0; q < p; ++q) {
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(recv(q, i), 100 * q + i);
+    }
+  }
+}
+
+TEST(Collectives, ReduceScatterGivesEachRankItsBlock) {
+  const int p = world_size();
+  const int r = world_rank();
+  const std::size_t block = 4;
+  Kokkos::View<double*> send("send", block * static_cast<std::size_t>(p));
+  Kokkos::View<double*> recv("recv", block);
+  fill(send, r);
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
+    kdist::reduce_scatter(Space(), send, recv, op, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < block; ++i) {
+      EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i)) << name(op);
+    }
+  }
+  if (p <= 4) {
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+      kdist::reduce_scatter(Space(), send, recv, op, MPI_COMM_WORLD);
+      for (std::size_t i = 0; i < block; ++i) {
+        EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i)) << name(op);
+      }
+    }
+  }
+}
+
+TEST(Collectives, BroadcastFromAnyRoot) {
+  const int p = world_size();
+  Kokkos::View<double***> v("v", 2, 2, 2);
+  for (int root : {p - 1, 0}) {
+    fill(v, world_rank());
+    kdist::broadcast(Space(), v, root, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      EXPECT_EQ(v.data()[i], value(root, i)) << "root " << root;
+    }
+    if (p > 4) {
+      break;
+    }
+  }
+}
+
+TEST(Collectives, AllToAllExchangesBlocks) {
+  const int p = world_size();
+  const int r = world_rank();
+  const int block = 2;
+  Kokkos::View<int*> send("send", static_cast<std::size_t>(block * p));
+  Kokkos::View<int*> recv("recv", static_cast<std::size_t>(block * p));
+  for (int j = 0; j < p; ++j) {
+    for (int k = 0; k < block; ++k) {
+      send(j * block + k) = 1000 * r + 10 * j + k;  // block j goes to rank j
+    }
+  }
+  kdist::all_to_all(Space(), send, recv, MPI_COMM_WORLD);
+  for (int i = 0; i < p; ++i) {
+    for (int k = 0; k < block; ++k) {
+      EXPECT_EQ(recv(i * block + k), 1000 * i + 10 * r + k);  // block i came from rank i
+    }
+  }
+}
+
+TEST(Collectives, ThroughAHostCopyAsForDeviceMemory) {
+  // The path Views in memory MPI cannot read take (device memory, MPI not GPU-aware), forced on
+  // host Views: results must be those of the direct path.
+  namespace dc = kdist::detail::collectives;
+  const int p = world_size();
+  const int r = world_rank();
+  const MPI_Comm comm = MPI_COMM_WORLD;
+  Kokkos::View<double*> send("send", 2 * static_cast<std::size_t>(p));
+  Kokkos::View<double*> recv("recv", 2 * static_cast<std::size_t>(p));
+  fill(send, r);
+  dc::all_reduce<true, true>(Space(), send, recv, ReduceOp::mean, comm, p);
+  for (std::size_t i = 0; i < recv.size(); ++i) {
+    EXPECT_DOUBLE_EQ(recv(i), reference(ReduceOp::mean, p, i));
+  }
+  Kokkos::View<double*> inplace("inplace", 3);
+  fill(inplace, r);
+  dc::all_reduce_in_place<true>(Space(), inplace, ReduceOp::sum, comm, p);
+  EXPECT_DOUBLE_EQ(inplace(2), reference(ReduceOp::sum, p, 2));
+  Kokkos::View<double*> mine("mine", 2);
+  fill(mine, r);
+  dc::all_gather<true, true>(Space(), mine, recv, comm);
+  for (int q = 0; q < p; ++q) {
+    EXPECT_EQ(recv(2 * q + 1), value(q, 1));
+  }
+  if (p <= 4) {
+    Kokkos::View<double*> block("block", 2);
+    dc::reduce_scatter<true, true>(Space(), send, block, ReduceOp::sum, comm, p);
+    EXPECT_DOUBLE_EQ(block(1), reference(ReduceOp::sum, p, 2 * static_cast<std::size_t>(r) + 1));
+    fill(mine, r);
+    dc::broadcast<true>(Space(), mine, 0, comm, r);
+    EXPECT_EQ(mine(1), value(0, 1));
+    Kokkos::View<double*> out("out", 2 * static_cast<std::size_t>(p));
+    dc::all_to_all<true, true>(Space(), send, out, comm, p);
+    for (int q = 0; q < p; ++q) {
+      EXPECT_EQ(out(2 * q), value(q, 2 * static_cast<std::size_t>(r)));
+    }
+  }
+}
+
+TEST(Collectives, OverMeshAxes) {
+  const int p = world_size();
+  if (p < 4) {
+    GTEST_SKIP() << "needs 4 ranks";
+  }
+  kdist::MeshCommunicators mesh({2, p / 2}, {"data", "model"});
+  // Sum of world ranks over the "model" axis: the ranks of one row of the mesh.
+  Kokkos::View<int*> v("v", 1);
+  v(0) = world_rank();
+  kdist::all_reduce(Space(), v, ReduceOp::sum, mesh.comm("model"));
+  const int q = p / 2;
+  const int row = mesh.coords()[0];
+  EXPECT_EQ(v(0), row * q * q + q * (q - 1) / 2);
+}
+
+TEST(Collectives, ZeroSizedViews) {
+  Kokkos::View<double*> empty("empty", 0);
+  Kokkos::View<double*> also("also", 0);
+  EXPECT_NO_THROW(kdist::all_reduce(Space(), empty, also, ReduceOp::sum, MPI_COMM_WORLD));
+  EXPECT_NO_THROW(kdist::all_gather(Space(), empty, also, MPI_COMM_WORLD));
+}
+
+TEST(Collectives, ProfilingRegions) {
+  static std::vector<std::string> regions;
+  static int pops = 0;
+  regions.clear();
+  pops = 0;
+  Kokkos::Tools::Experimental::set_push_region_callback([](const char* n) { regions.emplace_back(n); });
+  Kokkos::Tools::Experimental::set_pop_region_callback([] { ++pops; });
+  const int p = world_size();
+  Kokkos::View<double*> a("a", static_cast<std::size_t>(p));
+  Kokkos::View<double*> b("b", static_cast<std::size_t>(p));
+  Kokkos::View<double*> one("one", 1);
+  kdist::all_reduce(Space(), a, b, ReduceOp::sum, MPI_COMM_WORLD);
+  kdist::all_reduce(Space(), a, ReduceOp::sum, MPI_COMM_WORLD);
+  kdist::all_gather(Space(), one, a, MPI_COMM_WORLD);
+  kdist::reduce_scatter(Space(), a, one, ReduceOp::sum, MPI_COMM_WORLD);
+  kdist::broadcast(Space(), a, 0, MPI_COMM_WORLD);
+  kdist::all_to_all(Space(), a, b, MPI_COMM_WORLD);
+  // An error still closes its region.
+  Kokkos::View<double*> longer("longer", static_cast<std::size_t>(p) + 1);
+  EXPECT_THROW(kdist::all_reduce(Space(), a, longer, ReduceOp::sum, MPI_COMM_WORLD), kdist::ValueError);
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  Kokkos::Tools::Experimental::set_pop_region_callback(nullptr);
+  const std::vector<std::string> expected = {"kdist::all_reduce",     "kdist::all_reduce", "kdist::all_gather",
+                                             "kdist::reduce_scatter", "kdist::broadcast",  "kdist::all_to_all",
+                                             "kdist::all_reduce"};
+  EXPECT_EQ(regions, expected);
+  EXPECT_EQ(pops, 7);
+}
+
+// ---- errors: local checks, before any communication ------------------------------------------
+
+TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
+  const int p = world_size();
+  Kokkos::View<double*> five("five", 5);
+  Kokkos::View<double*> four("four", 4);
+  auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), five, four, ReduceOp::sum, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "kdist::all_reduce: send has 5 elements but recv has 4")) << m;
+
+  Kokkos::View<double*> gathered("gathered", 5 * static_cast<std::size_t>(p) + 1);
+  m = message_of<kdist::ValueError>([&] { kdist::all_gather(Space(), five, gathered, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "kdist::all_gather: recv has " + std::to_string(5 * p + 1) +
+                              " elements but must have send.size() * communicator size = 5 * " + std::to_string(p) +
+                              " = " + std::to_string(5 * p)))
+      << m;
+
+  m = message_of<kdist::ValueError>(
+      [&] { kdist::reduce_scatter(Space(), gathered, five, ReduceOp::sum, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "kdist::reduce_scatter: send has " + std::to_string(5 * p + 1) +
+                              " elements but must have recv.size() * communicator size = 5 * " +
+                              std::to_string(p)))
+      << m;
+
+  m = message_of<kdist::ValueError>([&] { kdist::all_to_all(Space(), five, four, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "kdist::all_to_all: send has 5 elements but recv has 4")) << m;
+  if (p > 1) {
+    Kokkos::View<double*> odd("odd", static_cast<std::size_t>(p) + 1);
+    Kokkos::View<double*> odd2("odd2", static_cast<std::size_t>(p) + 1);
+    m = message_of<kdist::ValueError>([&] { kdist::all_to_all(Space(), odd, odd2, MPI_COMM_WORLD); });
+    EXPECT_TRUE(contains(m, "do not split into " + std::to_string(p) + " equal blocks")) << m;
+  }
+}
+
+TEST(CollectiveErrors, BroadcastRootOutsideTheCommunicator) {
+  const int p = world_size();
+  Kokkos::View<double*> v("v", 2);
+  for (int root : {-1, p}) {
+    const auto m = message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
+    EXPECT_TRUE(contains(m, "kdist::broadcast: root " + std::to_string(root) + " is not a rank")) << m;
+  }
+}
+
+TEST(CollectiveErrors, NonContiguousViews) {
+  Kokkos::View<double**, Kokkos::LayoutRight> m2("matrix", 4, 4);
+  auto column = Kokkos::subview(m2, Kokkos::ALL, 1);  // stride 4
+  Kokkos::View<double*> four("four", 4);
+  auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), column, four, ReduceOp::sum, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "the send View (\"matrix\") is not contiguous")) << m;
+  m = message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), column, 0, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "is not contiguous")) << m;
+  m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), column, ReduceOp::sum, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "is not contiguous")) << m;
+  // A contiguous subview is fine.
+  auto row = Kokkos::subview(m2, 1, Kokkos::ALL);
+  EXPECT_NO_THROW(kdist::all_reduce(Space(), row, four, ReduceOp::sum, MPI_COMM_WORLD));
+}
+
+TEST(CollectiveErrors, MaxOfComplexIsAValueError) {
+  Kokkos::View<std::complex<float>*> z("z", 2);
+  const auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), z, ReduceOp::max, MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(m, "ReduceOp::max is not defined for complex values")) << m;
+}
