@@ -1,0 +1,24 @@
+// DataParallel trainer: the seeds' model on Fashion-MNIST, variables replicated, the global batch
+// split over the mesh's first axis. The mesh comes from the command line, e.g.
+//   mpiexec -n 2 build/examples/data_parallel_trainer --mesh 2
+#include <kdist/data_parallel.hpp>
+
+#include "common/trainer.hpp"
+
+int main(int argc, char** argv) {
+  return kdist::examples::trainer_main(argc, argv, [](int ac, char** av) {
+    const char* usage =
+        "usage: data_parallel_trainer [--mesh N | NxM] [--epochs N] [--batch-size N] "
+        "[--learning-rate X] [--optimizer adam|sgd] [--loss crossentropy|mse] [--seed N] "
+        "[--steps N] [--quiet]";
+    auto o = kdist::examples::parse_options(ac, av, usage);
+    const auto devices = kdist::list_devices();
+    if (o.mesh.empty()) o.mesh = {devices.size()};
+    std::vector<std::string> names = o.mesh.size() == 1 ? std::vector<std::string>{"batch"}
+                                                        : std::vector<std::string>{"data", "model"};
+    if (o.mesh.size() > 2) throw kdist::ValueError("--mesh takes one or two extents, e.g. --mesh 4");
+    auto dist = std::make_shared<kdist::DataParallel>(kdist::RuntimeDeviceMesh(o.mesh, names, devices));
+    kdist::set_distribution(dist);
+    return kdist::examples::train_and_evaluate(dist, o, "DataParallel");
+  });
+}

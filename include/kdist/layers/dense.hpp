@@ -1,0 +1,149 @@
+#pragma once
+//! \file layers/dense.hpp
+//! `kdist::layers::Dense`: Keras' Dense on distributed tensors. The kernel and bias are created
+//! sharded from the start, with the layouts the distribution gives ("<name>/kernel",
+//! "<name>/bias"), each element drawn where it lives from a counter-based generator (the same
+//! weights on every mesh). The forward and backward passes communicate what the layouts call for
+//! (kdist::matmul): kernel (None, "model") is column-parallel, ("model", None) row-parallel with
+//! a pending sum, a replicated kernel local. The output is moved to the distribution's layout for
+//! "<name>/output" when it has one (the guide sets "d2/output" to ("data", None)).
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/distribute_tensor.hpp>
+#include <kdist/distribution.hpp>
+#include <kdist/matmul.hpp>
+#include <kdist/ops/activations.hpp>
+#include <kdist/random.hpp>
+#include <kdist/redistribute.hpp>
+#include <kdist/tensor.hpp>
+
+namespace kdist::layers {
+
+enum class Activation { linear, relu, softmax };
+
+//! A trainable variable: its Keras path ("d1/kernel"), its value and its gradient, both laid out
+//! by the distribution (gradients are sharded exactly like the value).
+template <class DataType>
+struct Variable {
+  std::string path;
+  DistributedTensor<DataType> value;
+  DistributedTensor<DataType> grad;
+  std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
+};
+
+class Dense {
+ public:
+  using Matrix = DistributedTensor<float**>;
+  using Vector = DistributedTensor<float*>;
+
+  Dense(std::size_t units, Activation activation, bool use_bias, std::string name)
+      : units_(units), activation_(activation), use_bias_(use_bias), name_(std::move(name)) {
+    if (units == 0) throw ValueError("kdist::layers::Dense '" + name_ + "': units must be >= 1");
+  }
+
+  const std::string& name() const { return name_; }
+  std::size_t units() const { return units_; }
+  Activation activation() const { return activation_; }
+
+  //! Creates the variables for `input_dim` features: kernel glorot_uniform keyed by
+  //! (seed, stream_id("<name>/kernel"), global index), bias zeros.
+  void build(std::size_t input_dim, const Distribution& dist, std::uint64_t seed) {
+    const std::string kpath = name_ + "/kernel";
+    auto klayout = dist.get_variable_layout(VariableInfo(kpath, {input_dim, units_}));
+    const std::uint64_t stream = stream_id(kpath);
+    const std::size_t fan_out = units_;
+    const std::size_t fan_in = input_dim;
+    kernel_.path = kpath;
+    kernel_.value = distribute_tensor<float**>(
+        [=](std::size_t i, std::size_t j) {
+          return glorot_uniform(seed, stream, fan_in, fan_out, i * fan_out + j);
+        },
+        {input_dim, units_}, klayout);
+    kernel_.grad = Matrix::zeros({input_dim, units_}, klayout, kpath + "/grad");
+    if (use_bias_) {
+      const std::string bpath = name_ + "/bias";
+      auto blayout = dist.get_variable_layout(VariableInfo(bpath, {units_}));
+      bias_ = Variable<float*>{bpath, Vector::zeros({units_}, blayout, bpath),
+                               Vector::zeros({units_}, blayout, bpath + "/grad")};
+    }
+    output_layout_ = dist.get_tensor_layout(name_ + "/output");
+  }
+
+  Variable<float**>& kernel() { return kernel_; }
+  std::optional<Variable<float*>>& bias() { return bias_; }
+
+  //! y = activation(x W + b). Keeps what backward needs. `logits_only` skips a softmax
+  //! activation (a loss fuses it, as Keras' from_logits cross-entropy).
+  Matrix forward(const Matrix& x, bool logits_only = false) {
+    x_ = x;
+    skip_softmax_ = logits_only;
+    Matrix z = matmul(x, kernel_.value);
+    RuntimeTensorLayout target = output_layout_ ? *output_layout_ : z.layout();
+    if (activation_ == Activation::softmax && !target.axes()[1].is_replicated()) {
+      target = RuntimeTensorLayout({target.axes()[0], DimAxes()}, target.device_mesh());
+    }
+    z = redistribute(z, target);  // resolves a pending sum (all-reduce / reduce-scatter)
+    if (use_bias_) {
+      auto b = bias_block(z);
+      ops::bias_add(z.local(), b);
+    }
+    if (activation_ == Activation::relu) ops::relu_inplace(z.local());
+    if (activation_ == Activation::softmax && !logits_only) ops::softmax_inplace(z.local());
+    y_ = z;
+    return z;
+  }
+
+  //! Given dL/dy (laid out as y), accumulates the variables' gradients and returns dL/dx (laid
+  //! out as x) when `need_input_grad`.
+  std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad) {
+    Matrix dz = dy;
+    if (activation_ == Activation::relu) {
+      ops::relu_backward_inplace(y_.local(), dz.local());
+    } else if (activation_ == Activation::softmax && !skip_softmax_) {
+      typename Matrix::view_type d("kdist::Dense::dsoftmax", dz.local().extent(0), dz.local().extent(1));
+      ops::softmax_backward(y_.local(), dz.local(), d);
+      dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
+    }
+    // dW = x^T dz: the batch is the contraction, so data-sharded rows leave a pending sum over
+    // the batch axes, resolved into the kernel's layout (the data-parallel all-reduce).
+    auto dw = matmul(x_, dz, ops::Op::transpose, ops::Op::none);
+    kernel_.grad = redistribute(dw, kernel_.value.layout());
+    if (use_bias_) {
+      typename Vector::view_type db("kdist::Dense::db", dz.local().extent(1));
+      ops::bias_grad(dz.local(), db);
+      RuntimeTensorLayout col_layout({dz.layout().axes()[1]}, dz.layout().device_mesh());
+      auto partial = dz.layout().axes()[0].names();
+      auto pending = Vector::from_local(db, {units_}, col_layout, partial);
+      bias_->grad = redistribute(pending, bias_->value.layout());
+    }
+    if (!need_input_grad) return std::nullopt;
+    auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose);
+    return redistribute(dx, x_.layout());
+  }
+
+ private:
+  //! The bias entries matching z's column block, as a local View.
+  typename Vector::view_type bias_block(const Matrix& z) {
+    RuntimeTensorLayout col_layout({z.layout().axes()[1]}, z.layout().device_mesh());
+    if (bias_->value.layout().axes()[0] == col_layout.axes()[0]) return bias_->value.local();
+    return redistribute(bias_->value, col_layout).local();
+  }
+
+  std::size_t units_;
+  Activation activation_;
+  bool use_bias_;
+  std::string name_;
+  Variable<float**> kernel_;
+  std::optional<Variable<float*>> bias_;
+  std::optional<RuntimeTensorLayout> output_layout_;
+  Matrix x_, y_;
+  bool skip_softmax_ = false;
+};
+
+}  // namespace kdist::layers

@@ -1,0 +1,51 @@
+#pragma once
+//! \file layers/dropout.hpp
+//! `kdist::layers::Dropout(rate)`: inverted dropout whose mask is keyed by (seed, layer, step,
+//! global element index), so every mesh drops the same elements.
+
+#include <cstdint>
+#include <string>
+
+#include <kdist/ops/dropout.hpp>
+#include <kdist/random.hpp>
+#include <kdist/tensor.hpp>
+
+namespace kdist::layers {
+
+class Dropout {
+ public:
+  using Matrix = DistributedTensor<float**>;
+
+  Dropout(double rate, std::string name) : rate_(rate), name_(std::move(name)) {
+    if (!(rate >= 0.0 && rate < 1.0)) {
+      throw ValueError("kdist::layers::Dropout '" + name_ + "': rate is " + std::to_string(rate) +
+                       "; it must be in [0, 1)");
+    }
+  }
+  const std::string& name() const { return name_; }
+  double rate() const { return rate_; }
+
+  //! Training: drops with probability rate and scales the rest by 1/(1-rate). `step` is the
+  //! optimizer's iteration count.
+  Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step) {
+    params_ = ops::DropoutParams{seed, stream_id(name_), step, rate_, x.offsets()[0],
+                                 x.offsets()[1], x.shape()[1]};
+    typename Matrix::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
+                                 x.local().extent(0), x.local().extent(1));
+    ops::dropout(x.local(), y, params_);
+    return Matrix::from_local(y, x.shape(), x.layout());
+  }
+  Matrix backward(const Matrix& dy) {
+    typename Matrix::view_type dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/grad"),
+                                  dy.local().extent(0), dy.local().extent(1));
+    ops::dropout_backward(dy.local(), dx, params_);
+    return Matrix::from_local(dx, dy.shape(), dy.layout());
+  }
+
+ private:
+  double rate_;
+  std::string name_;
+  ops::DropoutParams params_{};
+};
+
+}  // namespace kdist::layers
