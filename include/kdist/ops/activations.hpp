@@ -1,0 +1,201 @@
+#pragma once
+//! \file ops/activations.hpp
+//! Local elementwise and row-wise kernels of a Dense layer: ReLU and its backward, row-wise softmax
+//! (numerically stable) and its backward, bias add and bias gradient. Views are rank-2 LayoutRight
+//! [rows, cols] of float or double (biases rank-1 [cols]); host memory through Eigen, other memory
+//! spaces through Kokkos kernels (see ops/backend.hpp). Each function documents which arguments
+//! may be the same View (in-place use).
+
+#include <cmath>
+#include <cstdint>
+
+#include <Eigen/Core>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/detail/kokkos_math.hpp>
+#include <kdist/error.hpp>
+#include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/views.hpp>
+
+namespace kdist::ops {
+
+//! `y = max(x, 0)`. `y` may be `x` (in place). Errors: kdist::ValueError if shapes differ.
+template <class XV, class YV, class Backend = AutoBackend>
+void relu(const XV& x, const YV& y, Backend = {}) {
+  static_assert(detail::check_matrix<XV>() && detail::check_matrix<YV>() &&
+                detail::check_same_scalar<XV, YV>());
+  constexpr bool eigen = detail::check_backend<Backend, XV, YV>();
+  using T = detail::scalar_t<YV>;
+  detail::require_shape("relu", "y", y, x.extent(0), x.extent(1));
+  if constexpr (eigen) {
+    auto ym = detail::eigen_map(y);
+    ym = detail::eigen_map(x).array().max(T(0)).matrix();
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::relu", detail::md_range<YV>(y.extent(0), y.extent(1)),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+          const T v = x(i, j);
+          y(i, j) = v > T(0) ? v : T(0);
+        });
+  }
+}
+
+//! `x = max(x, 0)` in place.
+template <class V, class Backend = AutoBackend>
+void relu_inplace(const V& x, Backend b = {}) {
+  relu(x, x, b);
+}
+
+//! ReLU backward from the forward OUTPUT `y`: `dx = dy * (y > 0)` (the gradient at 0 is 0, as in
+//! Keras). `dx` may be `dy`. Errors: kdist::ValueError if shapes differ.
+template <class YV, class DYV, class DXV, class Backend = AutoBackend>
+void relu_backward(const YV& y, const DYV& dy, const DXV& dx, Backend = {}) {
+  static_assert(detail::check_matrix<YV>() && detail::check_matrix<DYV>() &&
+                detail::check_matrix<DXV>());
+  static_assert(detail::check_same_scalar<YV, DXV>() && detail::check_same_scalar<DYV, DXV>());
+  constexpr bool eigen = detail::check_backend<Backend, YV, DYV, DXV>();
+  using T = detail::scalar_t<DXV>;
+  detail::require_shape("relu_backward", "dy", dy, y.extent(0), y.extent(1));
+  detail::require_shape("relu_backward", "dx", dx, y.extent(0), y.extent(1));
+  if constexpr (eigen) {
+    auto dxm = detail::eigen_map(dx);
+    dxm = (detail::eigen_map(y).array() > T(0))
+              .select(detail::eigen_map(dy).array(), T(0))
+              .matrix();
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::relu_backward", detail::md_range<DXV>(dx.extent(0), dx.extent(1)),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+          dx(i, j) = y(i, j) > T(0) ? dy(i, j) : T(0);
+        });
+  }
+}
+
+//! `d = d * (y > 0)` in place (ReLU backward on the gradient buffer).
+template <class YV, class DV, class Backend = AutoBackend>
+void relu_backward_inplace(const YV& y, const DV& d, Backend b = {}) {
+  relu_backward(y, d, d, b);
+}
+
+//! Row-wise softmax, numerically stable: `y(i, :) = exp(x(i, :) - max) / sum(exp(x(i, :) - max))`.
+//! `y` may be `x` (in place). Errors: kdist::ValueError if shapes differ.
+template <class XV, class YV, class Backend = AutoBackend>
+void softmax(const XV& x, const YV& y, Backend = {}) {
+  static_assert(detail::check_matrix<XV>() && detail::check_matrix<YV>() &&
+                detail::check_same_scalar<XV, YV>());
+  constexpr bool eigen = detail::check_backend<Backend, XV, YV>();
+  using T = detail::scalar_t<YV>;
+  detail::require_shape("softmax", "y", y, x.extent(0), x.extent(1));
+  const auto cols = static_cast<std::int64_t>(x.extent(1));
+  if (cols == 0) return;
+  if constexpr (eigen) {
+    auto xm = detail::eigen_map(x);
+    auto ym = detail::eigen_map(y);
+    for (Eigen::Index i = 0; i < xm.rows(); ++i) {
+      const T mx = xm.row(i).maxCoeff();
+      ym.row(i) = (xm.row(i).array() - mx).exp().matrix();
+      ym.row(i) /= ym.row(i).sum();
+    }
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::softmax", detail::range<YV>(x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+          T mx = x(i, 0);
+          for (std::int64_t j = 1; j < cols; ++j) mx = x(i, j) > mx ? x(i, j) : mx;
+          T sum = 0;
+          for (std::int64_t j = 0; j < cols; ++j) {
+            const T e = kdist::detail::kmath::exp(x(i, j) - mx);
+            y(i, j) = e;
+            sum += e;
+          }
+          for (std::int64_t j = 0; j < cols; ++j) y(i, j) /= sum;
+        });
+  }
+}
+
+//! Row-wise softmax in place.
+template <class V, class Backend = AutoBackend>
+void softmax_inplace(const V& x, Backend b = {}) {
+  softmax(x, x, b);
+}
+
+//! Softmax backward from the forward OUTPUT `y`:
+//! `dx(i, j) = y(i, j) * (dy(i, j) - sum_k dy(i, k) * y(i, k))`. `dx` may be `dy`.
+//! Errors: kdist::ValueError if shapes differ.
+template <class YV, class DYV, class DXV, class Backend = AutoBackend>
+void softmax_backward(const YV& y, const DYV& dy, const DXV& dx, Backend = {}) {
+  static_assert(detail::check_matrix<YV>() && detail::check_matrix<DYV>() &&
+                detail::check_matrix<DXV>());
+  static_assert(detail::check_same_scalar<YV, DXV>() && detail::check_same_scalar<DYV, DXV>());
+  constexpr bool eigen = detail::check_backend<Backend, YV, DYV, DXV>();
+  using T = detail::scalar_t<DXV>;
+  detail::require_shape("softmax_backward", "dy", dy, y.extent(0), y.extent(1));
+  detail::require_shape("softmax_backward", "dx", dx, y.extent(0), y.extent(1));
+  const auto cols = static_cast<std::int64_t>(y.extent(1));
+  if constexpr (eigen) {
+    auto ym = detail::eigen_map(y);
+    auto dym = detail::eigen_map(dy);
+    auto dxm = detail::eigen_map(dx);
+    for (Eigen::Index i = 0; i < ym.rows(); ++i) {
+      const T s = (dym.row(i).array() * ym.row(i).array()).sum();
+      dxm.row(i) = (ym.row(i).array() * (dym.row(i).array() - s)).matrix();
+    }
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::softmax_backward", detail::range<DXV>(y.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t i) {
+          T s = 0;
+          for (std::int64_t j = 0; j < cols; ++j) s += dy(i, j) * y(i, j);
+          for (std::int64_t j = 0; j < cols; ++j) dx(i, j) = y(i, j) * (dy(i, j) - s);
+        });
+  }
+}
+
+//! `y(i, j) += b(j)`: add a bias [cols] to every row of `y` [rows, cols].
+//! Errors: kdist::ValueError if `b` does not have `y.extent(1)` elements.
+template <class YV, class BV, class Backend = AutoBackend>
+void bias_add(const YV& y, const BV& b, Backend = {}) {
+  static_assert(detail::check_matrix<YV>() && detail::check_vector<BV>() &&
+                detail::check_same_scalar<YV, BV>());
+  constexpr bool eigen = detail::check_backend<Backend, YV, BV>();
+  detail::require_length("bias_add", "the bias", b, y.extent(1));
+  if constexpr (eigen) {
+    auto ym = detail::eigen_map(y);
+    ym.rowwise() += detail::eigen_row(b);
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::bias_add", detail::md_range<YV>(y.extent(0), y.extent(1)),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) { y(i, j) += b(j); });
+  }
+}
+
+//! Bias gradient: `db(j) = sum_i dy(i, j)` (column sums; overwrites `db`).
+//! Errors: kdist::ValueError if `db` does not have `dy.extent(1)` elements.
+template <class DYV, class DBV, class Backend = AutoBackend>
+void bias_grad(const DYV& dy, const DBV& db, Backend = {}) {
+  static_assert(detail::check_matrix<DYV>() && detail::check_vector<DBV>() &&
+                detail::check_same_scalar<DYV, DBV>());
+  static_assert(!std::is_const_v<typename DBV::value_type>,
+                "kdist::ops::bias_grad: the result View db must not be const");
+  constexpr bool eigen = detail::check_backend<Backend, DYV, DBV>();
+  using T = detail::scalar_t<DBV>;
+  detail::require_length("bias_grad", "db", db, dy.extent(1));
+  const auto rows = static_cast<std::int64_t>(dy.extent(0));
+  if constexpr (eigen) {
+    auto dbm = detail::eigen_row(db);
+    if (rows == 0) {
+      dbm.setZero();
+    } else {
+      dbm.noalias() = detail::eigen_map(dy).colwise().sum();
+    }
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::bias_grad", detail::range<DBV>(db.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t j) {
+          T s = 0;
+          for (std::int64_t i = 0; i < rows; ++i) s += dy(i, j);
+          db(j) = s;
+        });
+  }
+}
+
+}  // namespace kdist::ops

@@ -1,0 +1,117 @@
+#pragma once
+//! \file ops/matmul.hpp
+//! Local matrix product `C = alpha * op(A) * op(B) + beta * C` on rank-2 LayoutRight Views, the
+//! three products of a Dense layer: forward `Y = X * W`, backward `dW = X^T * dY`,
+//! `dX = dY * W^T`. Host memory goes through Eigen's GEMM over the Views' data; other memory
+//! spaces through a Kokkos MDRange kernel.
+
+#include <cstdint>
+#include <string>
+
+#include <Eigen/Core>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/error.hpp>
+#include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/views.hpp>
+
+namespace kdist::ops {
+
+//! How a matmul operand enters the product.
+enum class Op {
+  none,       //!< the matrix as stored
+  transpose,  //!< its transpose
+};
+
+namespace detail {
+
+template <class AV, class BV, class CV, class T>
+void matmul_eigen(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta) {
+  auto a = eigen_map(A);
+  auto b = eigen_map(B);
+  auto c = eigen_map(C);
+  if (beta == T(0)) {
+    // BLAS convention: C is not read when beta == 0 (it may hold NaN or garbage).
+    if (op_a == Op::none && op_b == Op::none) c.noalias() = alpha * a * b;
+    else if (op_a == Op::transpose && op_b == Op::none) c.noalias() = alpha * a.transpose() * b;
+    else if (op_a == Op::none) c.noalias() = alpha * a * b.transpose();
+    else c.noalias() = alpha * a.transpose() * b.transpose();
+    return;
+  }
+  if (beta != T(1)) c *= beta;
+  if (op_a == Op::none && op_b == Op::none) c.noalias() += alpha * a * b;
+  else if (op_a == Op::transpose && op_b == Op::none) c.noalias() += alpha * a.transpose() * b;
+  else if (op_a == Op::none) c.noalias() += alpha * a * b.transpose();
+  else c.noalias() += alpha * a.transpose() * b.transpose();
+}
+
+template <class AV, class BV, class CV, class T>
+void matmul_kokkos(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta) {
+  const bool ta = op_a == Op::transpose;
+  const bool tb = op_b == Op::transpose;
+  const auto inner = static_cast<std::int64_t>(ta ? A.extent(0) : A.extent(1));
+  Kokkos::parallel_for(
+      "kdist::ops::matmul", md_range<CV>(C.extent(0), C.extent(1)),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        T sum = 0;
+        for (std::int64_t k = 0; k < inner; ++k) {
+          const T a = ta ? A(k, i) : A(i, k);
+          const T b = tb ? B(j, k) : B(k, j);
+          sum += a * b;
+        }
+        C(i, j) = beta == T(0) ? alpha * sum : alpha * sum + beta * C(i, j);
+      });
+}
+
+}  // namespace detail
+
+//! `C = alpha * op_a(A) * op_b(B) + beta * C`.
+//!
+//! Views: rank-2, LayoutRight, float or double, all of one scalar type (A and B may be const).
+//! With beta == 0, C is only written (BLAS convention). Runs in the Views' execution space;
+//! like a Kokkos kernel it may return before a device kernel finishes (fence to wait).
+//! Errors: kdist::ValueError when the shapes do not fit (the message gives them) or when C is
+//! the same memory as A or B.
+//! Example: forward of a Dense layer, `kdist::ops::matmul(x, kernel, y);`; kernel gradient,
+//! `kdist::ops::matmul(x, dy, dkernel, Op::transpose, Op::none);`.
+template <class AV, class BV, class CV, class Backend = AutoBackend>
+void matmul(const AV& A, const BV& B, const CV& C, Op op_a = Op::none, Op op_b = Op::none,
+            detail::scalar_t<CV> alpha = 1, detail::scalar_t<CV> beta = 0, Backend = {}) {
+  static_assert(detail::check_matrix<AV>() && detail::check_matrix<BV>() &&
+                detail::check_matrix<CV>());
+  static_assert(detail::check_same_scalar<AV, CV>() && detail::check_same_scalar<BV, CV>());
+  static_assert(!std::is_const_v<typename CV::value_type>,
+                "kdist::ops::matmul: the result View C must not be const");
+  constexpr bool eigen = detail::check_backend<Backend, AV, BV, CV>();
+
+  const std::size_t m = op_a == Op::none ? A.extent(0) : A.extent(1);
+  const std::size_t ka = op_a == Op::none ? A.extent(1) : A.extent(0);
+  const std::size_t kb = op_b == Op::none ? B.extent(0) : B.extent(1);
+  const std::size_t n = op_b == Op::none ? B.extent(1) : B.extent(0);
+  auto op_shape = [](std::size_t r, std::size_t c) {
+    return std::to_string(r) + "x" + std::to_string(c);
+  };
+  if (ka != kb) {
+    throw ValueError("kdist::ops::matmul: op(A) is " + op_shape(m, ka) + " and op(B) is " +
+                     op_shape(kb, n) + ": the inner dimensions differ (" + std::to_string(ka) +
+                     " vs " + std::to_string(kb) + ")");
+  }
+  if (C.extent(0) != m || C.extent(1) != n) {
+    throw ValueError("kdist::ops::matmul: C is " + detail::shape_string(C) +
+                     ", but op(A) * op(B) is " + op_shape(m, n));
+  }
+  const void* c_data = C.data();
+  if (C.size() != 0 && (c_data == static_cast<const void*>(A.data()) ||
+                        c_data == static_cast<const void*>(B.data()))) {
+    throw ValueError("kdist::ops::matmul: C must not be the same memory as A or B (the product "
+                     "would read what it overwrites); write to another View");
+  }
+  if (m == 0 || n == 0) return;
+  if constexpr (eigen) {
+    detail::matmul_eigen(A, B, C, op_a, op_b, alpha, beta);
+  } else {
+    detail::matmul_kokkos(A, B, C, op_a, op_b, alpha, beta);
+  }
+}
+
+}  // namespace kdist::ops

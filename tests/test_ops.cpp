@@ -1,0 +1,849 @@
+// Tests of the local kernels (kdist/ops/*.hpp): each against naive loops, through the Eigen path
+// and the Kokkos fallback (called explicitly), in float and double; optimizers against
+// hand-computed Keras steps; every error path.
+#include <kdist/ops/activations.hpp>
+#include <kdist/ops/dropout.hpp>
+#include <kdist/ops/losses.hpp>
+#include <kdist/ops/matmul.hpp>
+#include <kdist/ops/optimizers.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/random.hpp>
+
+namespace {
+
+class KokkosEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { Kokkos::initialize(); }
+  void TearDown() override { Kokkos::finalize(); }
+};
+[[maybe_unused]] ::testing::Environment* const kokkos_env =
+    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
+
+namespace ops = kdist::ops;
+using ops::Op;
+
+template <class T>
+using Mat = Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+template <class T>
+using Vec = Kokkos::View<T*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+using Labels = Kokkos::View<std::uint8_t*, Kokkos::HostSpace>;
+
+template <class T>
+Mat<T> random_matrix(std::size_t rows, std::size_t cols, const char* name, double scale = 1.0) {
+  Mat<T> m(std::string(name), rows, cols);
+  const auto key = kdist::random_key(99, kdist::stream_id(name));
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      m(i, j) = static_cast<T>(scale * kdist::normal(key, i * cols + j));
+    }
+  }
+  return m;
+}
+
+template <class T>
+Mat<T> clone(const Mat<T>& a) {
+  Mat<T> b(a.label() + "_copy", a.extent(0), a.extent(1));
+  Kokkos::deep_copy(b, a);
+  return b;
+}
+
+Labels make_labels(std::size_t rows, std::size_t classes) {
+  Labels l("labels", rows);
+  for (std::size_t i = 0; i < rows; ++i) l(i) = static_cast<std::uint8_t>((i * 7 + 3) % classes);
+  return l;
+}
+
+template <class T>
+double tolerance() {
+  return std::is_same_v<T, float> ? 2e-5 : 1e-12;
+}
+
+//! Max |a - b| / max(1, |b|) over all elements.
+template <class A, class B>
+double max_diff(const A& a, const B& b) {
+  EXPECT_EQ(a.extent(0), b.extent(0));
+  EXPECT_EQ(a.extent(1), b.extent(1));
+  double d = 0.0;
+  for (std::size_t i = 0; i < a.extent(0); ++i) {
+    for (std::size_t j = 0; j < a.extent(1); ++j) {
+      const double x = static_cast<double>(a(i, j));
+      const double y = static_cast<double>(b(i, j));
+      d = std::max(d, std::fabs(x - y) / std::max(1.0, std::fabs(y)));
+    }
+  }
+  return d;
+}
+
+template <class F>
+void for_each_backend(F&& f) {
+  {
+    SCOPED_TRACE("Eigen backend");
+    f(ops::backend::eigen);
+  }
+  {
+    SCOPED_TRACE("Kokkos backend");
+    f(ops::backend::kokkos);
+  }
+  {
+    SCOPED_TRACE("automatic backend");
+    f(ops::backend::automatic);
+  }
+}
+
+template <class T>
+class Ops : public ::testing::Test {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(Ops, Scalars);
+
+// ---- backend selection ------------------------------------------------------------------------
+
+TEST(Backend, AutomaticPicksEigenOnHostMemory) {
+  static_assert(ops::uses_eigen_v<ops::AutoBackend, Mat<float>, Mat<const float>>);
+  static_assert(ops::uses_eigen_v<ops::EigenBackend, Mat<float>>);
+  static_assert(!ops::uses_eigen_v<ops::KokkosBackend, Mat<float>>);
+  static_assert(ops::runs_on_host_v<Mat<double>>);
+}
+
+// ---- matmul -----------------------------------------------------------------------------------
+
+template <class T>
+Mat<T> naive_matmul(const Mat<T>& A, const Mat<T>& B, const Mat<T>& C0, Op op_a, Op op_b, T alpha,
+                    T beta) {
+  const bool ta = op_a == Op::transpose, tb = op_b == Op::transpose;
+  const std::size_t m = ta ? A.extent(1) : A.extent(0);
+  const std::size_t k = ta ? A.extent(0) : A.extent(1);
+  const std::size_t n = tb ? B.extent(0) : B.extent(1);
+  Mat<T> C("naive", m, n);
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      long double s = 0;
+      for (std::size_t p = 0; p < k; ++p) {
+        s += static_cast<long double>(ta ? A(p, i) : A(i, p)) * (tb ? B(j, p) : B(p, j));
+      }
+      C(i, j) = static_cast<T>(alpha * static_cast<T>(s) + (beta == T(0) ? T(0) : beta * C0(i, j)));
+    }
+  }
+  return C;
+}
+
+TYPED_TEST(Ops, MatmulAllTransposesAndScalars) {
+  using T = TypeParam;
+  const std::size_t m = 7, k = 5, n = 3;
+  for (Op op_a : {Op::none, Op::transpose}) {
+    for (Op op_b : {Op::none, Op::transpose}) {
+      auto A = op_a == Op::none ? random_matrix<T>(m, k, "A") : random_matrix<T>(k, m, "At");
+      auto B = op_b == Op::none ? random_matrix<T>(k, n, "B") : random_matrix<T>(n, k, "Bt");
+      auto C0 = random_matrix<T>(m, n, "C0");
+      for (auto [alpha, beta] : {std::pair<T, T>{1, 0}, {T(1.5), T(0.5)}, {T(-2), T(1)}}) {
+        const auto expected = naive_matmul(A, B, C0, op_a, op_b, alpha, beta);
+        for_each_backend([&](auto backend) {
+          auto C = clone(C0);
+          ops::matmul(A, B, C, op_a, op_b, alpha, beta, backend);
+          EXPECT_LT(max_diff(C, expected), tolerance<T>() * 10)
+              << "op_a " << int(op_a) << " op_b " << int(op_b) << " alpha " << alpha;
+        });
+      }
+    }
+  }
+}
+
+TYPED_TEST(Ops, MatmulBetaZeroIgnoresGarbageInC) {
+  using T = TypeParam;
+  auto A = random_matrix<T>(4, 6, "A");
+  auto B = random_matrix<T>(6, 5, "B");
+  auto C0 = random_matrix<T>(4, 5, "C0");
+  const auto expected = naive_matmul(A, B, C0, Op::none, Op::none, T(1), T(0));
+  for_each_backend([&](auto backend) {
+    Mat<T> C("C", 4, 5);
+    Kokkos::deep_copy(C, std::numeric_limits<T>::quiet_NaN());
+    ops::matmul(A, B, C, Op::none, Op::none, T(1), T(0), backend);
+    EXPECT_LT(max_diff(C, expected), tolerance<T>() * 10);
+  });
+}
+
+TYPED_TEST(Ops, MatmulDenseLayerShapesEigenMatchesKokkos) {
+  using T = TypeParam;
+  // Dense forward, dW = X^T dY and dX = dY W^T at the seeds' sizes.
+  auto X = random_matrix<T>(64, 784, "X");
+  auto W = random_matrix<T>(784, 200, "W", 0.05);
+  auto dY = random_matrix<T>(64, 200, "dY");
+  Mat<T> y1("y1", 64, 200), y2("y2", 64, 200), g1("g1", 784, 200), g2("g2", 784, 200);
+  Mat<T> x1("x1", 64, 784), x2("x2", 64, 784);
+  ops::matmul(X, W, y1, Op::none, Op::none, T(1), T(0), ops::backend::eigen);
+  ops::matmul(X, W, y2, Op::none, Op::none, T(1), T(0), ops::backend::kokkos);
+  ops::matmul(X, dY, g1, Op::transpose, Op::none, T(1), T(0), ops::backend::eigen);
+  ops::matmul(X, dY, g2, Op::transpose, Op::none, T(1), T(0), ops::backend::kokkos);
+  ops::matmul(dY, W, x1, Op::none, Op::transpose, T(1), T(0), ops::backend::eigen);
+  ops::matmul(dY, W, x2, Op::none, Op::transpose, T(1), T(0), ops::backend::kokkos);
+  const double tol = std::is_same_v<T, float> ? 2e-4 : 1e-11;
+  EXPECT_LT(max_diff(y1, y2), tol);
+  EXPECT_LT(max_diff(g1, g2), tol);
+  EXPECT_LT(max_diff(x1, x2), tol);
+}
+
+TYPED_TEST(Ops, MatmulOnRowSubviewsAndPaddedViews) {
+  using T = TypeParam;
+  auto big = random_matrix<T>(10, 6, "big");
+  auto A = Kokkos::subview(big, std::make_pair(2, 6), Kokkos::ALL);  // rows 2..5, LayoutRight
+  static_assert(std::is_same_v<typename decltype(A)::array_layout, Kokkos::LayoutRight>);
+  auto B = random_matrix<T>(6, 3, "B");
+  Mat<T> Acopy("Acopy", 4, 6);
+  Kokkos::deep_copy(Acopy, A);
+  Mat<T> none("none", 4, 3);
+  const auto expected = naive_matmul(Acopy, B, none, Op::none, Op::none, T(1), T(0));
+  // A padded result View: its row stride may exceed its columns.
+  Mat<T> C(Kokkos::view_alloc("C", Kokkos::AllowPadding), 4, 3);
+  for_each_backend([&](auto backend) {
+    ops::matmul(A, B, C, Op::none, Op::none, T(1), T(0), backend);
+    EXPECT_LT(max_diff(C, expected), tolerance<T>() * 10);
+  });
+}
+
+TEST(OpsErrors, MatmulShapeMismatchAndAliasing) {
+  auto A = random_matrix<float>(4, 5, "A");
+  auto B = random_matrix<float>(6, 3, "B");
+  Mat<float> C("C", 4, 3);
+  try {
+    ops::matmul(A, B, C);
+    FAIL() << "no throw";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("op(A) is 4x5 and op(B) is 6x3"), std::string::npos)
+        << e.what();
+  }
+  auto B2 = random_matrix<float>(5, 3, "B2");
+  Mat<float> Cbad("Cbad", 3, 3);
+  try {
+    ops::matmul(A, B2, Cbad);
+    FAIL() << "no throw";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("C is 3x3, but op(A) * op(B) is 4x3"), std::string::npos)
+        << e.what();
+  }
+  auto S = random_matrix<float>(4, 4, "S");
+  auto I = random_matrix<float>(4, 4, "I");
+  EXPECT_THROW(ops::matmul(S, I, S), kdist::ValueError);
+  EXPECT_THROW(ops::matmul(I, S, S, Op::none, Op::none, 1.0f, 0.0f, ops::backend::kokkos),
+               kdist::ValueError);
+}
+
+// ---- activations ------------------------------------------------------------------------------
+
+TYPED_TEST(Ops, ReluAndBackward) {
+  using T = TypeParam;
+  auto x = random_matrix<T>(9, 13, "x");
+  x(0, 0) = T(0);
+  auto dy = random_matrix<T>(9, 13, "dy");
+  for_each_backend([&](auto backend) {
+    Mat<T> y("y", 9, 13);
+    ops::relu(x, y, backend);
+    auto inplace = clone(x);
+    ops::relu_inplace(inplace, backend);
+    Mat<T> dx("dx", 9, 13);
+    ops::relu_backward(y, dy, dx, backend);
+    auto dinplace = clone(dy);
+    ops::relu_backward_inplace(y, dinplace, backend);
+    for (std::size_t i = 0; i < 9; ++i) {
+      for (std::size_t j = 0; j < 13; ++j) {
+        const T expect = x(i, j) > T(0) ? x(i, j) : T(0);
+        EXPECT_EQ(y(i, j), expect);
+        EXPECT_EQ(inplace(i, j), expect);
+        const T dexpect = x(i, j) > T(0) ? dy(i, j) : T(0);  // gradient 0 at x == 0
+        EXPECT_EQ(dx(i, j), dexpect);
+        EXPECT_EQ(dinplace(i, j), dexpect);
+      }
+    }
+  });
+}
+
+TYPED_TEST(Ops, SoftmaxStableAndBackward) {
+  using T = TypeParam;
+  auto x = random_matrix<T>(6, 10, "x", 3.0);
+  for (std::size_t j = 0; j < 10; ++j) x(5, j) = T(1000) + T(j);  // would overflow exp naively
+  auto dy = random_matrix<T>(6, 10, "dy");
+  // naive: exp(x - max) / sum in long double
+  Mat<T> expect("expect", 6, 10), dexpect("dexpect", 6, 10);
+  for (std::size_t i = 0; i < 6; ++i) {
+    long double mx = x(i, 0), s = 0;
+    for (std::size_t j = 0; j < 10; ++j) mx = std::max<long double>(mx, x(i, j));
+    for (std::size_t j = 0; j < 10; ++j) s += std::exp(static_cast<long double>(x(i, j)) - mx);
+    for (std::size_t j = 0; j < 10; ++j) {
+      expect(i, j) = static_cast<T>(std::exp(static_cast<long double>(x(i, j)) - mx) / s);
+    }
+  }
+  for (std::size_t i = 0; i < 6; ++i) {
+    // dx_j = sum_k dy_k dy_k/dx_j with d y_k / d x_j = y_k (delta_kj - y_j)
+    for (std::size_t j = 0; j < 10; ++j) {
+      long double s = 0;
+      for (std::size_t k = 0; k < 10; ++k) {
+        s += static_cast<long double>(dy(i, k)) * expect(i, k) * ((k == j ? 1 : 0) - expect(i, j));
+      }
+      dexpect(i, j) = static_cast<T>(s);
+    }
+  }
+  for_each_backend([&](auto backend) {
+    Mat<T> y("y", 6, 10);
+    ops::softmax(x, y, backend);
+    EXPECT_LT(max_diff(y, expect), tolerance<T>());
+    for (std::size_t i = 0; i < 6; ++i) {
+      T s = 0;
+      for (std::size_t j = 0; j < 10; ++j) s += y(i, j);
+      EXPECT_NEAR(s, 1.0, tolerance<T>());
+    }
+    auto inplace = clone(x);
+    ops::softmax_inplace(inplace, backend);
+    EXPECT_LT(max_diff(inplace, expect), tolerance<T>());
+    Mat<T> dx("dx", 6, 10);
+    ops::softmax_backward(y, dy, dx, backend);
+    EXPECT_LT(max_diff(dx, dexpect), tolerance<T>());
+    auto dinplace = clone(dy);
+    ops::softmax_backward(y, dinplace, dinplace, backend);
+    EXPECT_LT(max_diff(dinplace, dexpect), tolerance<T>());
+  });
+}
+
+TYPED_TEST(Ops, BiasAddAndGrad) {
+  using T = TypeParam;
+  auto y0 = random_matrix<T>(8, 5, "y0");
+  auto dy = random_matrix<T>(8, 5, "dy");
+  Vec<T> b("b", 5);
+  for (std::size_t j = 0; j < 5; ++j) b(j) = static_cast<T>(0.25 * double(j) - 0.5);
+  for_each_backend([&](auto backend) {
+    auto y = clone(y0);
+    ops::bias_add(y, b, backend);
+    for (std::size_t i = 0; i < 8; ++i) {
+      for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(y(i, j), y0(i, j) + b(j));
+    }
+    Vec<T> db("db", 5);
+    Kokkos::deep_copy(db, T(123));  // overwritten, not accumulated
+    ops::bias_grad(dy, db, backend);
+    for (std::size_t j = 0; j < 5; ++j) {
+      long double s = 0;
+      for (std::size_t i = 0; i < 8; ++i) s += dy(i, j);
+      EXPECT_NEAR(db(j), static_cast<double>(s), tolerance<T>() * 10);
+    }
+    Mat<T> empty("empty", 0, 5);
+    ops::bias_grad(empty, db, backend);
+    for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(db(j), T(0));
+  });
+}
+
+TEST(OpsErrors, ActivationShapeMismatch) {
+  Mat<float> x("x", 3, 4), y("y", 4, 3), d("d", 3, 4);
+  Vec<float> b("b", 3);
+  auto has = [](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  has([&] { ops::relu(x, y); }, "kdist::ops::relu: y is 4x3, expected 3x4");
+  has([&] { ops::relu_backward(x, y, d); }, "kdist::ops::relu_backward: dy is 4x3, expected 3x4");
+  has([&] { ops::relu_backward(x, d, y); }, "kdist::ops::relu_backward: dx is 4x3, expected 3x4");
+  has([&] { ops::softmax(x, y); }, "kdist::ops::softmax: y is 4x3, expected 3x4");
+  has([&] { ops::softmax_backward(x, y, d); }, "kdist::ops::softmax_backward: dy is 4x3");
+  has([&] { ops::softmax_backward(x, d, y); }, "kdist::ops::softmax_backward: dx is 4x3");
+  has([&] { ops::bias_add(x, b); }, "kdist::ops::bias_add: the bias has 3 elements, expected 4");
+  has([&] { ops::bias_grad(x, b); }, "kdist::ops::bias_grad: db has 3 elements, expected 4");
+}
+
+// ---- losses -----------------------------------------------------------------------------------
+
+//! Naive per-example losses and gradient of (sum * scale), in long double.
+template <class T>
+struct Naive {
+  double sum = 0;
+  Mat<T> grad;
+};
+
+template <class T>
+Mat<T> one_hot(const Labels& l, std::size_t classes) {
+  Mat<T> t("onehot", l.extent(0), classes);
+  for (std::size_t i = 0; i < l.extent(0); ++i) t(i, l(i)) = T(1);
+  return t;
+}
+
+template <class T>
+Naive<T> naive_mse(const Mat<T>& p, const Mat<T>& t, T scale) {
+  Naive<T> r{0, Mat<T>("g", p.extent(0), p.extent(1))};
+  const auto c = static_cast<long double>(p.extent(1));
+  for (std::size_t i = 0; i < p.extent(0); ++i) {
+    long double s = 0;
+    for (std::size_t j = 0; j < p.extent(1); ++j) {
+      const long double d = static_cast<long double>(p(i, j)) - t(i, j);
+      s += d * d;
+      r.grad(i, j) = static_cast<T>(2 * d / c * scale);
+    }
+    r.sum += static_cast<double>(s / c);
+  }
+  return r;
+}
+
+template <class T>
+Naive<T> naive_softmax_xent(const Mat<T>& z, const Mat<T>& t, T scale) {
+  Naive<T> r{0, Mat<T>("g", z.extent(0), z.extent(1))};
+  for (std::size_t i = 0; i < z.extent(0); ++i) {
+    long double mx = z(i, 0), s = 0, tsum = 0;
+    for (std::size_t j = 0; j < z.extent(1); ++j) mx = std::max<long double>(mx, z(i, j));
+    for (std::size_t j = 0; j < z.extent(1); ++j) s += std::exp(z(i, j) - mx);
+    const long double lse = mx + std::log(s);
+    for (std::size_t j = 0; j < z.extent(1); ++j) {
+      r.sum += static_cast<double>(t(i, j) * (lse - z(i, j)));
+      tsum += t(i, j);
+    }
+    for (std::size_t j = 0; j < z.extent(1); ++j) {
+      r.grad(i, j) = static_cast<T>((std::exp(z(i, j) - lse) * tsum - t(i, j)) * scale);
+    }
+  }
+  return r;
+}
+
+template <class T>
+Naive<T> naive_xent(const Mat<T>& p, const Mat<T>& t, T scale) {
+  // Keras: q = p / sum p; c = clip(q, eps, 1 - eps); loss = -sum t log c.
+  Naive<T> r{0, Mat<T>("g", p.extent(0), p.extent(1))};
+  const long double eps = static_cast<T>(1e-7), hi = T(1) - static_cast<T>(1e-7);
+  const std::size_t n = p.extent(1);
+  for (std::size_t i = 0; i < p.extent(0); ++i) {
+    long double s = 0;
+    for (std::size_t j = 0; j < n; ++j) s += p(i, j);
+    std::vector<long double> gq(n), q(n);
+    long double dot = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      q[j] = p(i, j) / s;
+      const long double c = std::clamp(q[j], eps, hi);
+      r.sum -= static_cast<double>(t(i, j) * std::log(c));
+      gq[j] = (q[j] > eps && q[j] < hi) ? -t(i, j) / c : 0;
+      dot += gq[j] * q[j];
+    }
+    for (std::size_t j = 0; j < n; ++j) r.grad(i, j) = static_cast<T>((gq[j] - dot) / s * scale);
+  }
+  return r;
+}
+
+template <class T>
+Mat<T> probabilities(std::size_t rows, std::size_t cols, const char* name) {
+  auto z = random_matrix<T>(rows, cols, name, 2.0);
+  ops::softmax_inplace(z);
+  return z;
+}
+
+TYPED_TEST(Ops, MeanSquaredErrorLabelsAndDense) {
+  using T = TypeParam;
+  const std::size_t rows = 12, classes = 10;
+  auto p = probabilities<T>(rows, classes, "p");
+  auto labels = make_labels(rows, classes);
+  auto dense = random_matrix<T>(rows, classes, "target");
+  const T scale = T(1) / T(256);
+  const auto n_labels = naive_mse(p, one_hot<T>(labels, classes), scale);
+  const auto n_dense = naive_mse(p, dense, scale);
+  for_each_backend([&](auto backend) {
+    Mat<T> g("g", rows, classes);
+    EXPECT_NEAR(ops::mean_squared_error(p, labels, g, scale, backend), n_labels.sum,
+                1e-5 * n_labels.sum);
+    EXPECT_LT(max_diff(g, n_labels.grad), tolerance<T>());
+    EXPECT_NEAR(ops::mean_squared_error(p, labels, backend), n_labels.sum, 1e-5 * n_labels.sum);
+    EXPECT_NEAR(ops::mean_squared_error(p, dense, g, scale, backend), n_dense.sum,
+                1e-5 * n_dense.sum);
+    EXPECT_LT(max_diff(g, n_dense.grad), tolerance<T>());
+    EXPECT_NEAR(ops::mean_squared_error(p, dense, backend), n_dense.sum, 1e-5 * n_dense.sum);
+    auto inplace = clone(p);  // grad may be pred
+    ops::mean_squared_error(inplace, labels, inplace, scale, backend);
+    EXPECT_LT(max_diff(inplace, n_labels.grad), tolerance<T>());
+  });
+}
+
+TYPED_TEST(Ops, SoftmaxCrossEntropyFromLogits) {
+  using T = TypeParam;
+  const std::size_t rows = 12, classes = 10;
+  auto z = random_matrix<T>(rows, classes, "z", 3.0);
+  for (std::size_t j = 0; j < classes; ++j) z(0, j) = T(500) - T(j);  // stable for large logits
+  auto labels = make_labels(rows, classes);
+  auto soft = probabilities<T>(rows, classes, "soft");  // soft targets summing to 1
+  const T scale = T(1) / T(64);
+  const auto n_labels = naive_softmax_xent(z, one_hot<T>(labels, classes), scale);
+  const auto n_soft = naive_softmax_xent(z, soft, scale);
+  for_each_backend([&](auto backend) {
+    Mat<T> g("g", rows, classes);
+    const double s = ops::softmax_cross_entropy(z, labels, g, scale, backend);
+    EXPECT_TRUE(std::isfinite(s));
+    EXPECT_NEAR(s, n_labels.sum, 1e-5 * n_labels.sum);
+    EXPECT_LT(max_diff(g, n_labels.grad), tolerance<T>());
+    EXPECT_NEAR(ops::softmax_cross_entropy(z, labels, backend), n_labels.sum, 1e-5 * n_labels.sum);
+    EXPECT_NEAR(ops::softmax_cross_entropy(z, soft, g, scale, backend), n_soft.sum,
+                1e-5 * n_soft.sum);
+    EXPECT_LT(max_diff(g, n_soft.grad), tolerance<T>());
+    EXPECT_NEAR(ops::softmax_cross_entropy(z, soft, backend), n_soft.sum, 1e-5 * n_soft.sum);
+  });
+}
+
+TYPED_TEST(Ops, CrossEntropyFromProbabilitiesAsKeras) {
+  using T = TypeParam;
+  const std::size_t rows = 12, classes = 10;
+  auto p = probabilities<T>(rows, classes, "p");
+  auto labels = make_labels(rows, classes);
+  // Row 1: the label's probability is 0 -> clipped to 1e-7, loss -log(1e-7), no gradient there.
+  p(1, labels(1)) = T(0);
+  // Row 2: not normalised (Keras divides by the row sum first).
+  for (std::size_t j = 0; j < classes; ++j) p(2, j) *= T(3);
+  auto dense = probabilities<T>(rows, classes, "dense");
+  const T scale = T(1) / T(32);
+  const auto n_labels = naive_xent(p, one_hot<T>(labels, classes), scale);
+  const auto n_dense = naive_xent(p, dense, scale);
+  for_each_backend([&](auto backend) {
+    Mat<T> g("g", rows, classes);
+    const double s = ops::cross_entropy(p, labels, g, scale, ops::keras_epsilon, backend);
+    EXPECT_NEAR(s, n_labels.sum, 1e-5 * n_labels.sum);
+    EXPECT_LT(max_diff(g, n_labels.grad), tolerance<T>());
+    EXPECT_NEAR(ops::cross_entropy(p, labels, ops::keras_epsilon, backend), n_labels.sum,
+                1e-5 * n_labels.sum);
+    EXPECT_NEAR(ops::cross_entropy(p, dense, g, scale, ops::keras_epsilon, backend), n_dense.sum,
+                1e-5 * n_dense.sum);
+    EXPECT_LT(max_diff(g, n_dense.grad), tolerance<T>());
+    EXPECT_NEAR(ops::cross_entropy(p, dense, ops::keras_epsilon, backend), n_dense.sum,
+                1e-5 * n_dense.sum);
+  });
+  // The clipped row contributes -log(eps) (eps in T, as Keras clips in the variable's dtype).
+  Mat<T> one("one", 1, classes);
+  for (std::size_t j = 0; j < classes; ++j) one(0, j) = p(1, j);
+  Labels l1("l1", 1);
+  l1(0) = labels(1);
+  EXPECT_NEAR(ops::cross_entropy(one, l1), -std::log(static_cast<double>(static_cast<T>(1e-7))),
+              1e-6);
+}
+
+TYPED_TEST(Ops, FusedAndUnfusedCrossEntropyAgree) {
+  using T = TypeParam;
+  // softmax -> cross_entropy -> softmax_backward == softmax_cross_entropy from logits.
+  const std::size_t rows = 16, classes = 10;
+  auto z = random_matrix<T>(rows, classes, "z");
+  auto labels = make_labels(rows, classes);
+  const T scale = T(1) / T(rows);
+  Mat<T> p("p", rows, classes), gp("gp", rows, classes), gz("gz", rows, classes);
+  Mat<T> fused("fused", rows, classes);
+  ops::softmax(z, p);
+  const double s1 = ops::cross_entropy(p, labels, gp, scale);
+  ops::softmax_backward(p, gp, gz);
+  const double s2 = ops::softmax_cross_entropy(z, labels, fused, scale);
+  const bool single = std::is_same_v<T, float>;
+  EXPECT_NEAR(s1, s2, single ? 1e-4 : 1e-10);
+  EXPECT_LT(max_diff(gz, fused), single ? 1e-5 : 1e-12);
+}
+
+TEST(Ops, LossGradientsMatchFiniteDifferences) {
+  using T = double;
+  const std::size_t rows = 5, classes = 6;
+  auto z = random_matrix<T>(rows, classes, "z");
+  auto labels = make_labels(rows, classes);
+  auto p = probabilities<T>(rows, classes, "p");
+  const T scale = 0.37;
+  const double h = 1e-6;
+  auto check = [&](auto loss, Mat<T> x, const char* name) {
+    Mat<T> g("g", rows, classes);
+    loss(x, g);
+    Mat<T> dummy("dummy", rows, classes);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < classes; ++j) {
+        const T keep = x(i, j);
+        x(i, j) = keep + h;
+        const double up = loss(x, dummy);
+        x(i, j) = keep - h;
+        const double down = loss(x, dummy);
+        x(i, j) = keep;
+        EXPECT_NEAR(g(i, j), scale * (up - down) / (2 * h), 1e-7) << name << " " << i << "," << j;
+      }
+    }
+  };
+  check([&](const Mat<T>& x, const Mat<T>& g) { return ops::mean_squared_error(x, labels, g, scale); },
+        clone(p), "mse");
+  check([&](const Mat<T>& x, const Mat<T>& g) {
+    return ops::softmax_cross_entropy(x, labels, g, scale);
+  }, clone(z), "softmax_cross_entropy");
+  check([&](const Mat<T>& x, const Mat<T>& g) { return ops::cross_entropy(x, labels, g, scale); },
+        clone(p), "cross_entropy");
+}
+
+TYPED_TEST(Ops, CountCorrect) {
+  using T = TypeParam;
+  Mat<T> s("s", 4, 3);
+  Labels l("l", 4);
+  // row 0: argmax 2 (label 2, correct); row 1: tie between 0 and 1 -> first (0), label 1: wrong;
+  // row 2: tie -> 0, label 0: correct; row 3: argmax 1, label 9 (out of range): never matches.
+  const T v[4][3] = {{0, 1, 2}, {5, 5, 1}, {3, 3, 3}, {0, 4, 1}};
+  const std::uint8_t lab[4] = {2, 1, 0, 9};
+  for (std::size_t i = 0; i < 4; ++i) {
+    l(i) = lab[i];
+    for (std::size_t j = 0; j < 3; ++j) s(i, j) = v[i][j];
+  }
+  for_each_backend([&](auto backend) { EXPECT_EQ(ops::count_correct(s, l, backend), 2); });
+}
+
+TEST(OpsErrors, LossErrors) {
+  Mat<float> p("p", 4, 3), g("g", 4, 3), gbad("gbad", 3, 4), tbad("tbad", 4, 2);
+  Labels l("l", 4), lshort("lshort", 3);
+  l(0) = 0;
+  l(1) = 1;
+  l(2) = 3;  // out of range for 3 classes
+  l(3) = 2;
+  auto has = [](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  for_each_backend([&](auto b) {
+    has([&] { ops::mean_squared_error(p, l, g, 1.0f, b); },
+        "kdist::ops::mean_squared_error: label 3 at row 2 is out of range [0, 3)");
+    has([&] { ops::softmax_cross_entropy(p, l, g, 1.0f, b); },
+        "kdist::ops::softmax_cross_entropy: label 3 at row 2 is out of range [0, 3)");
+    has([&] { ops::cross_entropy(p, l, g, 1.0f, 1e-7, b); },
+        "kdist::ops::cross_entropy: label 3 at row 2 is out of range [0, 3)");
+  });
+  l(2) = 2;
+  has([&] { ops::mean_squared_error(p, lshort, g, 1.0f); },
+      "kdist::ops::mean_squared_error: labels has 3 elements, expected 4");
+  has([&] { ops::mean_squared_error(p, tbad, g, 1.0f); },
+      "kdist::ops::mean_squared_error: the target is 4x2, expected 4x3");
+  has([&] { ops::mean_squared_error(p, l, gbad, 1.0f); },
+      "kdist::ops::mean_squared_error: the gradient is 3x4, expected 4x3");
+  has([&] { ops::softmax_cross_entropy(p, l, gbad, 1.0f); },
+      "kdist::ops::softmax_cross_entropy: the gradient is 3x4");
+  has([&] { ops::softmax_cross_entropy(p, tbad); }, "the target is 4x2");
+  has([&] { ops::cross_entropy(p, l, gbad, 1.0f); }, "kdist::ops::cross_entropy: the gradient");
+  has([&] { ops::cross_entropy(p, lshort); }, "kdist::ops::cross_entropy: labels has 3 elements");
+  has([&] { ops::count_correct(p, lshort); }, "kdist::ops::count_correct: labels has 3 elements");
+}
+
+// ---- dropout ----------------------------------------------------------------------------------
+
+TYPED_TEST(Ops, DropoutMaskScaleAndShardInvariance) {
+  using T = TypeParam;
+  const std::size_t rows = 16, cols = 20;
+  auto x = random_matrix<T>(rows, cols, "x");
+  ops::DropoutParams params;
+  params.seed = 1337;
+  params.stream = kdist::stream_id("dropout");
+  params.step = 5;
+  params.rate = 0.4;
+  for_each_backend([&](auto backend) {
+    Mat<T> y("y", rows, cols);
+    ops::dropout(x, y, params, backend);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < cols; ++j) {
+        const bool keep = kdist::dropout_keep(1337, params.stream, 5, i * cols + j, 0.4f);
+        kept += keep;
+        EXPECT_EQ(y(i, j), keep ? x(i, j) / (T(1) - T(0.4)) : T(0));
+      }
+    }
+    EXPECT_GT(kept, rows * cols / 2 - 40);
+    EXPECT_LT(kept, rows * cols / 2 + 80);
+    // A shard (rows 4..11, cols 5..14) with its offsets draws the full tensor's elements.
+    Mat<T> xs("xs", 8, 10), ys("ys", 8, 10);
+    for (std::size_t i = 0; i < 8; ++i) {
+      for (std::size_t j = 0; j < 10; ++j) xs(i, j) = x(i + 4, j + 5);
+    }
+    ops::DropoutParams shard = params;
+    shard.row_offset = 4;
+    shard.col_offset = 5;
+    shard.global_cols = cols;
+    ops::dropout(xs, ys, shard, backend);
+    for (std::size_t i = 0; i < 8; ++i) {
+      for (std::size_t j = 0; j < 10; ++j) EXPECT_EQ(ys(i, j), y(i + 4, j + 5));
+    }
+    // Backward: the same mask and scale on the gradient; in place.
+    auto dy = random_matrix<T>(rows, cols, "dy");
+    auto dx = clone(dy);
+    ops::dropout_backward(dx, dx, params, backend);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < cols; ++j) {
+        EXPECT_EQ(dx(i, j), y(i, j) == T(0) && x(i, j) != T(0) ? T(0) : dy(i, j) / (T(1) - T(0.4)));
+      }
+    }
+    // In place forward equals out of place; rate 0 copies.
+    auto inplace = clone(x);
+    ops::dropout_inplace(inplace, params, backend);
+    EXPECT_EQ(max_diff(inplace, y), 0.0);
+    ops::DropoutParams none = params;
+    none.rate = 0.0;
+    Mat<T> copy("copy", rows, cols);
+    ops::dropout(x, copy, none, backend);
+    EXPECT_EQ(max_diff(copy, x), 0.0);
+  });
+}
+
+TEST(OpsErrors, DropoutErrors) {
+  Mat<float> x("x", 4, 6), ybad("ybad", 4, 5);
+  auto has = [&](ops::DropoutParams p, const char* text) {
+    try {
+      ops::dropout_inplace(x, p);
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  ops::DropoutParams p;
+  p.rate = 1.0;
+  has(p, "the dropout rate must be in [0, 1)");
+  p.rate = -0.1;
+  has(p, "the dropout rate must be in [0, 1)");
+  p.rate = std::numeric_limits<double>::quiet_NaN();
+  has(p, "the dropout rate must be in [0, 1)");
+  p.rate = 0.5;
+  p.col_offset = 6;
+  has(p, "col_offset is 6 but global_cols is not given");
+  p.global_cols = 10;
+  has(p, "columns [6, 12) do not fit in global_cols = 10");
+  EXPECT_THROW(ops::dropout(x, ybad, ops::DropoutParams{}), kdist::ValueError);
+}
+
+// ---- optimizers -------------------------------------------------------------------------------
+
+template <class T>
+Vec<T> vec(std::initializer_list<double> v) {
+  Vec<T> out("v", v.size());
+  std::size_t i = 0;
+  for (double x : v) out(i++) = static_cast<T>(x);
+  return out;
+}
+
+TYPED_TEST(Ops, SgdPlainMomentumNesterov) {
+  using T = TypeParam;
+  const std::vector<std::vector<double>> grads = {{0.5, -0.1}, {0.3, 0.2}, {-0.4, 0.05}};
+  for_each_backend([&](auto backend) {
+    // Plain: p -= 0.01 g (Keras' default lr).
+    kdist::SGD plain;
+    auto p = vec<T>({1.0, -2.0});
+    for (const auto& g : grads) {
+      plain.update(p, vec<T>({g[0], g[1]}), backend);
+      plain.finish_step();
+    }
+    EXPECT_NEAR(p(0), 1.0 - 0.01 * (0.5 + 0.3 - 0.4), tolerance<T>());
+    EXPECT_NEAR(p(1), -2.0 - 0.01 * (-0.1 + 0.2 + 0.05), tolerance<T>());
+    EXPECT_EQ(plain.iterations(), 3);
+    // Momentum 0.9 (hand-computed with Keras' formula).
+    for (bool nesterov : {false, true}) {
+      kdist::SGD sgd(0.01, 0.9, nesterov);
+      EXPECT_TRUE(sgd.needs_velocity());
+      auto q = vec<T>({1.0, -2.0});
+      auto vel = kdist::make_slot(q, "velocity");
+      for (const auto& g : grads) {
+        sgd.update(q, vec<T>({g[0], g[1]}), vel, backend);
+        sgd.finish_step();
+      }
+      if (!nesterov) {
+        EXPECT_NEAR(q(0), 0.98475, 1e-6);
+        EXPECT_NEAR(q(1), -2.00159, 1e-6);
+      } else {
+        EXPECT_NEAR(q(0), 0.982275, 1e-6);
+        EXPECT_NEAR(q(1), -2.002931, 1e-6);
+      }
+    }
+  });
+}
+
+TYPED_TEST(Ops, AdamKerasNumbers) {
+  using T = TypeParam;
+  // Keras 3 Adam defaults, p0 = (1, -2), three steps; expected values computed by hand with the
+  // formula of keras/src/optimizers/adam.py (double precision).
+  const std::vector<std::vector<double>> grads = {{0.5, -0.1}, {0.3, 0.2}, {-0.4, 0.05}};
+  const double expect[3][2] = {{0.9990000063245154, -1.9990000316217766},
+                               {0.9980425213429803, -1.9993661299708823},
+                               {0.9977939356225788, -1.999781775431039}};
+  const double tol = std::is_same_v<T, float> ? 2e-7 : 1e-15;
+  for_each_backend([&](auto backend) {
+    kdist::Adam adam;
+    EXPECT_DOUBLE_EQ(adam.learning_rate(), 0.001);
+    EXPECT_DOUBLE_EQ(adam.beta_1(), 0.9);
+    EXPECT_DOUBLE_EQ(adam.beta_2(), 0.999);
+    EXPECT_DOUBLE_EQ(adam.epsilon(), 1e-7);
+    auto p = vec<T>({1.0, -2.0});
+    auto m = kdist::make_slot(p, "m");
+    auto v = kdist::make_slot(p, "v");
+    for (int s = 0; s < 3; ++s) {
+      adam.update(p, vec<T>({grads[s][0], grads[s][1]}), m, v, backend);
+      adam.finish_step();
+      EXPECT_NEAR(p(0), expect[s][0], tol * 4) << "step " << s + 1;
+      EXPECT_NEAR(p(1), expect[s][1], tol * 4) << "step " << s + 1;
+    }
+    EXPECT_NEAR(m(0), 0.0275, 1e-7);
+    EXPECT_NEAR(v(1), 5.244001e-05, 1e-11);
+    EXPECT_EQ(adam.iterations(), 3);
+  });
+}
+
+TYPED_TEST(Ops, OptimizerOnShardsEqualsFullUpdate) {
+  using T = TypeParam;
+  // Updating two row shards of a kernel with their shards of gradient and state equals updating
+  // the full kernel: the state is sharded like the parameter.
+  auto full = random_matrix<T>(6, 4, "param");
+  auto grad = random_matrix<T>(6, 4, "grad");
+  auto sharded = clone(full);
+  kdist::Adam a1, a2;
+  auto m1 = kdist::make_slot(full, "m1"), v1 = kdist::make_slot(full, "v1");
+  auto m2 = kdist::make_slot(full, "m2"), v2 = kdist::make_slot(full, "v2");
+  for (int s = 0; s < 3; ++s) {
+    a1.update(full, grad, m1, v1);
+    a1.finish_step();
+    for (auto rows : {std::make_pair(0, 2), std::make_pair(2, 6)}) {
+      a2.update(Kokkos::subview(sharded, rows, Kokkos::ALL), Kokkos::subview(grad, rows, Kokkos::ALL),
+                Kokkos::subview(m2, rows, Kokkos::ALL), Kokkos::subview(v2, rows, Kokkos::ALL),
+                ops::backend::kokkos);
+    }
+    a2.finish_step();
+  }
+  EXPECT_LT(max_diff(sharded, full), tolerance<T>());
+}
+
+TEST(OpsErrors, OptimizerErrors) {
+  auto has = [](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  has([] { kdist::SGD(0.01, 1.5); }, "`momentum` must be a float between [0, 1]");
+  has([] { kdist::SGD(0.01, -0.1); }, "`momentum` must be a float between [0, 1]");
+  has([] { kdist::SGD(-0.01); }, "kdist::SGD: learning_rate is -0.010000; it must be a finite");
+  has([] { kdist::SGD(std::numeric_limits<double>::infinity()); }, "must be a finite number");
+  has([] { kdist::Adam(-1.0); }, "kdist::Adam: learning_rate is -1.000000");
+  has([] { kdist::Adam(0.001, 1.0); }, "kdist::Adam: beta_1 is 1.000000; it must be in [0, 1)");
+  has([] { kdist::Adam(0.001, 0.9, -0.5); }, "kdist::Adam: beta_2 is -0.500000");
+  has([] { kdist::Adam(0.001, 0.9, 0.999, -1e-7); }, "kdist::Adam: epsilon is");
+  kdist::SGD sgd;
+  has([&] { sgd.set_learning_rate(-1.0); }, "kdist::SGD: learning_rate is -1.000000");
+  kdist::Adam adam;
+  has([&] { adam.set_learning_rate(std::nan("")); }, "kdist::Adam: learning_rate is");
+
+  Mat<float> p("p", 4, 3), g("g", 4, 3), gbad("gbad", 3, 4);
+  auto m = kdist::make_slot(p, "m"), v = kdist::make_slot(p, "v");
+  has([&] { sgd.update(p, gbad); },
+      "kdist::SGD::update: the gradient is 3x4 but the parameter is 4x3");
+  has([&] { adam.update(p, g, gbad, v); }, "kdist::Adam::update: m (first moment) is 3x4");
+  has([&] { adam.update(p, g, m, gbad); }, "kdist::Adam::update: v (second moment) is 3x4");
+  kdist::SGD momentum(0.01, 0.9);
+  has([&] { momentum.update(p, g); }, "this SGD has momentum 0.900000; pass a velocity View");
+  has([&] { momentum.update(p, g, gbad); }, "kdist::SGD::update: the velocity is 3x4");
+  // A column subview is not contiguous.
+  Mat<float> wide("wide", 4, 6), wg("wg", 4, 3);
+  auto cols = Kokkos::subview(wide, Kokkos::ALL, std::make_pair(0, 3));
+  has([&] { sgd.update(cols, wg); }, "kdist::SGD::update: the parameter is not contiguous");
+}
+
+}  // namespace
