@@ -174,7 +174,7 @@ inline std::optional<int> parse_int(std::string_view text) {
 template <class T>
 struct Setting {
   std::optional<T> value;
-  std::string source;  // "argument" or "KERAS_DISTRIBUTION_..."
+  std::string source;  // "from the argument" or "from KERAS_DISTRIBUTION_..."
   [[nodiscard]] std::string describe(std::string_view name) const {
     std::string v;
     if constexpr (std::is_same_v<T, std::string>) {
@@ -182,7 +182,7 @@ struct Setting {
     } else {
       v = std::to_string(*value);
     }
-    return std::string(name) + " " + v + " (" + source + ")";
+    return std::string(name) + " is " + v + " (" + source + ")";
   }
 };
 
@@ -205,11 +205,11 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
   const auto value_error = [&](std::string m) { return InitProblem{value_error_kind, std::string(who) + m}; };
   const auto runtime_error = [&](std::string m) { return InitProblem{runtime_error_kind, std::string(who) + m}; };
 
-  Setting<std::string> job_addresses{std::move(job_addresses_arg), "argument"};
-  Setting<int> num_processes{num_processes_arg, "argument"};
-  Setting<int> process_id{process_id_arg, "argument"};
+  Setting<std::string> job_addresses{std::move(job_addresses_arg), "from the argument"};
+  Setting<int> num_processes{num_processes_arg, "from the argument"};
+  Setting<int> process_id{process_id_arg, "from the argument"};
   if (!job_addresses.value) {
-    job_addresses = {getenv_nonempty(env_job_addresses), env_job_addresses};
+    job_addresses = {getenv_nonempty(env_job_addresses), std::string("from ") + env_job_addresses};
   }
   for (auto* setting : {&num_processes, &process_id}) {
     if (setting->value) {
@@ -223,7 +223,7 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
                            "\", which is not a number; set it to a whole number (for example " + name +
                            (setting == &num_processes ? "=2" : "=0") + ") or unset it");
       }
-      *setting = {parsed, name};
+      *setting = {parsed, std::string("from ") + name};
     }
   }
 
@@ -233,14 +233,14 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 
   if (num_processes.value && *num_processes.value < 1) {
-    return value_error(num_processes.describe("num_processes") + " must be at least 1");
+    return value_error(num_processes.describe("num_processes") + "; it must be at least 1");
   }
   if (process_id.value && *process_id.value < 0) {
-    return value_error(process_id.describe("process_id") + " must not be negative");
+    return value_error(process_id.describe("process_id") + "; it must not be negative");
   }
   if (process_id.value && num_processes.value && *process_id.value >= *num_processes.value) {
-    return value_error(process_id.describe("process_id") + " is out of range: " +
-                       num_processes.describe("num_processes") + " gives process ids 0 to " +
+    return value_error(process_id.describe("process_id") + ", out of range: " +
+                       num_processes.describe("num_processes") + ", so process ids go from 0 to " +
                        std::to_string(*num_processes.value - 1));
   }
   if (job_addresses.value && job_addresses.value->find(',') != std::string::npos) {
@@ -280,18 +280,17 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
     const int n = *num_processes.value;
     if (world_size == 1) {
       return runtime_error(num_processes.describe("num_processes") +
-                           " asks for " + std::to_string(n) +
-                           " processes, but this program runs as a single MPI process (it was started "
-                           "without mpiexec, or with mpiexec -n 1); start it with: " +
+                           ", but this program runs as a single MPI process (it was started without "
+                           "mpiexec, or with mpiexec -n 1); start it with: " +
                            mpiexec_command(n, argc, argv));
     }
-    return runtime_error(num_processes.describe("num_processes") + " differs from the size of MPI's world, " +
+    return runtime_error(num_processes.describe("num_processes") + ", but MPI's world has " +
                          std::to_string(world_size) + " processes; start the program with: " +
                          mpiexec_command(n, argc, argv) + ", or set num_processes to " +
                          std::to_string(world_size));
   }
   if (process_id.value && *process_id.value != world_rank) {
-    return runtime_error(process_id.describe("process_id") + " differs from this process' MPI rank, " +
+    return runtime_error(process_id.describe("process_id") + ", but this process' MPI rank is " +
                          std::to_string(world_rank) +
                          "; kdist's process ids are MPI_COMM_WORLD ranks: leave process_id unset, or give "
                          "each process its rank");

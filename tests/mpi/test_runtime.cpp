@@ -199,18 +199,18 @@ TEST_F(Runtime, NonNumericVariablesAreValueErrorsNamingVariableAndValue) {
 TEST_F(Runtime, ProcessCountDifferentFromTheWorldShowsTheMpiexecLine) {
   const int asked = world_size() + 1;
   const auto m = message_of<kdist::RuntimeError>([&] { kdist::initialize(std::nullopt, asked); });
-  EXPECT_TRUE(contains(m, "num_processes " + std::to_string(asked) + " (argument)")) << m;
+  EXPECT_TRUE(contains(m, "num_processes is " + std::to_string(asked) + " (from the argument), but ")) << m;
   EXPECT_TRUE(contains(m, "mpiexec -n " + std::to_string(asked) + " ")) << m;
   EXPECT_TRUE(contains(m, "mpi_test_runtime")) << m;  // the program path
   if (world_size() == 1) {
     EXPECT_TRUE(contains(m, "single MPI process")) << m;
   } else {
-    EXPECT_TRUE(contains(m, std::to_string(world_size()) + " processes")) << m;
+    EXPECT_TRUE(contains(m, "MPI's world has " + std::to_string(world_size()) + " processes")) << m;
   }
   // The same from the environment, which the message names.
   ScopedEnv n("KERAS_DISTRIBUTION_NUM_PROCESSES", std::to_string(asked));
   const auto e = message_of<kdist::RuntimeError>([] { kdist::initialize(); });
-  EXPECT_TRUE(contains(e, "(KERAS_DISTRIBUTION_NUM_PROCESSES)")) << e;
+  EXPECT_TRUE(contains(e, "(from KERAS_DISTRIBUTION_NUM_PROCESSES)")) << e;
   // ...and through the guard.
   const auto g = message_of<kdist::RuntimeError>([] { kdist::ScopeGuard guard; });
   EXPECT_EQ(g, e);
@@ -221,37 +221,37 @@ TEST_F(Runtime, ProcessIdDifferentFromTheRankThrowsOnEveryRank) {
   // Rank 0 is right, every other rank is wrong: all ranks throw rank 1's message.
   if (n > 1) {
     const auto m = message_of<kdist::RuntimeError>([] { kdist::initialize(std::nullopt, std::nullopt, 0); });
-    EXPECT_TRUE(contains(m, "process_id 0 (argument) differs from this process' MPI rank, 1;")) << m;
+    EXPECT_TRUE(contains(m, "process_id is 0 (from the argument), but this process' MPI rank is 1;")) << m;
   }
   // Every rank wrong: the lowest (rank 0) speaks for all.
   if (n > 1) {
     ScopedEnv p("KERAS_DISTRIBUTION_PROCESS_ID", std::to_string((world_rank() + 1) % n));
     const auto m = message_of<kdist::RuntimeError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "process_id 1 (KERAS_DISTRIBUTION_PROCESS_ID) differs from this process' MPI rank, 0;"))
+    EXPECT_TRUE(contains(m, "process_id is 1 (from KERAS_DISTRIBUTION_PROCESS_ID), but this process' MPI rank is 0;"))
         << m;
   }
 }
 
 TEST_F(Runtime, OutOfRangeValuesAreValueErrors) {
   auto m = message_of<kdist::ValueError>([] { kdist::initialize(std::nullopt, 0); });
-  EXPECT_TRUE(contains(m, "num_processes 0 (argument) must be at least 1")) << m;
+  EXPECT_TRUE(contains(m, "num_processes is 0 (from the argument); it must be at least 1")) << m;
   m = message_of<kdist::ValueError>([] { kdist::initialize(std::nullopt, std::nullopt, -1); });
-  EXPECT_TRUE(contains(m, "process_id -1 (argument) must not be negative")) << m;
+  EXPECT_TRUE(contains(m, "process_id is -1 (from the argument); it must not be negative")) << m;
   m = message_of<kdist::ValueError>([] { kdist::initialize(std::nullopt, world_size(), world_size()); });
-  EXPECT_TRUE(contains(m, "process_id " + std::to_string(world_size()) + " (argument) is out of range")) << m;
+  EXPECT_TRUE(contains(m, "process_id is " + std::to_string(world_size()) + " (from the argument), out of range")) << m;
 }
 
 TEST_F(Runtime, JobAddressCountMustMatchTheProcessCount) {
   // Keras' words.
   auto m = message_of<kdist::ValueError>([] { kdist::initialize("10.0.0.1:1234,10.0.0.2:2345", 3); });
-  EXPECT_TRUE(contains(m, "job_addresses \"10.0.0.1:1234,10.0.0.2:2345\" (argument) has 2 jobs, but num_processes is 3"))
+  EXPECT_TRUE(contains(m, "job_addresses \"10.0.0.1:1234,10.0.0.2:2345\" (from the argument) has 2 jobs, but num_processes is 3"))
       << m;
   {
     ScopedEnv j("KERAS_DISTRIBUTION_JOB_ADDRESSES", "h1:1,h2:2");
     ScopedEnv n("KERAS_DISTRIBUTION_NUM_PROCESSES", "3");
     m = message_of<kdist::ValueError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "\"h1:1,h2:2\" (KERAS_DISTRIBUTION_JOB_ADDRESSES) has 2 jobs, but num_processes is 3 "
-                            "(KERAS_DISTRIBUTION_NUM_PROCESSES)"))
+    EXPECT_TRUE(contains(m, "\"h1:1,h2:2\" (from KERAS_DISTRIBUTION_JOB_ADDRESSES) has 2 jobs, but num_processes is 3 "
+                            "(from KERAS_DISTRIBUTION_NUM_PROCESSES)"))
         << m;
   }
   // Without num_processes the count is checked against MPI's world.

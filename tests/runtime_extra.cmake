@@ -1,0 +1,69 @@
+# Runtime tests that are not GoogleTest-under-mpiexec (included at the end of tests/CMakeLists.txt).
+
+# ---- a program started without mpiexec but asked for 2 processes: the error shows the mpiexec line --
+add_executable(runtime_started_without_mpiexec ${CMAKE_CURRENT_SOURCE_DIR}/runtime/started_without_mpiexec.cpp)
+target_link_libraries(runtime_started_without_mpiexec PRIVATE kdist::kdist kdist_warnings)
+foreach(_how IN ITEMS guard initialize)
+  # Run directly (an MPI singleton), not under mpiexec.
+  add_test(NAME runtime.started_without_mpiexec.${_how}
+           COMMAND runtime_started_without_mpiexec ${_how} --epochs 3)
+  set_tests_properties(runtime.started_without_mpiexec.${_how} PROPERTIES
+    ENVIRONMENT "KERAS_DISTRIBUTION_NUM_PROCESSES=2"
+    PASS_REGULAR_EXPRESSION "mpiexec -n 2 [^\n]*runtime_started_without_mpiexec ${_how} --epochs 3"
+    FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+    TIMEOUT 60)
+endforeach()
+
+# ---- the guide's examples: every ```cpp block of docs/guide/02-runtime-and-collectives.md is a
+# program, compiled here and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a
+# block must all match its output. -----------------------------------------------------------------
+set(_guide ${PROJECT_SOURCE_DIR}/docs/guide/02-runtime-and-collectives.md)
+if(EXISTS ${_guide})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_guide})
+  file(READ ${_guide} _rest)
+  set(_n 0)
+  while(TRUE)
+    string(FIND "${_rest}" "\n```cpp\n" _at)
+    if(_at EQUAL -1)
+      break()
+    endif()
+    math(EXPR _at "${_at} + 8")
+    string(SUBSTRING "${_rest}" ${_at} -1 _rest)
+    string(FIND "${_rest}" "\n```" _end)
+    math(EXPR _end "${_end} + 1")
+    string(SUBSTRING "${_rest}" 0 ${_end} _code)
+    math(EXPR _after "${_end} + 3")
+    string(SUBSTRING "${_rest}" ${_after} -1 _rest)
+    set(_expect "")
+    while(_rest MATCHES "^\n<!-- expect: ")
+      string(FIND "${_rest}" " -->" _close)
+      math(EXPR _len "${_close} - 14")
+      string(SUBSTRING "${_rest}" 14 ${_len} _re)
+      string(APPEND _expect "${_re}\n")
+      math(EXPR _skip "${_close} + 4")
+      string(SUBSTRING "${_rest}" ${_skip} -1 _rest)
+    endwhile()
+    math(EXPR _n "${_n} + 1")
+    set(_name guide_02_example_${_n})
+    set(_dir ${CMAKE_CURRENT_BINARY_DIR}/guide)
+    foreach(_pair IN ITEMS "${_name}.cpp|_code" "${_name}.expect|_expect")
+      string(REPLACE "|" ";" _pair "${_pair}")
+      list(GET _pair 0 _file)
+      list(GET _pair 1 _var)
+      set(_old "")
+      if(EXISTS ${_dir}/${_file})
+        file(READ ${_dir}/${_file} _old)
+      endif()
+      if(NOT _old STREQUAL ${_var})
+        file(WRITE ${_dir}/${_file} "${${_var}}")
+      endif()
+    endforeach()
+    add_executable(${_name} ${_dir}/${_name}.cpp)
+    target_link_libraries(${_name} PRIVATE kdist::kdist kdist_warnings)
+    add_test(NAME guide.02-runtime-and-collectives.${_n}
+             COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNP_FLAG=${MPIEXEC_NUMPROC_FLAG} -DNP=2
+                     -DPROGRAM=$<TARGET_FILE:${_name}> -DEXPECT_FILE=${_dir}/${_name}.expect
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/runtime/run_and_match.cmake)
+    set_tests_properties(guide.02-runtime-and-collectives.${_n} PROPERTIES PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+  endwhile()
+endif()
