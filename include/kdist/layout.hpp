@@ -390,16 +390,31 @@ class BasicTensorLayout {
   Mesh_ mesh_;
 };
 
+namespace detail {
+// TensorLayout and EvenTensorLayout name BasicTensorLayout through this struct, not directly:
+// GCC 12 crashes (internal compiler error) when a variable template such as kdist::axes<...> is
+// the argument of an alias template over a DimSpec pack in a dependent context (a template's
+// body, e.g. `TensorLayout<M, kdist::axes<"data", "model">>` with M a template parameter).
+template <class Mesh, DimSpec... Dims>
+struct tensor_layouts {
+  using chunk = BasicTensorLayout<Mesh, Division::chunk, Dims...>;
+  using even = BasicTensorLayout<Mesh, Division::even, Dims...>;
+};
+}  // namespace detail
+
 //! A layout with ceil-division blocks for sizes the shards do not divide (torch.chunk).
+//! (An alias of BasicTensorLayout<Mesh, Division::chunk, Dims...>; function templates deduce
+//! that spelling.)
 //!
 //! Example (the guide's kernel layout): `kdist::TensorLayout<Mesh, kdist::replicated, "model">`.
 template <class Mesh, DimSpec... Dims>
-using TensorLayout = BasicTensorLayout<Mesh, Division::chunk, Dims...>;
+using TensorLayout = typename detail::tensor_layouts<Mesh, Dims...>::chunk;
 
 //! A layout that demands even division: a static_assert where extents are static
-//! (check_static_shape), a ValueError at run time otherwise.
+//! (check_static_shape), a ValueError at run time otherwise. (An alias of
+//! BasicTensorLayout<Mesh, Division::even, Dims...>.)
 template <class Mesh, DimSpec... Dims>
-using EvenTensorLayout = BasicTensorLayout<Mesh, Division::even, Dims...>;
+using EvenTensorLayout = typename detail::tensor_layouts<Mesh, Dims...>::even;
 
 template <class T>
 inline constexpr bool is_tensor_layout_v = false;

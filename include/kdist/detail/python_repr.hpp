@@ -8,7 +8,16 @@
 
 namespace kdist::detail {
 
-inline std::string py_str(std::string_view s) { return "'" + std::string(s) + "'"; }
+//! 'name'. (Appended piecewise: `"'" + std::string(s) + "'"` trips a GCC 12 -Wrestrict false
+//! positive at -O2 and above, which users of the headers would see.)
+inline std::string py_str(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '\'';
+  out += s;
+  out += '\'';
+  return out;
+}
 
 //! (2, 4) / (8,) / ()
 inline std::string py_tuple(std::span<const std::string> items) {
