@@ -232,8 +232,12 @@ class DistributedDataset {
     }
     //! Copies of this process's rows at `step`.
     std::vector<value_type> batch(std::size_t step) const {
+      const BatchPlan& plan = dataset_->plan_;
+      const Block b = plan.local_block(step);
+      const std::size_t start = step * plan.global_batch_size() + b.offset;
       std::vector<value_type> out;
-      for (auto i : batch_indices(step)) out.push_back((*dataset_->source_)[i]);
+      out.reserve(b.extent);
+      for (std::size_t k = 0; k < b.extent; ++k) out.push_back((*dataset_->source_)[order_[start + k]]);
       return out;
     }
     //! Source indices of the whole global batch `step` (every shard's rows, in shard order).
