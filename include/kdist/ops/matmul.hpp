@@ -25,11 +25,8 @@ enum class Op {
 
 namespace detail {
 
-template <class AV, class BV, class CV, class T>
-void matmul_eigen(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta) {
-  auto a = eigen_map(A);
-  auto b = eigen_map(B);
-  auto c = eigen_map(C);
+template <class AM, class BM, class CM, class T>
+void gemm_eigen(const AM& a, const BM& b, CM& c, Op op_a, Op op_b, T alpha, T beta) {
   if (beta == T(0)) {
     // BLAS convention: C is not read when beta == 0 (it may hold NaN or garbage).
     if (op_a == Op::none && op_b == Op::none) c.noalias() = alpha * a * b;
@@ -43,6 +40,17 @@ void matmul_eigen(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alp
   else if (op_a == Op::transpose && op_b == Op::none) c.noalias() += alpha * a.transpose() * b;
   else if (op_a == Op::none) c.noalias() += alpha * a * b.transpose();
   else c.noalias() += alpha * a.transpose() * b.transpose();
+}
+
+template <class AV, class BV, class CV, class T>
+void matmul_eigen(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta) {
+  if (is_packed(A) && is_packed(B) && is_packed(C)) {
+    auto c = eigen_map_packed(C);
+    gemm_eigen(eigen_map_packed(A), eigen_map_packed(B), c, op_a, op_b, alpha, beta);
+  } else {
+    auto c = eigen_map(C);
+    gemm_eigen(eigen_map(A), eigen_map(B), c, op_a, op_b, alpha, beta);
+  }
 }
 
 template <class AV, class BV, class CV, class T>

@@ -111,6 +111,23 @@ auto eigen_map(const V& v) {
                                                                     Eigen::OuterStride<>(stride));
 }
 
+//! A row-major Eigen::Map without stride over a rank-2 View whose rows are contiguous
+//! (precondition: `is_packed(v)`); lets Eigen pick its unit-stride kernels.
+template <class V>
+auto eigen_map_packed(const V& v) {
+  using T = typename V::value_type;
+  using M = RowMajorMatrix<std::remove_const_t<T>>;
+  using Target = std::conditional_t<std::is_const_v<T>, const M, M>;
+  return Eigen::Map<Target>(v.data(), static_cast<Eigen::Index>(v.extent(0)),
+                            static_cast<Eigen::Index>(v.extent(1)));
+}
+
+//! Whether the rows of a rank-2 View follow each other without padding.
+template <class V>
+bool is_packed(const V& v) {
+  return v.extent(0) <= 1 || static_cast<std::size_t>(v.stride(0)) == v.extent(1);
+}
+
 //! A row-vector Eigen::Map over a contiguous rank-1 host View.
 template <class V>
 auto eigen_row(const V& v) {
