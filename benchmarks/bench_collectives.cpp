@@ -18,13 +18,12 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <kdist/collectives.hpp>
+#include <kdist/runtime.hpp>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <kdist/collectives.hpp>
-#include <kdist/runtime.hpp>
 
 namespace {
 
@@ -32,7 +31,8 @@ using Space = Kokkos::DefaultHostExecutionSpace;
 using Buffer = Kokkos::View<double*, Kokkos::HostSpace>;
 
 constexpr int kRepetitions = 5;
-const std::vector<std::int64_t> kSizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+const std::vector<std::int64_t> kSizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                          1 << 20, 4 << 20,  16 << 20};
 
 int world_size() {
   int n = 0;
@@ -68,7 +68,8 @@ void all_reduce_raw(benchmark::State& state) {
   Buffer send("send", n), recv("recv", n);
   Kokkos::deep_copy(send, 1.0);
   timed_loop(state, [&] {
-    MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
   });
 }
 void all_reduce_kdist(benchmark::State& state) {
@@ -79,14 +80,15 @@ void all_reduce_kdist(benchmark::State& state) {
   timed_loop(state, [&] { kdist::all_reduce(Space(), send, recv, kdist::ReduceOp::sum, world); });
 }
 
-// ---- all_gather: `bytes` sent per process --------------------------------------------------------
+// ---- all_gather: `bytes` sent per process
+// --------------------------------------------------------
 void all_gather_raw(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(double);
   Buffer send("send", n), recv("recv", n * static_cast<std::size_t>(world_size()));
   Kokkos::deep_copy(send, 1.0);
   timed_loop(state, [&] {
-    MPI_Allgather(send.data(), static_cast<int>(n), MPI_DOUBLE, recv.data(), static_cast<int>(n), MPI_DOUBLE,
-                  MPI_COMM_WORLD);
+    MPI_Allgather(send.data(), static_cast<int>(n), MPI_DOUBLE, recv.data(), static_cast<int>(n),
+                  MPI_DOUBLE, MPI_COMM_WORLD);
   });
 }
 void all_gather_kdist(benchmark::State& state) {
@@ -97,14 +99,16 @@ void all_gather_kdist(benchmark::State& state) {
   timed_loop(state, [&] { kdist::all_gather(Space(), send, recv, world); });
 }
 
-// ---- reduce_scatter: `bytes` reduced per process, bytes / P kept ---------------------------------
+// ---- reduce_scatter: `bytes` reduced per process, bytes / P kept
+// ---------------------------------
 void reduce_scatter_raw(benchmark::State& state) {
   const auto p = static_cast<std::size_t>(world_size());
   const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(double) / p;
   Buffer send("send", n * p), recv("recv", n);
   Kokkos::deep_copy(send, 1.0);
   timed_loop(state, [&] {
-    MPI_Reduce_scatter_block(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                             MPI_COMM_WORLD);
   });
 }
 void reduce_scatter_kdist(benchmark::State& state) {
@@ -113,7 +117,8 @@ void reduce_scatter_kdist(benchmark::State& state) {
   Buffer send("send", n * p), recv("recv", n);
   Kokkos::deep_copy(send, 1.0);
   const auto world = kdist::mpi::Communicator::world();
-  timed_loop(state, [&] { kdist::reduce_scatter(Space(), send, recv, kdist::ReduceOp::sum, world); });
+  timed_loop(state,
+             [&] { kdist::reduce_scatter(Space(), send, recv, kdist::ReduceOp::sum, world); });
 }
 
 // ---- paired: raw and kdist alternate within one run (order flipped every iteration), so load
@@ -165,7 +170,10 @@ void all_reduce_paired(benchmark::State& state) {
   const auto world = kdist::mpi::Communicator::world();
   paired_loop(
       state,
-      [&] { MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); },
+      [&] {
+        MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD);
+      },
       [&] { kdist::all_reduce(Space(), send, recv, kdist::ReduceOp::sum, world); });
 }
 void all_gather_paired(benchmark::State& state) {
@@ -176,8 +184,8 @@ void all_gather_paired(benchmark::State& state) {
   paired_loop(
       state,
       [&] {
-        MPI_Allgather(send.data(), static_cast<int>(n), MPI_DOUBLE, recv.data(), static_cast<int>(n), MPI_DOUBLE,
-                      MPI_COMM_WORLD);
+        MPI_Allgather(send.data(), static_cast<int>(n), MPI_DOUBLE, recv.data(),
+                      static_cast<int>(n), MPI_DOUBLE, MPI_COMM_WORLD);
       },
       [&] { kdist::all_gather(Space(), send, recv, world); });
 }
@@ -203,7 +211,8 @@ void all_reduce_self_raw(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(double);
   Buffer send("send", n), recv("recv", n);
   for (auto _ : state) {
-    MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
+    MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_SELF);
     benchmark::ClobberMemory();
   }
 }
@@ -228,13 +237,15 @@ void register_all() {
         ->ReportAggregatesOnly(true)
         ->Unit(benchmark::kNanosecond);
   }
-  const std::vector<std::pair<std::string, std::pair<void (*)(benchmark::State&), void (*)(benchmark::State&)>>>
+  const std::vector<
+      std::pair<std::string, std::pair<void (*)(benchmark::State&), void (*)(benchmark::State&)>>>
       collectives = {{"all_reduce", {all_reduce_raw, all_reduce_kdist}},
                      {"all_gather", {all_gather_raw, all_gather_kdist}},
                      {"reduce_scatter", {reduce_scatter_raw, reduce_scatter_kdist}}};
   for (const auto& [name, fns] : collectives) {
     for (auto bytes : kSizes) {
-      for (const auto& [variant, fn] : {std::pair{"raw", fns.first}, std::pair{"kdist", fns.second}}) {
+      for (const auto& [variant, fn] :
+           {std::pair{"raw", fns.first}, std::pair{"kdist", fns.second}}) {
         benchmark::RegisterBenchmark(("BM_" + name + "_" + variant).c_str(), fn)
             ->Arg(bytes)
             ->Iterations(iterations_for(bytes))
@@ -265,19 +276,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
         medians_[run.run_name.function_name + "/" + run.run_name.args] = run.GetAdjustedRealTime();
       }
       if (run.run_type == Run::RT_Iteration && run.counters.count("ratio") != 0) {
-        paired_[run.run_name.function_name + "/" + run.run_name.args] = {run.counters.at("raw_us").value,
-                                                                         run.counters.at("kdist_us").value};
+        paired_[run.run_name.function_name + "/" + run.run_name.args] = {
+            run.counters.at("raw_us").value, run.counters.at("kdist_us").value};
       }
     }
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\nkdist vs raw MPI, slowest rank, microseconds per call\n"
-                "  separate: median over %d repetitions of the mean time of a run\n"
-                "  paired:   median per-call time, raw and kdist alternating in one run\n",
-                kRepetitions);
-    std::printf("%-15s %9s | %10s %10s %7s %9s | %10s %10s %7s %9s\n", "collective", "bytes", "raw", "kdist",
-                "ratio", "added", "raw", "kdist", "ratio", "added");
+    std::printf(
+        "\nkdist vs raw MPI, slowest rank, microseconds per call\n"
+        "  separate: median over %d repetitions of the mean time of a run\n"
+        "  paired:   median per-call time, raw and kdist alternating in one run\n",
+        kRepetitions);
+    std::printf("%-15s %9s | %10s %10s %7s %9s | %10s %10s %7s %9s\n", "collective", "bytes", "raw",
+                "kdist", "ratio", "added", "raw", "kdist", "ratio", "added");
     for (const std::string name : {"all_reduce", "all_gather", "reduce_scatter"}) {
       for (auto bytes : kSizes) {
         const auto raw = medians_.find("BM_" + name + "_raw/" + std::to_string(bytes));
@@ -287,17 +299,19 @@ class RatioReporter : public benchmark::ConsoleReporter {
           continue;
         }
         const auto [pr, pk] = pair->second;
-        std::printf("%-15s %9lld | %10.2f %10.2f %7.3f %9.3f | %10.2f %10.2f %7.3f %9.3f\n", name.c_str(),
-                    static_cast<long long>(bytes), raw->second, lib->second, lib->second / raw->second,
-                    lib->second - raw->second, pr, pk, pk / pr, pk - pr);
+        std::printf("%-15s %9lld | %10.2f %10.2f %7.3f %9.3f | %10.2f %10.2f %7.3f %9.3f\n",
+                    name.c_str(), static_cast<long long>(bytes), raw->second, lib->second,
+                    lib->second / raw->second, lib->second - raw->second, pr, pk, pk / pr, pk - pr);
       }
     }
     const auto self_raw = medians_.find("BM_all_reduce_self_raw/4096");
     const auto self_lib = medians_.find("BM_all_reduce_self_kdist/4096");
     if (self_raw != medians_.end() && self_lib != medians_.end()) {
-      std::printf("all_reduce of 4096 bytes on MPI_COMM_SELF (the cost of the call itself): raw %.1f ns, kdist "
-                  "%.1f ns, added %.1f ns\n",
-                  self_raw->second, self_lib->second, self_lib->second - self_raw->second);
+      std::printf(
+          "all_reduce of 4096 bytes on MPI_COMM_SELF (the cost of the call itself): raw %.1f ns, "
+          "kdist "
+          "%.1f ns, added %.1f ns\n",
+          self_raw->second, self_lib->second, self_lib->second - self_raw->second);
     }
     std::fflush(stdout);
   }

@@ -21,8 +21,8 @@
 //!
 //! \code
 //! Kokkos::View<double*> grad("grad", n);
-//! kdist::all_reduce(Kokkos::DefaultExecutionSpace(), grad, kdist::ReduceOp::mean, mesh.comm("data"));
-//! \endcode
+//! kdist::all_reduce(Kokkos::DefaultExecutionSpace(), grad, kdist::ReduceOp::mean,
+//! mesh.comm("data")); \endcode
 
 #include <mpi.h>
 
@@ -32,12 +32,11 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <type_traits>
-
 #include <kdist/error.hpp>
 #include <kdist/mpi/communicator.hpp>
 #include <kdist/mpi/datatype.hpp>
+#include <string>
+#include <type_traits>
 
 namespace kdist {
 
@@ -57,14 +56,20 @@ concept view = Kokkos::is_view<T>::value;
 template <class T>
 concept communicator = std::same_as<T, MPI_Comm> || std::same_as<T, mpi::Communicator>;
 
-inline MPI_Comm raw(MPI_Comm comm) noexcept { return comm; }
-inline MPI_Comm raw(const mpi::Communicator& comm) noexcept { return comm.get(); }
+inline MPI_Comm raw(MPI_Comm comm) noexcept {
+  return comm;
+}
+inline MPI_Comm raw(const mpi::Communicator& comm) noexcept {
+  return comm.get();
+}
 inline int size_of(MPI_Comm comm) {
   int size = 0;
   mpi::detail::check_mpi(MPI_Comm_size(comm, &size), "kdist: MPI_Comm_size");
   return size;
 }
-inline int size_of(const mpi::Communicator& comm) noexcept { return comm.size(); }
+inline int size_of(const mpi::Communicator& comm) noexcept {
+  return comm.size();
+}
 
 //! True when MPI may be handed a pointer into View V's memory.
 template <class V>
@@ -72,7 +77,8 @@ inline constexpr bool mpi_can_access_v =
 #if defined(KDIST_MPI_GPU_AWARE)
     true;
 #else
-    Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, typename V::memory_space>::accessible;
+    Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace,
+                               typename V::memory_space>::accessible;
 #endif
 
 //! A Kokkos profiling region for the lifetime of the object.
@@ -85,10 +91,10 @@ class Region {
 };
 
 //! Region names as strings built once (pushRegion takes a std::string).
-#define KDIST_DETAIL_REGION_NAME(fn)                 \
-  inline const std::string& fn##_name() {            \
-    static const std::string name = "kdist::" #fn;   \
-    return name;                                     \
+#define KDIST_DETAIL_REGION_NAME(fn)               \
+  inline const std::string& fn##_name() {          \
+    static const std::string name = "kdist::" #fn; \
+    return name;                                   \
   }
 KDIST_DETAIL_REGION_NAME(all_reduce)
 KDIST_DETAIL_REGION_NAME(all_gather)
@@ -102,32 +108,47 @@ struct is_complex : std::false_type {};
 template <class T>
 struct is_complex<std::complex<T>> : std::true_type {};
 
-//! Compile-time checks of one View argument.
+//! Compile-time checks of the View arguments, one static_assert per rule. Each returns whether all
+//! its rules hold; the entry points compile their body only then (`if constexpr`), so a failed
+//! rule is one error, not a cascade.
 template <class V>
-constexpr void check_view_type() {
-  static_assert(mpi::has_datatype_v<typename V::value_type>,
-                "kdist collectives: the View's value type has no MPI datatype; use an arithmetic type, "
-                "std::complex, std::byte, or specialise kdist::mpi::datatype_traits");
+consteval bool check_view_type() {
+  constexpr bool ok = mpi::has_datatype_v<typename V::value_type>;
+  static_assert(
+      ok,
+      "kdist collectives: the View's value type has no MPI datatype; use an arithmetic type, "
+      "std::complex, std::byte, or specialise kdist::mpi::datatype_traits");
+  return ok;
+}
+template <class V>
+consteval bool check_writable() {
+  constexpr bool ok = !std::is_const_v<typename V::value_type>;
+  static_assert(ok, "kdist collectives: the recv View must not be const");
+  return ok;
 }
 template <class S, class R>
-constexpr void check_pair_types() {
-  check_view_type<S>();
-  check_view_type<R>();
-  static_assert(std::is_same_v<typename S::non_const_value_type, typename R::non_const_value_type>,
-                "kdist collectives: the send and recv Views must have the same value type");
-  static_assert(!std::is_const_v<typename R::value_type>, "kdist collectives: the recv View must not be const");
+consteval bool check_pair_types() {
+  constexpr bool same =
+      std::is_same_v<typename S::non_const_value_type, typename R::non_const_value_type>;
+  static_assert(same, "kdist collectives: the send and recv Views must have the same value type");
   constexpr auto send_rank = static_cast<std::size_t>(S::rank);
   constexpr auto recv_rank = static_cast<std::size_t>(R::rank);
-  static_assert(send_rank < 2 || recv_rank < 2 || send_rank != recv_rank ||
-                    std::is_same_v<typename S::array_layout, typename R::array_layout>,
-                "kdist collectives: send and recv Views of the same rank >= 2 must have the same layout "
-                "(the collectives work on elements in memory order)");
+  constexpr bool layouts = send_rank < 2 || recv_rank < 2 || send_rank != recv_rank ||
+                           std::is_same_v<typename S::array_layout, typename R::array_layout>;
+  static_assert(
+      layouts,
+      "kdist collectives: send and recv Views of the same rank >= 2 must have the same layout "
+      "(the collectives work on elements in memory order)");
+  return check_view_type<S>() && check_writable<R>() && same && layouts;
 }
 template <class V>
-constexpr void check_reducible() {
+consteval bool check_reducible() {
   using T = typename V::non_const_value_type;
-  static_assert((std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || is_complex<T>::value,
+  constexpr bool ok = !mpi::has_datatype_v<T> ||
+                      (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || is_complex<T>::value;
+  static_assert(ok,
                 "kdist::all_reduce / reduce_scatter: the value type must be a number (not bool)");
+  return ok;
 }
 
 [[noreturn]] inline void throw_value_error(const char* who, const std::string& what) {
@@ -137,15 +158,18 @@ constexpr void check_reducible() {
 template <class V>
 inline void check_contiguous(const V& v, const char* who, const char* name) {
   if (!v.span_is_contiguous()) [[unlikely]] {
-    throw_value_error(who, std::string("the ") + name + " View (\"" + v.label() +
-                               "\") is not contiguous (a strided subview?); copy it into a contiguous View first");
+    throw_value_error(
+        who,
+        std::string("the ") + name + " View (\"" + v.label() +
+            "\") is not contiguous (a strided subview?); copy it into a contiguous View first");
   }
 }
 
 //! The element count as MPI's int; kdist::ValueError when it does not fit.
 inline int to_count(std::size_t n, const char* who) {
   if (n > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
-    throw_value_error(who, std::to_string(n) + " elements per message is more than MPI's int count allows (" +
+    throw_value_error(who, std::to_string(n) +
+                               " elements per message is more than MPI's int count allows (" +
                                std::to_string(INT_MAX) + "); split the View");
   }
   return static_cast<int>(n);
@@ -172,8 +196,8 @@ inline MPI_Op to_mpi_op(ReduceOp op, const char* who) {
 //! A View's elements as a 1-D unmanaged View (the View must be contiguous).
 template <class V>
 auto flat(const V& v) {
-  return Kokkos::View<typename V::value_type*, typename V::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-      v.data(), v.size());
+  return Kokkos::View<typename V::value_type*, typename V::memory_space,
+                      Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), v.size());
 }
 
 //! The memory MPI works on for View V: the View's own (Stage = false: nothing allocated, nothing
@@ -197,7 +221,8 @@ class MpiBuffer<true, V> {
  public:
   template <class Space>
   MpiBuffer(const Space& space, const V& v, bool copy_in)
-      : view_(v), host_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::mpi_host_copy"), v.size()) {
+      : view_(v),
+        host_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::mpi_host_copy"), v.size()) {
     if (copy_in) {
       Kokkos::deep_copy(space, host_, flat(v));
     }
@@ -232,8 +257,9 @@ void divide(const Space& space, T* p, std::size_t n, int divisor) {
       p[i] /= d;
     }
   } else {
-    using Exec = std::conditional_t<Kokkos::SpaceAccessibility<Space, typename V::memory_space>::accessible, Space,
-                                    typename V::execution_space>;
+    using Exec =
+        std::conditional_t<Kokkos::SpaceAccessibility<Space, typename V::memory_space>::accessible,
+                           Space, typename V::execution_space>;
     Exec exec = [&] {
       if constexpr (std::is_same_v<Exec, Space>) {
         return space;
@@ -248,10 +274,12 @@ void divide(const Space& space, T* p, std::size_t n, int divisor) {
   }
 }
 
-// ---- the collectives, with the staging decision as template arguments (tests force Stage) ---------
+// ---- the collectives, with the staging decision as template arguments (tests force Stage)
+// ---------
 
 template <bool StageS, bool StageR, class Space, class S, class R>
-void all_reduce(const Space& space, const S& send, const R& recv, ReduceOp op, MPI_Comm comm, int comm_size) {
+void all_reduce(const Space& space, const S& send, const R& recv, ReduceOp op, MPI_Comm comm,
+                int comm_size) {
   constexpr const char* who = "kdist::all_reduce";
   using T = typename R::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op<T>(op, who);
@@ -260,11 +288,13 @@ void all_reduce(const Space& space, const S& send, const R& recv, ReduceOp op, M
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
   const void* send_ptr = in.data();
-  if (!StageS && !StageR && static_cast<const void*>(in.data()) == static_cast<const void*>(out.data())) {
+  if (!StageS && !StageR &&
+      static_cast<const void*>(in.data()) == static_cast<const void*>(out.data())) {
     send_ptr = MPI_IN_PLACE;  // the same memory: MPI forbids aliased buffers
   }
-  mpi::detail::check_mpi(MPI_Allreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm),
-                         "kdist::all_reduce: MPI_Allreduce");
+  mpi::detail::check_mpi(
+      MPI_Allreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm),
+      "kdist::all_reduce: MPI_Allreduce");
   if (op == ReduceOp::mean) {
     divide<StageR, R>(space, out.data(), recv.size(), comm_size);
   }
@@ -272,15 +302,17 @@ void all_reduce(const Space& space, const S& send, const R& recv, ReduceOp op, M
 }
 
 template <bool Stage, class Space, class V>
-void all_reduce_in_place(const Space& space, const V& view, ReduceOp op, MPI_Comm comm, int comm_size) {
+void all_reduce_in_place(const Space& space, const V& view, ReduceOp op, MPI_Comm comm,
+                         int comm_size) {
   constexpr const char* who = "kdist::all_reduce";
   using T = typename V::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op<T>(op, who);
   const int count = to_count(view.size(), who);
   MpiBuffer<Stage, V> buf(space, view, true);
   space.fence();
-  mpi::detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm),
-                         "kdist::all_reduce: MPI_Allreduce");
+  mpi::detail::check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm),
+      "kdist::all_reduce: MPI_Allreduce");
   if (op == ReduceOp::mean) {
     divide<Stage, V>(space, buf.data(), view.size(), comm_size);
   }
@@ -294,14 +326,15 @@ void all_gather(const Space& space, const S& send, const R& recv, MPI_Comm comm)
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(
-      MPI_Allgather(in.data(), count, mpi::datatype<T>(), out.data(), count, mpi::datatype<T>(), comm),
-      "kdist::all_gather: MPI_Allgather");
+  mpi::detail::check_mpi(MPI_Allgather(in.data(), count, mpi::datatype<T>(), out.data(), count,
+                                       mpi::datatype<T>(), comm),
+                         "kdist::all_gather: MPI_Allgather");
   out.write_back(space);
 }
 
 template <bool StageS, bool StageR, class Space, class S, class R>
-void reduce_scatter(const Space& space, const S& send, const R& recv, ReduceOp op, MPI_Comm comm, int comm_size) {
+void reduce_scatter(const Space& space, const S& send, const R& recv, ReduceOp op, MPI_Comm comm,
+                    int comm_size) {
   constexpr const char* who = "kdist::reduce_scatter";
   using T = typename R::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op<T>(op, who);
@@ -309,8 +342,9 @@ void reduce_scatter(const Space& space, const S& send, const R& recv, ReduceOp o
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), count, mpi::datatype<T>(), mpi_op, comm),
-                         "kdist::reduce_scatter: MPI_Reduce_scatter_block");
+  mpi::detail::check_mpi(
+      MPI_Reduce_scatter_block(in.data(), out.data(), count, mpi::datatype<T>(), mpi_op, comm),
+      "kdist::reduce_scatter: MPI_Reduce_scatter_block");
   if (op == ReduceOp::mean) {
     divide<StageR, R>(space, out.data(), recv.size(), comm_size);
   }
@@ -323,7 +357,8 @@ void broadcast(const Space& space, const V& view, int root, MPI_Comm comm, int r
   const int count = to_count(view.size(), "kdist::broadcast");
   MpiBuffer<Stage, V> buf(space, view, rank == root);
   space.fence();
-  mpi::detail::check_mpi(MPI_Bcast(buf.data(), count, mpi::datatype<T>(), root, comm), "kdist::broadcast: MPI_Bcast");
+  mpi::detail::check_mpi(MPI_Bcast(buf.data(), count, mpi::datatype<T>(), root, comm),
+                         "kdist::broadcast: MPI_Bcast");
   if (rank != root) {
     buf.write_back(space);
   }
@@ -332,13 +367,14 @@ void broadcast(const Space& space, const V& view, int root, MPI_Comm comm, int r
 template <bool StageS, bool StageR, class Space, class S, class R>
 void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm, int comm_size) {
   using T = typename R::non_const_value_type;
-  const int block = to_count(send.size() / static_cast<std::size_t>(comm_size), "kdist::all_to_all");
+  const int block =
+      to_count(send.size() / static_cast<std::size_t>(comm_size), "kdist::all_to_all");
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(
-      MPI_Alltoall(in.data(), block, mpi::datatype<T>(), out.data(), block, mpi::datatype<T>(), comm),
-      "kdist::all_to_all: MPI_Alltoall");
+  mpi::detail::check_mpi(MPI_Alltoall(in.data(), block, mpi::datatype<T>(), out.data(), block,
+                                      mpi::datatype<T>(), comm),
+                         "kdist::all_to_all: MPI_Alltoall");
   out.write_back(space);
 }
 
@@ -354,23 +390,25 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
 //! kdist::all_reduce(space, local_loss, total_loss, kdist::ReduceOp::sum, MPI_COMM_WORLD);
 //! \endcode
 template <class Space, class SendView, class RecvView, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-           detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
-void all_reduce(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op, const Comm& comm) {
+requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
+    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+void all_reduce(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op,
+                const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_pair_types<SendView, RecvView>();
-  dc::check_reducible<RecvView>();
-  dc::Region region(dc::all_reduce_name());
-  constexpr const char* who = "kdist::all_reduce";
-  dc::check_contiguous(send, who, "send");
-  dc::check_contiguous(recv, who, "recv");
-  if (send.size() != recv.size()) [[unlikely]] {
-    dc::throw_value_error(who, "send has " + std::to_string(send.size()) + " elements but recv has " +
-                                   std::to_string(recv.size()) + "; they must have the same number");
+  if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
+    dc::Region region(dc::all_reduce_name());
+    constexpr const char* who = "kdist::all_reduce";
+    dc::check_contiguous(send, who, "send");
+    dc::check_contiguous(recv, who, "recv");
+    if (send.size() != recv.size()) [[unlikely]] {
+      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                     " elements but recv has " + std::to_string(recv.size()) +
+                                     "; they must have the same number");
+    }
+    const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
+    dc::all_reduce<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
+        space, send, recv, op, dc::raw(comm), size);
   }
-  const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
-  dc::all_reduce<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(space, send, recv, op,
-                                                                                    dc::raw(comm), size);
 }
 
 //! In-place all_reduce: `view` becomes the reduction of `view` over the processes of `comm`.
@@ -379,16 +417,17 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
 //! kdist::all_reduce(space, grad, kdist::ReduceOp::mean, mesh.comm("data"));
 //! \endcode
 template <class Space, class View, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
-           detail::collectives::communicator<Comm>
+requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
+    detail::collectives::communicator<Comm>
 void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_pair_types<View, View>();
-  dc::check_reducible<View>();
-  dc::Region region(dc::all_reduce_name());
-  dc::check_contiguous(view, "kdist::all_reduce", "in-place");
-  const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
-  dc::all_reduce_in_place<!dc::mpi_can_access_v<View>>(space, view, op, dc::raw(comm), size);
+  if constexpr (dc::check_view_type<View>() && dc::check_writable<View>() &&
+                dc::check_reducible<View>()) {
+    dc::Region region(dc::all_reduce_name());
+    dc::check_contiguous(view, "kdist::all_reduce", "in-place");
+    const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
+    dc::all_reduce_in_place<!dc::mpi_can_access_v<View>>(space, view, op, dc::raw(comm), size);
+  }
 }
 
 //! Gathers `send` of every process of `comm` into `recv` on every process (MPI_Allgather),
@@ -401,23 +440,26 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
 //! kdist::all_gather(space, mine, rows, comm);
 //! \endcode
 template <class Space, class SendView, class RecvView, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-           detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
+    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
 void all_gather(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_pair_types<SendView, RecvView>();
-  dc::Region region(dc::all_gather_name());
-  constexpr const char* who = "kdist::all_gather";
-  dc::check_contiguous(send, who, "send");
-  dc::check_contiguous(recv, who, "recv");
-  const int size = dc::size_of(comm);
-  if (recv.size() != send.size() * static_cast<std::size_t>(size)) [[unlikely]] {
-    dc::throw_value_error(who, "recv has " + std::to_string(recv.size()) +
-                                   " elements but must have send.size() * communicator size = " +
-                                   std::to_string(send.size()) + " * " + std::to_string(size) + " = " +
-                                   std::to_string(send.size() * static_cast<std::size_t>(size)));
+  if constexpr (dc::check_pair_types<SendView, RecvView>()) {
+    dc::Region region(dc::all_gather_name());
+    constexpr const char* who = "kdist::all_gather";
+    dc::check_contiguous(send, who, "send");
+    dc::check_contiguous(recv, who, "recv");
+    const int size = dc::size_of(comm);
+    if (recv.size() != send.size() * static_cast<std::size_t>(size)) [[unlikely]] {
+      dc::throw_value_error(who, "recv has " + std::to_string(recv.size()) +
+                                     " elements but must have send.size() * communicator size = " +
+                                     std::to_string(send.size()) + " * " + std::to_string(size) +
+                                     " = " +
+                                     std::to_string(send.size() * static_cast<std::size_t>(size)));
+    }
+    dc::all_gather<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
+        space, send, recv, dc::raw(comm));
   }
-  dc::all_gather<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(space, send, recv, dc::raw(comm));
 }
 
 //! Reduces `send` over the processes of `comm` and scatters equal blocks
@@ -427,25 +469,27 @@ void all_gather(const Space& space, const SendView& send, const RecvView& recv, 
 //! Errors: kdist::ValueError for a send of the wrong size (naming the sizes), a View that is
 //! not contiguous, max/min of complex values; kdist::RuntimeError when MPI fails.
 template <class Space, class SendView, class RecvView, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-           detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
-void reduce_scatter(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op, const Comm& comm) {
+requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
+    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+void reduce_scatter(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op,
+                    const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_pair_types<SendView, RecvView>();
-  dc::check_reducible<RecvView>();
-  dc::Region region(dc::reduce_scatter_name());
-  constexpr const char* who = "kdist::reduce_scatter";
-  dc::check_contiguous(send, who, "send");
-  dc::check_contiguous(recv, who, "recv");
-  const int size = dc::size_of(comm);
-  if (send.size() != recv.size() * static_cast<std::size_t>(size)) [[unlikely]] {
-    dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                   " elements but must have recv.size() * communicator size = " +
-                                   std::to_string(recv.size()) + " * " + std::to_string(size) + " = " +
-                                   std::to_string(recv.size() * static_cast<std::size_t>(size)));
+  if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
+    dc::Region region(dc::reduce_scatter_name());
+    constexpr const char* who = "kdist::reduce_scatter";
+    dc::check_contiguous(send, who, "send");
+    dc::check_contiguous(recv, who, "recv");
+    const int size = dc::size_of(comm);
+    if (send.size() != recv.size() * static_cast<std::size_t>(size)) [[unlikely]] {
+      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                     " elements but must have recv.size() * communicator size = " +
+                                     std::to_string(recv.size()) + " * " + std::to_string(size) +
+                                     " = " +
+                                     std::to_string(recv.size() * static_cast<std::size_t>(size)));
+    }
+    dc::reduce_scatter<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
+        space, send, recv, op, dc::raw(comm), size);
   }
-  dc::reduce_scatter<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(space, send, recv, op,
-                                                                                        dc::raw(comm), size);
 }
 
 //! Copies `view` of process `root` into `view` on every process of `comm` (MPI_Bcast).
@@ -453,27 +497,30 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
 //! Errors: kdist::ValueError for a root outside the communicator or a View that is not
 //! contiguous; kdist::RuntimeError when MPI fails.
 template <class Space, class View, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
-           detail::collectives::communicator<Comm>
+requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
+    detail::collectives::communicator<Comm>
 void broadcast(const Space& space, const View& view, int root, const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_view_type<View>();
-  static_assert(!std::is_const_v<typename View::value_type>, "kdist::broadcast: the View must not be const");
-  dc::Region region(dc::broadcast_name());
-  constexpr const char* who = "kdist::broadcast";
-  dc::check_contiguous(view, who, "broadcast");
-  const int size = dc::size_of(comm);
-  if (root < 0 || root >= size) [[unlikely]] {
-    dc::throw_value_error(who, "root " + std::to_string(root) + " is not a rank of the communicator (ranks 0 to " +
-                                   std::to_string(size - 1) + ")");
+  constexpr bool writable = !std::is_const_v<typename View::value_type>;
+  static_assert(writable, "kdist::broadcast: the View must not be const");
+  if constexpr (dc::check_view_type<View>() && writable) {
+    dc::Region region(dc::broadcast_name());
+    constexpr const char* who = "kdist::broadcast";
+    dc::check_contiguous(view, who, "broadcast");
+    const int size = dc::size_of(comm);
+    if (root < 0 || root >= size) [[unlikely]] {
+      dc::throw_value_error(who, "root " + std::to_string(root) +
+                                     " is not a rank of the communicator (ranks 0 to " +
+                                     std::to_string(size - 1) + ")");
+    }
+    int rank = 0;
+    if constexpr (std::is_same_v<Comm, mpi::Communicator>) {
+      rank = comm.rank();
+    } else {
+      mpi::detail::check_mpi(MPI_Comm_rank(comm, &rank), "kdist::broadcast: MPI_Comm_rank");
+    }
+    dc::broadcast<!dc::mpi_can_access_v<View>>(space, view, root, dc::raw(comm), rank);
   }
-  int rank = 0;
-  if constexpr (std::is_same_v<Comm, mpi::Communicator>) {
-    rank = comm.rank();
-  } else {
-    mpi::detail::check_mpi(MPI_Comm_rank(comm, &rank), "kdist::broadcast: MPI_Comm_rank");
-  }
-  dc::broadcast<!dc::mpi_can_access_v<View>>(space, view, root, dc::raw(comm), rank);
 }
 
 //! Exchanges equal blocks between all processes of `comm` (MPI_Alltoall): block j of send on rank
@@ -483,26 +530,29 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
 //! Errors: kdist::ValueError for sizes that differ or do not split into comm-size blocks (naming
 //! the sizes), or a View that is not contiguous; kdist::RuntimeError when MPI fails.
 template <class Space, class SendView, class RecvView, class Comm>
-  requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-           detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
+    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
 void all_to_all(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
-  dc::check_pair_types<SendView, RecvView>();
-  dc::Region region(dc::all_to_all_name());
-  constexpr const char* who = "kdist::all_to_all";
-  dc::check_contiguous(send, who, "send");
-  dc::check_contiguous(recv, who, "recv");
-  const int size = dc::size_of(comm);
-  if (send.size() != recv.size()) [[unlikely]] {
-    dc::throw_value_error(who, "send has " + std::to_string(send.size()) + " elements but recv has " +
-                                   std::to_string(recv.size()) + "; they must have the same number");
+  if constexpr (dc::check_pair_types<SendView, RecvView>()) {
+    dc::Region region(dc::all_to_all_name());
+    constexpr const char* who = "kdist::all_to_all";
+    dc::check_contiguous(send, who, "send");
+    dc::check_contiguous(recv, who, "recv");
+    const int size = dc::size_of(comm);
+    if (send.size() != recv.size()) [[unlikely]] {
+      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                     " elements but recv has " + std::to_string(recv.size()) +
+                                     "; they must have the same number");
+    }
+    if (send.size() % static_cast<std::size_t>(size) != 0) [[unlikely]] {
+      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                     " elements, which do not split into " + std::to_string(size) +
+                                     " equal blocks (one per rank of the communicator)");
+    }
+    dc::all_to_all<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
+        space, send, recv, dc::raw(comm), size);
   }
-  if (send.size() % static_cast<std::size_t>(size) != 0) [[unlikely]] {
-    dc::throw_value_error(who, "send has " + std::to_string(send.size()) + " elements, which do not split into " +
-                                   std::to_string(size) + " equal blocks (one per rank of the communicator)");
-  }
-  dc::all_to_all<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(space, send, recv,
-                                                                                    dc::raw(comm), size);
 }
 
 }  // namespace kdist

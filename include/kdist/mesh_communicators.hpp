@@ -10,25 +10,23 @@
 //!
 //! \code
 //! kdist::MeshCommunicators mesh({2, 4}, {"data", "model"});       // under mpiexec -n 8
-//! const kdist::mpi::Communicator& model = mesh.comm("model");     // 4 ranks: same "data" coordinate
-//! kdist::all_reduce(space, grads, kdist::ReduceOp::mean, mesh.comm("data"));
-//! \endcode
+//! const kdist::mpi::Communicator& model = mesh.comm("model");     // 4 ranks: same "data"
+//! coordinate kdist::all_reduce(space, grads, kdist::ReduceOp::mean, mesh.comm("data")); \endcode
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <kdist/error.hpp>
+#include <kdist/mpi/agree.hpp>
+#include <kdist/mpi/communicator.hpp>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <kdist/error.hpp>
-#include <kdist/mpi/agree.hpp>
-#include <kdist/mpi/communicator.hpp>
 
 namespace kdist {
 
@@ -74,11 +72,13 @@ class MeshCommunicators {
   //! whose device count differs from the number of processes of `parent` (the message names both
   //! numbers and the `mpiexec -n` to use), shapes or names that differ between ranks.
   //! kdist::RuntimeError when MPI is not running.
-  MeshCommunicators(std::vector<int> shape, std::vector<std::string> axis_names, MPI_Comm parent = MPI_COMM_WORLD)
+  MeshCommunicators(std::vector<int> shape, std::vector<std::string> axis_names,
+                    MPI_Comm parent = MPI_COMM_WORLD)
       : shape_(std::move(shape)), names_(std::move(axis_names)) {
     mpi::detail::require_mpi("kdist::MeshCommunicators");
     int parent_size = 0;
-    mpi::detail::check_mpi(MPI_Comm_size(parent, &parent_size), "kdist::MeshCommunicators: MPI_Comm_size");
+    mpi::detail::check_mpi(MPI_Comm_size(parent, &parent_size),
+                           "kdist::MeshCommunicators: MPI_Comm_size");
 
     const std::string problem = local_problem(parent_size);
     // Every rank must throw when any does, or the others wait forever in MPI_Cart_create. The
@@ -89,17 +89,20 @@ class MeshCommunicators {
                            "kdist::MeshCommunicators: MPI_Allreduce");
     const bool same_everywhere = extremes[0] == -extremes[1];
     mpi::agree<ValueError>(parent, problem.empty() && same_everywhere,
-                           !problem.empty() ? problem
-                                            : "kdist::MeshCommunicators: the ranks were given different meshes; "
-                                              "this rank has shape " + detail::mesh_comm::format_shape(shape_) + " with axes " +
-                                                  detail::mesh_comm::format_names(names_) +
-                                                  ": build the mesh from the same values on every rank");
+                           !problem.empty()
+                               ? problem
+                               : "kdist::MeshCommunicators: the ranks were given different meshes; "
+                                 "this rank has shape " +
+                                     detail::mesh_comm::format_shape(shape_) + " with axes " +
+                                     detail::mesh_comm::format_names(names_) +
+                                     ": build the mesh from the same values on every rank");
 
     const int rank = static_cast<int>(shape_.size());
     std::vector<int> periods(shape_.size(), 0);
     MPI_Comm cart = MPI_COMM_NULL;
-    mpi::detail::check_mpi(MPI_Cart_create(parent, rank, shape_.data(), periods.data(), /*reorder=*/0, &cart),
-                           "kdist::MeshCommunicators: MPI_Cart_create");
+    mpi::detail::check_mpi(
+        MPI_Cart_create(parent, rank, shape_.data(), periods.data(), /*reorder=*/0, &cart),
+        "kdist::MeshCommunicators: MPI_Cart_create");
     world_ = std::make_unique<mpi::Communicator>(mpi::Communicator::adopt(cart));
     coords_.resize(shape_.size());
     mpi::detail::check_mpi(MPI_Cart_coords(cart, world_->rank(), rank, coords_.data()),
@@ -109,7 +112,8 @@ class MeshCommunicators {
       std::vector<int> remain(shape_.size(), 0);
       remain[a] = 1;
       MPI_Comm sub = MPI_COMM_NULL;
-      mpi::detail::check_mpi(MPI_Cart_sub(cart, remain.data(), &sub), "kdist::MeshCommunicators: MPI_Cart_sub");
+      mpi::detail::check_mpi(MPI_Cart_sub(cart, remain.data(), &sub),
+                             "kdist::MeshCommunicators: MPI_Cart_sub");
       axes_.push_back(mpi::Communicator::adopt(sub));
     }
   }
@@ -143,14 +147,16 @@ class MeshCommunicators {
         return i;
       }
     }
-    throw ValueError("kdist::MeshCommunicators: \"" + std::string(axis) + "\" is not an axis of the mesh " +
-                     detail::mesh_comm::format_names(names_));
+    throw ValueError("kdist::MeshCommunicators: \"" + std::string(axis) +
+                     "\" is not an axis of the mesh " + detail::mesh_comm::format_names(names_));
   }
 
   //! The communicator of one axis: the processes whose coordinates differ only on `axis`; a
   //! process' rank in it is its coordinate on `axis`. Built at construction; not collective.
   //! Errors: kdist::ValueError for an unknown axis.
-  [[nodiscard]] const mpi::Communicator& comm(std::string_view axis) const { return axes_[axis_index(axis)]; }
+  [[nodiscard]] const mpi::Communicator& comm(std::string_view axis) const {
+    return axes_[axis_index(axis)];
+  }
 
   //! The communicator of a group of axes: the processes whose coordinates differ only on those
   //! axes, ranked row-major over the group's axes in the order given (so {"model", "data"} ranks
@@ -182,10 +188,12 @@ class MeshCommunicators {
  private:
   [[nodiscard]] std::string local_problem(int parent_size) const {
     const std::string who = "kdist::MeshCommunicators: ";
-    const std::string mesh = "shape " + detail::mesh_comm::format_shape(shape_) + " with axes " + detail::mesh_comm::format_names(names_);
+    const std::string mesh = "shape " + detail::mesh_comm::format_shape(shape_) + " with axes " +
+                             detail::mesh_comm::format_names(names_);
     if (shape_.size() != names_.size()) {
-      return who + "the shape " + detail::mesh_comm::format_shape(shape_) + " has " + std::to_string(shape_.size()) +
-             " axes but axis_names " + detail::mesh_comm::format_names(names_) + " has " + std::to_string(names_.size()) +
+      return who + "the shape " + detail::mesh_comm::format_shape(shape_) + " has " +
+             std::to_string(shape_.size()) + " axes but axis_names " +
+             detail::mesh_comm::format_names(names_) + " has " + std::to_string(names_.size()) +
              "; give one name per axis";
     }
     if (shape_.empty()) {
@@ -194,8 +202,8 @@ class MeshCommunicators {
     long long devices = 1;
     for (std::size_t i = 0; i < shape_.size(); ++i) {
       if (shape_[i] < 1) {
-        return who + "the extent of axis \"" + names_[i] + "\" in " + mesh + " is " + std::to_string(shape_[i]) +
-               "; extents must be at least 1";
+        return who + "the extent of axis \"" + names_[i] + "\" in " + mesh + " is " +
+               std::to_string(shape_[i]) + "; extents must be at least 1";
       }
       devices *= shape_[i];
       if (names_[i].empty()) {
@@ -203,8 +211,8 @@ class MeshCommunicators {
       }
       for (std::size_t j = 0; j < i; ++j) {
         if (names_[j] == names_[i]) {
-          return who + "the axis name \"" + names_[i] + "\" appears twice in " + detail::mesh_comm::format_names(names_) +
-                 "; axis names must be unique";
+          return who + "the axis name \"" + names_[i] + "\" appears twice in " +
+                 detail::mesh_comm::format_names(names_) + "; axis names must be unique";
         }
       }
       if (devices > (1LL << 31)) {
@@ -212,9 +220,11 @@ class MeshCommunicators {
       }
     }
     if (devices != parent_size) {
-      return who + "the mesh " + mesh + " has " + std::to_string(devices) + " devices, but there are " +
-             std::to_string(parent_size) + " MPI processes (one device per process); run with mpiexec -n " +
-             std::to_string(devices) + ", or use a mesh of " + std::to_string(parent_size) + " devices";
+      return who + "the mesh " + mesh + " has " + std::to_string(devices) +
+             " devices, but there are " + std::to_string(parent_size) +
+             " MPI processes (one device per process); run with mpiexec -n " +
+             std::to_string(devices) + ", or use a mesh of " + std::to_string(parent_size) +
+             " devices";
     }
     return {};
   }

@@ -17,7 +17,8 @@
 //! \code
 //! int main(int argc, char** argv) {
 //!   kdist::ScopeGuard guard(argc, argv);                 // MPI + Kokkos, finalised at scope exit
-//!   std::vector<std::string> devices = kdist::list_devices();  // {"cpu:0", "cpu:1"} under mpiexec -n 2
+//!   std::vector<std::string> devices = kdist::list_devices();  // {"cpu:0", "cpu:1"} under mpiexec
+//!   -n 2
 //! }
 //! \endcode
 
@@ -86,7 +87,8 @@ inline bool mpi_is_finalized() {
 //! A word for a shell command line, quoted when it has characters the shell would interpret.
 inline std::string shell_quote(std::string_view word) {
   const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
   });
   if (plain) {
     return std::string(word);
@@ -197,13 +199,16 @@ inline constexpr int runtime_error_kind = 1;
 
 //! Checks the initialize() arguments (environment fallbacks applied) against MPI_COMM_WORLD on
 //! this process; returns the first problem found, if any. Local (no communication).
-inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::string> job_addresses_arg,
-                                                             std::optional<int> num_processes_arg,
-                                                             std::optional<int> process_id_arg, int argc,
-                                                             char** argv) {
+inline std::optional<InitProblem> check_initialize_arguments(
+    std::optional<std::string> job_addresses_arg, std::optional<int> num_processes_arg,
+    std::optional<int> process_id_arg, int argc, char** argv) {
   constexpr std::string_view who = "kdist::initialize: ";
-  const auto value_error = [&](std::string m) { return InitProblem{value_error_kind, std::string(who) + m}; };
-  const auto runtime_error = [&](std::string m) { return InitProblem{runtime_error_kind, std::string(who) + m}; };
+  const auto value_error = [&](std::string m) {
+    return InitProblem{value_error_kind, std::string(who) + m};
+  };
+  const auto runtime_error = [&](std::string m) {
+    return InitProblem{runtime_error_kind, std::string(who) + m};
+  };
 
   Setting<std::string> job_addresses{std::move(job_addresses_arg), "from the argument"};
   Setting<int> num_processes{num_processes_arg, "from the argument"};
@@ -220,8 +225,8 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
       const auto parsed = parse_int(*text);
       if (!parsed) {
         return value_error("the environment variable " + std::string(name) + " is \"" + *text +
-                           "\", which is not a number; set it to a whole number (for example " + name +
-                           (setting == &num_processes ? "=2" : "=0") + ") or unset it");
+                           "\", which is not a number; set it to a whole number (for example " +
+                           name + (setting == &num_processes ? "=2" : "=0") + ") or unset it");
       }
       *setting = {parsed, std::string("from ") + name};
     }
@@ -239,9 +244,9 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
     return value_error(process_id.describe("process_id") + "; it must not be negative");
   }
   if (process_id.value && num_processes.value && *process_id.value >= *num_processes.value) {
-    return value_error(process_id.describe("process_id") + ", out of range: " +
-                       num_processes.describe("num_processes") + ", so process ids go from 0 to " +
-                       std::to_string(*num_processes.value - 1));
+    return value_error(process_id.describe("process_id") +
+                       ", out of range: " + num_processes.describe("num_processes") +
+                       ", so process ids go from 0 to " + std::to_string(*num_processes.value - 1));
   }
   if (job_addresses.value && job_addresses.value->find(',') != std::string::npos) {
     // Like Keras: a comma-separated list names every job; a single address names the coordinator.
@@ -257,53 +262,61 @@ inline std::optional<InitProblem> check_initialize_arguments(std::optional<std::
     }
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (jobs[i].find_first_not_of(" \t") == std::string_view::npos) {
-        return value_error("the provided job_addresses \"" + *job_addresses.value + "\" (" + job_addresses.source +
-                           ") has an empty address at position " + std::to_string(i + 1) +
+        return value_error("the provided job_addresses \"" + *job_addresses.value + "\" (" +
+                           job_addresses.source + ") has an empty address at position " +
+                           std::to_string(i + 1) +
                            "; give one address per process, separated by commas");
       }
     }
     const int count = static_cast<int>(jobs.size());
     if (num_processes.value && count != *num_processes.value) {
-      return value_error("the provided job_addresses \"" + *job_addresses.value + "\" (" + job_addresses.source +
-                         ") has " + std::to_string(count) + " jobs, but num_processes is " +
-                         std::to_string(*num_processes.value) + " (" + num_processes.source +
-                         "); give one address per process");
+      return value_error("the provided job_addresses \"" + *job_addresses.value + "\" (" +
+                         job_addresses.source + ") has " + std::to_string(count) +
+                         " jobs, but num_processes is " + std::to_string(*num_processes.value) +
+                         " (" + num_processes.source + "); give one address per process");
     }
     if (!num_processes.value && count != world_size) {
-      return runtime_error("the provided job_addresses \"" + *job_addresses.value + "\" (" + job_addresses.source +
-                           ") has " + std::to_string(count) + " jobs, but MPI's world has " +
-                           std::to_string(world_size) + (world_size == 1 ? " process" : " processes") +
+      return runtime_error("the provided job_addresses \"" + *job_addresses.value + "\" (" +
+                           job_addresses.source + ") has " + std::to_string(count) +
+                           " jobs, but MPI's world has " + std::to_string(world_size) +
+                           (world_size == 1 ? " process" : " processes") +
                            "; start the program with: " + mpiexec_command(count, argc, argv));
     }
   }
   if (num_processes.value && *num_processes.value != world_size) {
     const int n = *num_processes.value;
     if (world_size == 1) {
-      return runtime_error(num_processes.describe("num_processes") +
-                           ", but this program runs as a single MPI process (it was started without "
-                           "mpiexec, or with mpiexec -n 1); start it with: " +
-                           mpiexec_command(n, argc, argv));
+      return runtime_error(
+          num_processes.describe("num_processes") +
+          ", but this program runs as a single MPI process (it was started without "
+          "mpiexec, or with mpiexec -n 1); start it with: " +
+          mpiexec_command(n, argc, argv));
     }
     return runtime_error(num_processes.describe("num_processes") + ", but MPI's world has " +
-                         std::to_string(world_size) + " processes; start the program with: " +
-                         mpiexec_command(n, argc, argv) + ", or set num_processes to " +
-                         std::to_string(world_size));
+                         std::to_string(world_size) +
+                         " processes; start the program with: " + mpiexec_command(n, argc, argv) +
+                         ", or set num_processes to " + std::to_string(world_size));
   }
   if (process_id.value && *process_id.value != world_rank) {
-    return runtime_error(process_id.describe("process_id") + ", but this process' MPI rank is " +
-                         std::to_string(world_rank) +
-                         "; kdist's process ids are MPI_COMM_WORLD ranks: leave process_id unset, or give "
-                         "each process its rank");
+    return runtime_error(
+        process_id.describe("process_id") + ", but this process' MPI rank is " +
+        std::to_string(world_rank) +
+        "; kdist's process ids are MPI_COMM_WORLD ranks: leave process_id unset, or give "
+        "each process its rank");
   }
   return std::nullopt;
 }
 
 //! The agreed check behind initialize() and ScopeGuard: collective over MPI_COMM_WORLD, throws on
 //! every process the error of the lowest process that found one.
-inline void validate_initialize_arguments(std::optional<std::string> job_addresses, std::optional<int> num_processes,
-                                          std::optional<int> process_id, int argc = 0, char** argv = nullptr) {
-  const auto problem = check_initialize_arguments(std::move(job_addresses), num_processes, process_id, argc, argv);
-  const auto failure = mpi::detail::agree_on(MPI_COMM_WORLD, !problem, problem ? problem->message : std::string_view{},
+inline void validate_initialize_arguments(std::optional<std::string> job_addresses,
+                                          std::optional<int> num_processes,
+                                          std::optional<int> process_id, int argc = 0,
+                                          char** argv = nullptr) {
+  const auto problem =
+      check_initialize_arguments(std::move(job_addresses), num_processes, process_id, argc, argv);
+  const auto failure = mpi::detail::agree_on(MPI_COMM_WORLD, !problem,
+                                             problem ? problem->message : std::string_view{},
                                              problem ? problem->kind : 0);
   if (failure) {
     if (failure->kind == runtime_error_kind) {
@@ -322,15 +335,17 @@ inline bool start_mpi(int* argc, char*** argv) {
     throw RuntimeError("kdist: MPI was finalised already and cannot be initialised again");
   }
   int provided = MPI_THREAD_SINGLE;
-  mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "kdist: MPI_Init_thread");
+  mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                         "kdist: MPI_Init_thread");
   return true;
 }
 
 //! This process' rank among the processes of its node (MPI_COMM_TYPE_SHARED).
 inline int node_local_rank() {
   MPI_Comm node = MPI_COMM_NULL;
-  mpi::detail::check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                         "kdist: MPI_Comm_split_type");
+  mpi::detail::check_mpi(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+      "kdist: MPI_Comm_split_type");
   return mpi::Communicator::adopt(node).rank();
 }
 
@@ -351,16 +366,17 @@ inline int visible_gpu_count() {
 
 //! True when the command line or the environment already tells Kokkos which device to use.
 inline bool user_chose_device(int argc, char** argv) {
-  for (const char* name : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES", "KOKKOS_MAP_DEVICE_ID_BY"}) {
+  for (const char* name : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES",
+                           "KOKKOS_MAP_DEVICE_ID_BY"}) {
     if (std::getenv(name) != nullptr) {
       return true;
     }
   }
   for (int i = 1; argv != nullptr && i < argc && argv[i] != nullptr; ++i) {
     const std::string_view arg = argv[i];
-    for (std::string_view option : {"--kokkos-device-id", "--kokkos-device", "--device-id", "--device",
-                                    "--kokkos-num-devices", "--kokkos-ndevices", "--num-devices", "--ndevices",
-                                    "--kokkos-map-device-id-by"}) {
+    for (std::string_view option : {"--kokkos-device-id", "--kokkos-device", "--device-id",
+                                    "--device", "--kokkos-num-devices", "--kokkos-ndevices",
+                                    "--num-devices", "--ndevices", "--kokkos-map-device-id-by"}) {
       if (arg.starts_with(option) && (arg.size() == option.size() || arg[option.size()] == '=')) {
         return true;
       }
@@ -445,15 +461,18 @@ inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
 //! Lower-case copy.
 inline std::string to_lower_ascii(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
 //! The device type list_devices() uses for `device_type`: "cpu" or "gpu". Errors as documented
 //! there.
-inline std::string resolve_device_type(const std::optional<std::string>& device_type, std::string_view who) {
+inline std::string resolve_device_type(const std::optional<std::string>& device_type,
+                                       std::string_view who) {
   const std::string available = default_space_is_gpu ? "\"cpu\", \"gpu\"" : "\"cpu\"";
-  const std::string space = std::string("Kokkos' default execution space is ") + Kokkos::DefaultExecutionSpace::name();
+  const std::string space =
+      std::string("Kokkos' default execution space is ") + Kokkos::DefaultExecutionSpace::name();
   if (!device_type) {
     return default_space_is_gpu ? "gpu" : "cpu";
   }
@@ -470,11 +489,13 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
     return type;
   }
   if (type == "tpu") {
-    throw RuntimeError(std::string(who) + ": no \"tpu\" devices: kdist runs on Kokkos, which has no TPU backend (" +
+    throw RuntimeError(std::string(who) +
+                       ": no \"tpu\" devices: kdist runs on Kokkos, which has no TPU backend (" +
                        space + "); available device types: " + available);
   }
-  throw ValueError(std::string(who) + ": unknown device_type \"" + *device_type +
-                   "\"; valid types are \"cpu\", \"gpu\" and \"tpu\" (any case), or none for the default");
+  throw ValueError(
+      std::string(who) + ": unknown device_type \"" + *device_type +
+      "\"; valid types are \"cpu\", \"gpu\" and \"tpu\" (any case), or none for the default");
 }
 
 }  // namespace detail::runtime
@@ -501,11 +522,11 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
 //! size, with the `mpiexec -n N <program>` line that would work; process id vs rank).
 //!
 //! \code
-//! kdist::initialize();                                   // from the KERAS_DISTRIBUTION_* variables
-//! kdist::initialize("10.0.0.1:1234,10.0.0.2:2345", 2);   // two processes: mpiexec -n 2 ./prog
-//! \endcode
-inline void initialize(std::optional<std::string> job_addresses = {}, std::optional<int> num_processes = {},
-                       std::optional<int> process_id = {}) {
+//! kdist::initialize();                                   // from the KERAS_DISTRIBUTION_*
+//! variables kdist::initialize("10.0.0.1:1234,10.0.0.2:2345", 2);   // two processes: mpiexec -n 2
+//! ./prog \endcode
+inline void initialize(std::optional<std::string> job_addresses = {},
+                       std::optional<int> num_processes = {}, std::optional<int> process_id = {}) {
   auto& state = detail::runtime::runtime_state();
   const bool started_mpi = detail::runtime::start_mpi(nullptr, nullptr);
   bool started_kokkos = false;
@@ -524,7 +545,8 @@ inline void initialize(std::optional<std::string> job_addresses = {}, std::optio
       detail::runtime::stop_runtime(s.started_mpi, s.started_kokkos);
     });
   }
-  detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id);
+  detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes,
+                                                 process_id);
 }
 
 //! RAII start of MPI and Kokkos for `main`, like `Kokkos::ScopeGuard`:
@@ -544,8 +566,8 @@ class ScopeGuard {
     start(&argc, &argv, std::move(job_addresses), num_processes, process_id);
   }
   //! Without a command line.
-  explicit ScopeGuard(std::optional<std::string> job_addresses = {}, std::optional<int> num_processes = {},
-                      std::optional<int> process_id = {}) {
+  explicit ScopeGuard(std::optional<std::string> job_addresses = {},
+                      std::optional<int> num_processes = {}, std::optional<int> process_id = {}) {
     start(nullptr, nullptr, std::move(job_addresses), num_processes, process_id);
   }
   ScopeGuard(const ScopeGuard&) = delete;
@@ -560,8 +582,8 @@ class ScopeGuard {
   [[nodiscard]] bool started_kokkos() const noexcept { return started_kokkos_; }
 
  private:
-  void start(int* argc, char*** argv, std::optional<std::string> job_addresses, std::optional<int> num_processes,
-             std::optional<int> process_id) {
+  void start(int* argc, char*** argv, std::optional<std::string> job_addresses,
+             std::optional<int> num_processes, std::optional<int> process_id) {
     // Keep the command line as given, for the mpiexec hint (MPI and Kokkos may edit argv).
     std::vector<std::string> words;
     if (argc != nullptr && argv != nullptr && *argv != nullptr) {
@@ -574,8 +596,9 @@ class ScopeGuard {
       for (auto& w : words) {
         pointers.push_back(w.data());
       }
-      detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
-                                            static_cast<int>(pointers.size()), pointers.data());
+      detail::runtime::validate_initialize_arguments(std::move(job_addresses), num_processes,
+                                                     process_id, static_cast<int>(pointers.size()),
+                                                     pointers.data());
     } catch (...) {
       detail::runtime::stop_runtime(started_mpi_, started_kokkos_);
       throw;
@@ -617,7 +640,8 @@ class ScopeGuard {
 //! auto devices = kdist::list_devices();        // {"cpu:0", "cpu:1"} under mpiexec -n 2
 //! auto same = kdist::list_devices("CPU");      // any case
 //! \endcode
-[[nodiscard]] inline std::vector<std::string> list_devices(std::optional<std::string> device_type = {}) {
+[[nodiscard]] inline std::vector<std::string> list_devices(
+    std::optional<std::string> device_type = {}) {
   const std::string type = detail::runtime::resolve_device_type(device_type, "kdist::list_devices");
   const int n = process_count();
   std::vector<std::string> devices;

@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include <cstdio>
-
 #include <kdist/runtime.hpp>
 
 int main(int argc, char** argv) {

@@ -1,7 +1,8 @@
 // kdist-mpi-ranks: 1 2 4 8
-// kdist/collectives.hpp against serial references: every collective and reduction, in place, through
-// a host copy (the path of device memory), over raw MPI_Comm, kdist::mpi::Communicator and mesh axes;
-// every error. At 8 ranks on 2 cores each collective costs ~50-90 ms: tests keep their count small.
+// kdist/collectives.hpp against serial references: every collective and reduction, in place,
+// through a host copy (the path of device memory), over raw MPI_Comm, kdist::mpi::Communicator and
+// mesh axes; every error. At 8 ranks on 2 cores each collective costs ~50-90 ms: tests keep their
+// count small.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -9,11 +10,10 @@
 #include <algorithm>
 #include <complex>
 #include <cstdint>
-#include <string>
-#include <vector>
-
 #include <kdist/collectives.hpp>
 #include <kdist/mesh_communicators.hpp>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -32,7 +32,9 @@ int world_rank() {
 }
 
 // The value rank r holds at element i: exact in double, distinct over ranks, not monotonic in r.
-double value(int r, std::size_t i) { return static_cast<double>((r * 7 + 3) % 11) * 0.5 + static_cast<double>(i); }
+double value(int r, std::size_t i) {
+  return static_cast<double>((r * 7 + 3) % 11) * 0.5 + static_cast<double>(i);
+}
 
 // Serial reference of a reduction over ranks 0..p-1 of value(r, i).
 double reference(ReduceOp op, int p, std::size_t i) {
@@ -66,14 +68,20 @@ std::string message_of(F&& f) {
   return {};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 const char* name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::mean: return "mean";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::mean:
+      return "mean";
   }
   return "?";
 }
@@ -105,7 +113,8 @@ TEST(Collectives, AllReduceIntegersAndComplex) {
   }
   kdist::all_reduce(Space(), ints, ReduceOp::mean, kdist::mpi::Communicator::world());
   for (int i = 0; i < 4; ++i) {
-    const std::int64_t sum = static_cast<std::int64_t>(p) * (p - 1) / 2 + static_cast<std::int64_t>(p) * i;
+    const std::int64_t sum =
+        static_cast<std::int64_t>(p) * (p - 1) / 2 + static_cast<std::int64_t>(p) * i;
     EXPECT_EQ(ints(i), sum / p);
   }
   Kokkos::View<std::complex<double>*> z("z", 2);
@@ -158,14 +167,16 @@ TEST(Collectives, ReduceScatterGivesEachRankItsBlock) {
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
     kdist::reduce_scatter(Space(), send, recv, op, MPI_COMM_WORLD);
     for (std::size_t i = 0; i < block; ++i) {
-      EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i)) << name(op);
+      EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i))
+          << name(op);
     }
   }
   if (p <= 4) {
     for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
       kdist::reduce_scatter(Space(), send, recv, op, MPI_COMM_WORLD);
       for (std::size_t i = 0; i < block; ++i) {
-        EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i)) << name(op);
+        EXPECT_DOUBLE_EQ(recv(i), reference(op, p, static_cast<std::size_t>(r) * block + i))
+            << name(op);
       }
     }
   }
@@ -271,7 +282,8 @@ TEST(Collectives, ProfilingRegions) {
   static int pops = 0;
   regions.clear();
   pops = 0;
-  Kokkos::Tools::Experimental::set_push_region_callback([](const char* n) { regions.emplace_back(n); });
+  Kokkos::Tools::Experimental::set_push_region_callback(
+      [](const char* n) { regions.emplace_back(n); });
   Kokkos::Tools::Experimental::set_pop_region_callback([] { ++pops; });
   const int p = world_size();
   Kokkos::View<double*> a("a", static_cast<std::size_t>(p));
@@ -285,12 +297,13 @@ TEST(Collectives, ProfilingRegions) {
   kdist::all_to_all(Space(), a, b, MPI_COMM_WORLD);
   // An error still closes its region.
   Kokkos::View<double*> longer("longer", static_cast<std::size_t>(p) + 1);
-  EXPECT_THROW(kdist::all_reduce(Space(), a, longer, ReduceOp::sum, MPI_COMM_WORLD), kdist::ValueError);
+  EXPECT_THROW(kdist::all_reduce(Space(), a, longer, ReduceOp::sum, MPI_COMM_WORLD),
+               kdist::ValueError);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
   Kokkos::Tools::Experimental::set_pop_region_callback(nullptr);
-  const std::vector<std::string> expected = {"kdist::all_reduce",     "kdist::all_reduce", "kdist::all_gather",
-                                             "kdist::reduce_scatter", "kdist::broadcast",  "kdist::all_to_all",
-                                             "kdist::all_reduce"};
+  const std::vector<std::string> expected = {
+      "kdist::all_reduce", "kdist::all_reduce", "kdist::all_gather", "kdist::reduce_scatter",
+      "kdist::broadcast",  "kdist::all_to_all", "kdist::all_reduce"};
   EXPECT_EQ(regions, expected);
   EXPECT_EQ(pops, 7);
 }
@@ -301,14 +314,16 @@ TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
   const int p = world_size();
   Kokkos::View<double*> five("five", 5);
   Kokkos::View<double*> four("four", 4);
-  auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), five, four, ReduceOp::sum, MPI_COMM_WORLD); });
+  auto m = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), five, four, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_reduce: send has 5 elements but recv has 4")) << m;
 
   Kokkos::View<double*> gathered("gathered", 5 * static_cast<std::size_t>(p) + 1);
-  m = message_of<kdist::ValueError>([&] { kdist::all_gather(Space(), five, gathered, MPI_COMM_WORLD); });
+  m = message_of<kdist::ValueError>(
+      [&] { kdist::all_gather(Space(), five, gathered, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_gather: recv has " + std::to_string(5 * p + 1) +
-                              " elements but must have send.size() * communicator size = 5 * " + std::to_string(p) +
-                              " = " + std::to_string(5 * p)))
+                              " elements but must have send.size() * communicator size = 5 * " +
+                              std::to_string(p) + " = " + std::to_string(5 * p)))
       << m;
 
   m = message_of<kdist::ValueError>(
@@ -318,12 +333,14 @@ TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
                               std::to_string(p)))
       << m;
 
-  m = message_of<kdist::ValueError>([&] { kdist::all_to_all(Space(), five, four, MPI_COMM_WORLD); });
+  m = message_of<kdist::ValueError>(
+      [&] { kdist::all_to_all(Space(), five, four, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_to_all: send has 5 elements but recv has 4")) << m;
   if (p > 1) {
     Kokkos::View<double*> odd("odd", static_cast<std::size_t>(p) + 1);
     Kokkos::View<double*> odd2("odd2", static_cast<std::size_t>(p) + 1);
-    m = message_of<kdist::ValueError>([&] { kdist::all_to_all(Space(), odd, odd2, MPI_COMM_WORLD); });
+    m = message_of<kdist::ValueError>(
+        [&] { kdist::all_to_all(Space(), odd, odd2, MPI_COMM_WORLD); });
     EXPECT_TRUE(contains(m, "do not split into " + std::to_string(p) + " equal blocks")) << m;
   }
 }
@@ -332,8 +349,10 @@ TEST(CollectiveErrors, BroadcastRootOutsideTheCommunicator) {
   const int p = world_size();
   Kokkos::View<double*> v("v", 2);
   for (int root : {-1, p}) {
-    const auto m = message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
-    EXPECT_TRUE(contains(m, "kdist::broadcast: root " + std::to_string(root) + " is not a rank")) << m;
+    const auto m =
+        message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
+    EXPECT_TRUE(contains(m, "kdist::broadcast: root " + std::to_string(root) + " is not a rank"))
+        << m;
   }
 }
 
@@ -341,11 +360,13 @@ TEST(CollectiveErrors, NonContiguousViews) {
   Kokkos::View<double**, Kokkos::LayoutRight> m2("matrix", 4, 4);
   auto column = Kokkos::subview(m2, Kokkos::ALL, 1);  // stride 4
   Kokkos::View<double*> four("four", 4);
-  auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), column, four, ReduceOp::sum, MPI_COMM_WORLD); });
+  auto m = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), column, four, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "the send View (\"matrix\") is not contiguous")) << m;
   m = message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), column, 0, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "is not contiguous")) << m;
-  m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), column, ReduceOp::sum, MPI_COMM_WORLD); });
+  m = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), column, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "is not contiguous")) << m;
   // A contiguous subview is fine.
   auto row = Kokkos::subview(m2, 1, Kokkos::ALL);
@@ -354,6 +375,7 @@ TEST(CollectiveErrors, NonContiguousViews) {
 
 TEST(CollectiveErrors, MaxOfComplexIsAValueError) {
   Kokkos::View<std::complex<float>*> z("z", 2);
-  const auto m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), z, ReduceOp::max, MPI_COMM_WORLD); });
+  const auto m = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), z, ReduceOp::max, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "ReduceOp::max is not defined for complex values")) << m;
 }

@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <kdist/mesh_communicators.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
-
-#include <kdist/mesh_communicators.hpp>
 
 namespace {
 
@@ -50,7 +49,8 @@ std::vector<int> members(const kdist::mpi::Communicator& comm) {
 
 // The world ranks a group communicator over `group` (axis indices, in order) should hold,
 // ranked row-major over the group.
-std::vector<int> expected_members(const std::vector<int>& shape, const std::vector<std::size_t>& group,
+std::vector<int> expected_members(const std::vector<int>& shape,
+                                  const std::vector<std::size_t>& group,
                                   const std::vector<int>& my_coords) {
   std::vector<int> group_shape;
   for (auto a : group) {
@@ -76,7 +76,7 @@ std::vector<std::string> names_for(std::size_t rank) {
 
 // Every shape of the issue (and a 1-D and a 3-D one) that fits the world.
 std::vector<std::vector<int>> shapes_for(int n) {
-  const std::vector<std::vector<int>> all = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {2, 4}, {4, 2},
+  const std::vector<std::vector<int>> all = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {2, 4},   {4, 2},
                                              {8, 1}, {1, 8}, {4},    {8},    {2, 2, 2}};
   std::vector<std::vector<int>> out;
   for (const auto& s : all) {
@@ -101,7 +101,9 @@ std::string value_error_of(F&& f) {
   return {};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -110,7 +112,8 @@ TEST(MeshCommunicators, CoordinatesAxisAndGroupCommunicatorsForEveryShape) {
   const auto shapes = shapes_for(n);
   ASSERT_FALSE(shapes.empty());
   for (const auto& shape : shapes) {
-    SCOPED_TRACE("shape of rank " + std::to_string(shape.size()) + ", extent0 " + std::to_string(shape[0]));
+    SCOPED_TRACE("shape of rank " + std::to_string(shape.size()) + ", extent0 " +
+                 std::to_string(shape[0]));
     const auto names = names_for(shape.size());
     kdist::MeshCommunicators mesh(shape, names);
     EXPECT_EQ(mesh.shape(), shape);
@@ -126,7 +129,7 @@ TEST(MeshCommunicators, CoordinatesAxisAndGroupCommunicatorsForEveryShape) {
       EXPECT_EQ(mesh.coord(names[a]), mesh.coords()[a]);
       EXPECT_EQ(mesh.axis_index(names[a]), a);
       EXPECT_EQ(&mesh.comm(names[a]), &c);  // built once
-      if (n <= 4 || a == 0) {  // keep collectives at 8 ranks few
+      if (n <= 4 || a == 0) {               // keep collectives at 8 ranks few
         EXPECT_EQ(members(c), expected_members(shape, {a}, mesh.coords())) << names[a];
       }
     }
@@ -192,8 +195,8 @@ TEST(MeshCommunicators, SizeMismatchIsAnErrorOnEveryRank) {
   for (const auto& shape : {std::vector<int>{n + 1, 1}, std::vector<int>{2 * n, 4}}) {
     const int devices = shape[0] * shape[1];
     const auto m = value_error_of([&] { kdist::MeshCommunicators mesh(shape, {"data", "model"}); });
-    EXPECT_TRUE(contains(m, "has " + std::to_string(devices) + " devices, but there are " + std::to_string(n) +
-                                " MPI processes"))
+    EXPECT_TRUE(contains(m, "has " + std::to_string(devices) + " devices, but there are " +
+                                std::to_string(n) + " MPI processes"))
         << m;
     EXPECT_TRUE(contains(m, "mpiexec -n " + std::to_string(devices))) << m;
   }
@@ -220,7 +223,8 @@ TEST(MeshCommunicators, DifferentMeshesOnDifferentRanksAreAnErrorOnEveryRank) {
     GTEST_SKIP() << "needs 2 ranks";
   }
   // Each shape is fine on its own; rank 0 has another one than the others.
-  const std::vector<int> shape = world_rank() == 0 ? std::vector<int>{n, 1} : std::vector<int>{1, n};
+  const std::vector<int> shape =
+      world_rank() == 0 ? std::vector<int>{n, 1} : std::vector<int>{1, n};
   const auto m = value_error_of([&] { kdist::MeshCommunicators mesh(shape, {"data", "model"}); });
   EXPECT_TRUE(contains(m, "the ranks were given different meshes")) << m;
 }

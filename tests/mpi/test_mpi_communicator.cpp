@@ -5,11 +5,10 @@
 
 #include <complex>
 #include <cstdint>
-#include <string>
-
 #include <kdist/mpi/agree.hpp>
 #include <kdist/mpi/communicator.hpp>
 #include <kdist/mpi/datatype.hpp>
+#include <string>
 
 namespace {
 
@@ -111,7 +110,8 @@ TEST(Communicator, MoveTransfersOwnership) {
   auto a = kdist::mpi::Communicator::world().dup();
   const MPI_Comm raw = a.get();
   kdist::mpi::Communicator b(std::move(a));
-  EXPECT_EQ(a.get(), MPI_COMM_NULL);  // NOLINT(bugprone-use-after-move): moved-from state is specified
+  EXPECT_EQ(a.get(),
+            MPI_COMM_NULL);  // NOLINT(bugprone-use-after-move): moved-from state is specified
   EXPECT_FALSE(a.owning());
   EXPECT_EQ(b.get(), raw);
   EXPECT_TRUE(b.owning());

@@ -5,10 +5,9 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <kdist/runtime.hpp>
 #include <optional>
 #include <string>
-
-#include <kdist/runtime.hpp>
 
 namespace {
 
@@ -67,7 +66,9 @@ std::string message_of(F&& f) {
   return {};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // No KERAS_DISTRIBUTION_* variable from the environment leaks into the tests.
 class Runtime : public ::testing::Test {
@@ -187,7 +188,8 @@ TEST_F(Runtime, NonNumericVariablesAreValueErrorsNamingVariableAndValue) {
   {
     ScopedEnv n("KERAS_DISTRIBUTION_NUM_PROCESSES", "two");
     const auto m = message_of<kdist::ValueError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "KERAS_DISTRIBUTION_NUM_PROCESSES is \"two\", which is not a number")) << m;
+    EXPECT_TRUE(contains(m, "KERAS_DISTRIBUTION_NUM_PROCESSES is \"two\", which is not a number"))
+        << m;
   }
   for (const char* bad : {"1x", "0.5", "-", "99999999999999999999"}) {
     ScopedEnv p("KERAS_DISTRIBUTION_PROCESS_ID", bad);
@@ -199,7 +201,9 @@ TEST_F(Runtime, NonNumericVariablesAreValueErrorsNamingVariableAndValue) {
 TEST_F(Runtime, ProcessCountDifferentFromTheWorldShowsTheMpiexecLine) {
   const int asked = world_size() + 1;
   const auto m = message_of<kdist::RuntimeError>([&] { kdist::initialize(std::nullopt, asked); });
-  EXPECT_TRUE(contains(m, "num_processes is " + std::to_string(asked) + " (from the argument), but ")) << m;
+  EXPECT_TRUE(
+      contains(m, "num_processes is " + std::to_string(asked) + " (from the argument), but "))
+      << m;
   EXPECT_TRUE(contains(m, "mpiexec -n " + std::to_string(asked) + " ")) << m;
   EXPECT_TRUE(contains(m, "mpi_test_runtime")) << m;  // the program path
   if (world_size() == 1) {
@@ -220,14 +224,19 @@ TEST_F(Runtime, ProcessIdDifferentFromTheRankThrowsOnEveryRank) {
   const int n = world_size();
   // Rank 0 is right, every other rank is wrong: all ranks throw rank 1's message.
   if (n > 1) {
-    const auto m = message_of<kdist::RuntimeError>([] { kdist::initialize(std::nullopt, std::nullopt, 0); });
-    EXPECT_TRUE(contains(m, "process_id is 0 (from the argument), but this process' MPI rank is 1;")) << m;
+    const auto m =
+        message_of<kdist::RuntimeError>([] { kdist::initialize(std::nullopt, std::nullopt, 0); });
+    EXPECT_TRUE(
+        contains(m, "process_id is 0 (from the argument), but this process' MPI rank is 1;"))
+        << m;
   }
   // Every rank wrong: the lowest (rank 0) speaks for all.
   if (n > 1) {
     ScopedEnv p("KERAS_DISTRIBUTION_PROCESS_ID", std::to_string((world_rank() + 1) % n));
     const auto m = message_of<kdist::RuntimeError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "process_id is 1 (from KERAS_DISTRIBUTION_PROCESS_ID), but this process' MPI rank is 0;"))
+    EXPECT_TRUE(contains(
+        m,
+        "process_id is 1 (from KERAS_DISTRIBUTION_PROCESS_ID), but this process' MPI rank is 0;"))
         << m;
   }
 }
@@ -237,21 +246,29 @@ TEST_F(Runtime, OutOfRangeValuesAreValueErrors) {
   EXPECT_TRUE(contains(m, "num_processes is 0 (from the argument); it must be at least 1")) << m;
   m = message_of<kdist::ValueError>([] { kdist::initialize(std::nullopt, std::nullopt, -1); });
   EXPECT_TRUE(contains(m, "process_id is -1 (from the argument); it must not be negative")) << m;
-  m = message_of<kdist::ValueError>([] { kdist::initialize(std::nullopt, world_size(), world_size()); });
-  EXPECT_TRUE(contains(m, "process_id is " + std::to_string(world_size()) + " (from the argument), out of range")) << m;
+  m = message_of<kdist::ValueError>(
+      [] { kdist::initialize(std::nullopt, world_size(), world_size()); });
+  EXPECT_TRUE(contains(
+      m, "process_id is " + std::to_string(world_size()) + " (from the argument), out of range"))
+      << m;
 }
 
 TEST_F(Runtime, JobAddressCountMustMatchTheProcessCount) {
   // Keras' words.
-  auto m = message_of<kdist::ValueError>([] { kdist::initialize("10.0.0.1:1234,10.0.0.2:2345", 3); });
-  EXPECT_TRUE(contains(m, "job_addresses \"10.0.0.1:1234,10.0.0.2:2345\" (from the argument) has 2 jobs, but num_processes is 3"))
+  auto m =
+      message_of<kdist::ValueError>([] { kdist::initialize("10.0.0.1:1234,10.0.0.2:2345", 3); });
+  EXPECT_TRUE(contains(m,
+                       "job_addresses \"10.0.0.1:1234,10.0.0.2:2345\" (from the argument) has 2 "
+                       "jobs, but num_processes is 3"))
       << m;
   {
     ScopedEnv j("KERAS_DISTRIBUTION_JOB_ADDRESSES", "h1:1,h2:2");
     ScopedEnv n("KERAS_DISTRIBUTION_NUM_PROCESSES", "3");
     m = message_of<kdist::ValueError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "\"h1:1,h2:2\" (from KERAS_DISTRIBUTION_JOB_ADDRESSES) has 2 jobs, but num_processes is 3 "
-                            "(from KERAS_DISTRIBUTION_NUM_PROCESSES)"))
+    EXPECT_TRUE(contains(
+        m,
+        "\"h1:1,h2:2\" (from KERAS_DISTRIBUTION_JOB_ADDRESSES) has 2 jobs, but num_processes is 3 "
+        "(from KERAS_DISTRIBUTION_NUM_PROCESSES)"))
         << m;
   }
   // Without num_processes the count is checked against MPI's world.
@@ -260,8 +277,8 @@ TEST_F(Runtime, JobAddressCountMustMatchTheProcessCount) {
     too_many += (i ? "," : "") + std::string("h") + std::to_string(i);
   }
   m = message_of<kdist::RuntimeError>([&] { kdist::initialize(too_many); });
-  EXPECT_TRUE(contains(m, "has " + std::to_string(world_size() + 1) + " jobs, but MPI's world has " +
-                              std::to_string(world_size())))
+  EXPECT_TRUE(contains(m, "has " + std::to_string(world_size() + 1) +
+                              " jobs, but MPI's world has " + std::to_string(world_size())))
       << m;
   EXPECT_TRUE(contains(m, "mpiexec -n " + std::to_string(world_size() + 1))) << m;
   m = message_of<kdist::ValueError>([] { kdist::initialize("a:1,,b:2", 3); });

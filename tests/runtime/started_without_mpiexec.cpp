@@ -4,7 +4,6 @@
 // kdist::initialize (whose MPI and Kokkos are finalised at exit).
 #include <cstdio>
 #include <cstring>
-
 #include <kdist/runtime.hpp>
 
 int main(int argc, char** argv) {

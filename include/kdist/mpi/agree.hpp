@@ -9,18 +9,17 @@
 //!
 //! \code
 //! const bool ok = x.extent(0) % comm_size == 0;
-//! kdist::mpi::agree(comm, ok, ok ? "" : "extent " + std::to_string(x.extent(0)) + " is not a multiple of ...");
-//! \endcode
+//! kdist::mpi::agree(comm, ok, ok ? "" : "extent " + std::to_string(x.extent(0)) + " is not a
+//! multiple of ..."); \endcode
 
 #include <mpi.h>
 
+#include <kdist/error.hpp>
+#include <kdist/mpi/communicator.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-
-#include <kdist/error.hpp>
-#include <kdist/mpi/communicator.hpp>
 
 namespace kdist::mpi {
 
@@ -37,14 +36,16 @@ struct Disagreement {
 //! The collective behind `agree`: empty when every rank is ok, else what the lowest failing rank
 //! said. One MPI_Allreduce when all are ok; two MPI_Bcast more when one is not.
 [[nodiscard]] inline std::optional<Disagreement> agree_on(MPI_Comm comm, bool local_ok,
-                                                          std::string_view local_message, int kind = 0) {
+                                                          std::string_view local_message,
+                                                          int kind = 0) {
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "kdist::mpi::agree: MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "kdist::mpi::agree: MPI_Comm_size");
   const int mine = local_ok ? size : rank;
   int first = size;
-  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "kdist::mpi::agree: MPI_Allreduce");
+  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm),
+            "kdist::mpi::agree: MPI_Allreduce");
   if (first == size) [[likely]] {
     return std::nullopt;
   }
@@ -58,7 +59,8 @@ struct Disagreement {
   } else {
     out.message.resize(static_cast<std::size_t>(header[1]));
   }
-  check_mpi(MPI_Bcast(out.message.data(), header[1], MPI_CHAR, first, comm), "kdist::mpi::agree: MPI_Bcast");
+  check_mpi(MPI_Bcast(out.message.data(), header[1], MPI_CHAR, first, comm),
+            "kdist::mpi::agree: MPI_Bcast");
   return out;
 }
 

@@ -14,10 +14,9 @@
 
 #include <mpi.h>
 
+#include <kdist/error.hpp>
 #include <string>
 #include <utility>
-
-#include <kdist/error.hpp>
 
 namespace kdist::mpi {
 
@@ -31,7 +30,8 @@ inline void check_mpi(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  throw RuntimeError(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+  throw RuntimeError(std::string(what) +
+                     " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
 //! Throws kdist::RuntimeError when MPI is not initialised (or already finalised).
@@ -41,9 +41,10 @@ inline void require_mpi(const char* who) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized) {
-    throw RuntimeError(std::string(who) + ": MPI is " + (finalized ? "already finalised" : "not initialised") +
-                       "; create a kdist::ScopeGuard at the start of main (or call kdist::initialize()) "
-                       "and keep it alive while kdist is used");
+    throw RuntimeError(
+        std::string(who) + ": MPI is " + (finalized ? "already finalised" : "not initialised") +
+        "; create a kdist::ScopeGuard at the start of main (or call kdist::initialize()) "
+        "and keep it alive while kdist is used");
   }
 }
 
@@ -114,7 +115,8 @@ class Communicator {
   //! MPI_UNDEFINED as color gets an empty Communicator.
   [[nodiscard]] Communicator split(int color, int key) const {
     MPI_Comm out = MPI_COMM_NULL;
-    detail::check_mpi(MPI_Comm_split(comm_, color, key, &out), "kdist::mpi::Communicator::split: MPI_Comm_split");
+    detail::check_mpi(MPI_Comm_split(comm_, color, key, &out),
+                      "kdist::mpi::Communicator::split: MPI_Comm_split");
     return adopt(out);
   }
 

@@ -4,10 +4,10 @@
 //!
 //! Every arithmetic type has one (the fixed-width aliases `std::int64_t`, `std::uint8_t`... are
 //! covered through the fundamental type they alias), as do `bool`, `std::byte`,
-//! `std::complex<float>`, `std::complex<double>` and `std::complex<long double>`. Other types can be
-//! added by specialising `kdist::mpi::datatype_traits<T>` with a `static MPI_Datatype get()`.
-//! A function rather than a constant because MPI implementations (Open MPI) define their
-//! datatypes as addresses, which are not constant expressions.
+//! `std::complex<float>`, `std::complex<double>` and `std::complex<long double>`. Other types can
+//! be added by specialising `kdist::mpi::datatype_traits<T>` with a `static MPI_Datatype get()`. A
+//! function rather than a constant because MPI implementations (Open MPI) define their datatypes as
+//! addresses, which are not constant expressions.
 
 #include <mpi.h>
 
@@ -25,8 +25,9 @@ struct datatype_traits {};
 
 //! True when `T` (cv-qualifiers ignored) has an MPI datatype.
 template <class T>
-inline constexpr bool has_datatype_v =
-    requires { { datatype_traits<std::remove_cv_t<T>>::get() } -> std::same_as<MPI_Datatype>; };
+inline constexpr bool has_datatype_v = requires {
+  { datatype_traits<std::remove_cv_t<T>>::get() } -> std::same_as<MPI_Datatype>;
+};
 
 //! The MPI datatype of `T` (cv-qualifiers ignored). A type without one is a compile error.
 //! Example: `MPI_Allreduce(MPI_IN_PLACE, p, n, kdist::mpi::datatype<float>(), MPI_SUM, comm);`
@@ -35,16 +36,20 @@ template <class T>
   static_assert(has_datatype_v<T>,
                 "kdist::mpi::datatype<T>: T has no MPI datatype; use an arithmetic type, bool, "
                 "std::byte or std::complex, or specialise kdist::mpi::datatype_traits<T>");
-  return datatype_traits<std::remove_cv_t<T>>::get();
+  if constexpr (has_datatype_v<T>) {
+    return datatype_traits<std::remove_cv_t<T>>::get();
+  } else {
+    return MPI_DATATYPE_NULL;  // not reached: the static_assert above stops the build
+  }
 }
 
 }  // namespace kdist::mpi
 
 //! \cond internal
-#define KDIST_DETAIL_MPI_DATATYPE(type, mpi_type)                    \
-  template <>                                                        \
-  struct kdist::mpi::datatype_traits<type> {                         \
-    static MPI_Datatype get() noexcept { return mpi_type; }          \
+#define KDIST_DETAIL_MPI_DATATYPE(type, mpi_type)           \
+  template <>                                               \
+  struct kdist::mpi::datatype_traits<type> {                \
+    static MPI_Datatype get() noexcept { return mpi_type; } \
   };
 KDIST_DETAIL_MPI_DATATYPE(char, MPI_CHAR)
 KDIST_DETAIL_MPI_DATATYPE(signed char, MPI_SIGNED_CHAR)
