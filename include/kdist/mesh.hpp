@@ -10,7 +10,8 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <kdist/axis.hpp>
@@ -47,11 +48,27 @@ struct axis_traits {
   static constexpr std::size_t static_extent = 1;
   static constexpr bool is_dynamic = false;
 };
+
+//! A private base of DeviceMesh that holds (empty) objects of its axis types, so that each axis'
+//! own checks (empty name, zero extent) run, once, when the mesh is instantiated; non-axes are
+//! diagnosed by the mesh and held as an empty struct. (A base rather than a static_assert: clang
+//! would report a second error reading a member of an axis that failed its checks.)
+struct not_an_axis {};
+template <std::size_t I, class A>
+struct axis_slot {
+  [[no_unique_address]] std::conditional_t<is_axis_v<A>, A, not_an_axis> axis_;
+};
+template <class Seq, class... Axes>
+struct instantiate_axes;
+template <std::size_t... I, class... Axes>
+struct instantiate_axes<std::index_sequence<I...>, Axes...> : axis_slot<I, Axes>... {};
 template <fixed_string Name, std::size_t Extent>
 struct axis_traits<axis<Name, Extent>> {
-  static constexpr std::string_view name = axis<Name, Extent>::name.view();
+  // From the template arguments, not the axis' members: an axis that failed its own checks
+  // (empty name, zero extent) must not fail again here.
+  static constexpr std::string_view name = Name.view();
   static constexpr std::size_t static_extent = Extent;
-  static constexpr bool is_dynamic = axis<Name, Extent>::is_dynamic;
+  static constexpr bool is_dynamic = Extent == dynamic_extent;
 };
 
 template <class... Axes>
@@ -113,7 +130,7 @@ struct mesh_checks {
 //! static_assert(Mesh::axis_index<"model"> == 1);
 //! \endcode
 template <class... Axes>
-class DeviceMesh {
+class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes...>, Axes...> {
   static_assert(detail::diagnose<(sizeof...(Axes) > 0), error::mesh_has_no_axes<DeviceMesh>>::value,
                 "kdist::DeviceMesh: a mesh needs at least one axis");
   static_assert((detail::diagnose<is_axis_v<Axes>, error::mesh_argument_is_not_an_axis<Axes>>::value &&

@@ -1,0 +1,11 @@
+// Mesh::axis_index<"name"> of a name the mesh does not have (a typo) names it and the mesh's axes.
+// expect: axis_not_in_mesh<.*("modle"|109, 111, 100, 108, 101, 0).*("data"|100, 97, 116, 97, 0)
+#include <kdist/mesh.hpp>
+
+using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
+#ifdef KDIST_BAD
+[[maybe_unused]] constexpr std::size_t model = Mesh::axis_index<"modle">;
+#else
+[[maybe_unused]] constexpr std::size_t model = Mesh::axis_index<"model">;
+#endif
+static_assert(kdist::axis_index_v<Mesh, "data"> == 0);
