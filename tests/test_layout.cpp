@@ -23,12 +23,12 @@ using Dynamic2x4 = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4
 template <std::size_t R>
 using Shape = std::array<std::size_t, R>;
 
-// ---- static facts ----------------------------------------------------------------------------
+// ---- static facts -------------------------------------------------------------------------------
 
 TEST(Layout, AxesReprAsKerasPrintsThem) {
   EXPECT_EQ((kdist::TensorLayout<Static2x4, "model", "data">::axes_repr()), "('model', 'data')");
-  EXPECT_EQ((kdist::TensorLayout<Static2x4, "data", replicated, replicated, replicated>::axes_repr()),
-            "('data', None, None, None)");
+  using Replicated4d = kdist::TensorLayout<Static2x4, "data", replicated, replicated, replicated>;
+  EXPECT_EQ(Replicated4d::axes_repr(), "('data', None, None, None)");
   EXPECT_EQ((kdist::TensorLayout<Static2x4, replicated, "model">::axes_repr()), "(None, 'model')");
   EXPECT_EQ((kdist::TensorLayout<Static2x4, "model">::axes_repr()), "('model',)");
   EXPECT_EQ((kdist::TensorLayout<Static2x4, "data", replicated>::axes_repr()), "('data', None)");
@@ -84,7 +84,7 @@ TEST(Layout, ConstexprShardArithmeticOnStaticMeshes) {
   EXPECT_EQ(ext[1], 50u);
 }
 
-// ---- printing --------------------------------------------------------------------------------
+// ---- printing -----------------------------------------------------------------------------------
 
 // The seeds print these on a (2, 1) mesh.
 TEST(Layout, SeedsReprs) {
@@ -111,7 +111,7 @@ TEST(Layout, ReprOnADynamicMeshShowsTheActualShape) {
             "axis_names=['data', 'model']>>");
 }
 
-// ---- shard arithmetic on the seeds' 2x4 mesh, static and dynamic ---------------------------------
+// ---- shard arithmetic on the seeds' 2x4 mesh, static and dynamic --------------------------------
 
 template <class C>
 class Layout2x4 : public ::testing::Test {};
@@ -133,7 +133,8 @@ TYPED_TEST(Layout2x4, KernelColumnParallel) {
   }
   // Column 60 is in model block 1: devices (0, 1) and (1, 1).
   EXPECT_EQ(kernel.owners(Shape<2>{784, 200}, Shape<2>{0, 60}), (std::vector<std::size_t>{1, 5}));
-  EXPECT_EQ(kernel.owners(Shape<2>{784, 200}, Shape<2>{783, 199}), (std::vector<std::size_t>{3, 7}));
+  EXPECT_EQ(kernel.owners(Shape<2>{784, 200}, Shape<2>{783, 199}),
+            (std::vector<std::size_t>{3, 7}));
 }
 
 // ('model', 'data') on (8, 6): rows over model (4 blocks of 2), columns over data (2 of 3).
@@ -247,7 +248,8 @@ TYPED_TEST(Layout2x4, StaticAndRuntimeLayoutsCompare) {
 TYPED_TEST(Layout2x4, RuntimeErrorsOfStaticLayouts) {
   using M = typename TypeParam::type;
   const kdist::TensorLayout<M, replicated, "model"> kernel(TypeParam::make());
-  EXPECT_THROW((void)kernel.local_extents(Shape<2>{784, 200}, 8), kdist::ValueError);  // no device 8
+  // there is no device 8
+  EXPECT_THROW((void)kernel.local_extents(Shape<2>{784, 200}, 8), kdist::ValueError);
   try {
     (void)kernel.owners(Shape<2>{784, 200}, Shape<2>{784, 0});
     FAIL() << "no error";
@@ -265,7 +267,7 @@ TEST(Layout, DefaultConstructibleOnlyOnStaticMeshes) {
   EXPECT_EQ(bias.device_mesh(), Static2x4());
 }
 
-// ---- blocks tile the tensor exactly, on every guide mesh -----------------------------------------
+// ---- blocks tile the tensor exactly, on every guide mesh ----------------------------------------
 
 template <class C>
 class LayoutTiling : public ::testing::Test {};

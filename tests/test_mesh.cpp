@@ -22,7 +22,7 @@ std::vector<std::string> cpus(std::size_t n) {
   return out;
 }
 
-// ---- the seeds' 2x4 mesh, in its four static/dynamic spellings ---------------------------------
+// ---- the seeds' 2x4 mesh, in its four static/dynamic spellings ----------------------------------
 
 template <class C>
 class Mesh2x4 : public ::testing::Test {};
@@ -144,7 +144,7 @@ TYPED_TEST(Mesh2x4, CoordsOutOfRange) {
   EXPECT_THROW((void)mesh.device_index({2, 0}), kdist::ValueError);
 }
 
-// ---- every guide shape, every static/dynamic mix -----------------------------------------------
+// ---- every guide shape, every static/dynamic mix ------------------------------------------------
 
 template <class C>
 class GuideMesh : public ::testing::Test {};
@@ -299,7 +299,8 @@ TEST(Mesh, TraitRecognisesMeshes) {
 }
 
 TEST(Mesh, ThreeAxes) {
-  using M = kdist::DeviceMesh<kdist::axis<"pipe", 2>, kdist::axis<"data", 3>, kdist::axis<"model", 4>>;
+  using M =
+      kdist::DeviceMesh<kdist::axis<"pipe", 2>, kdist::axis<"data", 3>, kdist::axis<"model", 4>>;
   const M mesh;
   static_assert(M::axis_index<"model"> == 2);
   EXPECT_EQ(mesh.coords_of(23), (std::array<std::size_t, 3>{1, 2, 3}));

@@ -1,5 +1,5 @@
-// kdist/runtime_layout.hpp: RuntimeTensorLayout (Keras TensorLayout(axes, device_mesh)) and DimAxes,
-// validated against a mesh at run time; every error path.
+// kdist/runtime_layout.hpp: RuntimeTensorLayout (Keras TensorLayout(axes, device_mesh)) and
+// DimAxes, validated against a mesh at run time; every error path.
 #include <kdist/runtime_layout.hpp>
 
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ void expect_value_error(F&& f, const std::string& pattern) {
   }
 }
 
-// ---- DimAxes -----------------------------------------------------------------------------------
+// ---- DimAxes ------------------------------------------------------------------------------------
 
 TEST(DimAxes, Conversions) {
   EXPECT_TRUE(DimAxes().is_replicated());
@@ -55,7 +55,7 @@ TEST(DimAxes, Repr) {
   EXPECT_EQ(DimAxes({"data", "model"}).repr(), "('data', 'model')");
 }
 
-// ---- the guide's layouts -------------------------------------------------------------------------
+// ---- the guide's layouts ------------------------------------------------------------------------
 
 TEST(RuntimeTensorLayout, GuideLayoutsPrintAsKeras) {
   const RuntimeDeviceMesh mesh({2, 1}, {"data", "model"}, 2);
@@ -141,7 +141,7 @@ TEST(RuntimeTensorLayout, MeshAxisUsedTwice) {
                      "mesh axis 'data' is used twice .*\\(dimensions 0 and 0\\)");
 }
 
-// ---- shard arithmetic -----------------------------------------------------------------------------
+// ---- shard arithmetic ---------------------------------------------------------------------------
 
 TEST(RuntimeTensorLayout, MeshAxes) {
   const RuntimeTensorLayout l({DimAxes{"model", "data"}, kdist::replicated}, mesh_2x4());

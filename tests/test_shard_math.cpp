@@ -109,7 +109,8 @@ TEST(ShardMath, Constexpr) {
   static_assert(chunk_owner(10, 4, 9) == 3);
   constexpr std::array<std::size_t, 2> extents{2, 4};
   constexpr std::array<std::size_t, 2> axes{0, 1};
-  static_assert(kdist::detail::group_index(axes, 2, extents, std::array<std::size_t, 2>{1, 1}) == 5);
+  constexpr std::array<std::size_t, 2> coords{1, 1};
+  static_assert(kdist::detail::group_index(axes, 2, extents, coords) == 5);
   SUCCEED();
 }
 

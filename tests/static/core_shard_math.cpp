@@ -50,7 +50,7 @@ static_assert(round_trip());
 
 constexpr std::array<std::size_t, 2> axes_ym{1, 0};
 static_assert(kdist::detail::group_size(axes_ym, 2, extents) == 6);
-static_assert(kdist::detail::group_index(axes_ym, 2, extents, std::array<std::size_t, 3>{1, 2, 0}) ==
-              5);
+constexpr std::array<std::size_t, 3> at_1_2_0{1, 2, 0};
+static_assert(kdist::detail::group_index(axes_ym, 2, extents, at_1_2_0) == 5);
 
 }  // namespace
