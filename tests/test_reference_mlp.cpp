@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -107,6 +108,18 @@ TEST(ReferenceMlp, InitialWeightsFollowTheKeying) {
   MlpConfig other;
   other.seed = 7;
   EXPECT_NE(ReferenceMlp<float>(other).d1_kernel(0, 0), f.d1_kernel(0, 0));
+}
+
+TEST(ReferenceMlp, RejectsMismatchedInputs) {
+  MlpConfig c;
+  c.inputs = 12;
+  c.hidden = 7;
+  c.classes = 4;
+  ReferenceMlp<double> m(c);
+  EXPECT_THROW(m.forward(random_input<double>(3, 11), false, 0), std::invalid_argument);
+  ReferenceMlp<double>::Gradients g;
+  const auto labels = labels_for(2, 4);
+  EXPECT_THROW(m.compute_gradients(random_input<double>(3, 12), labels, 0, g), std::invalid_argument);
 }
 
 //! Central finite differences of the loss w.r.t. every variable element, against the gradients.
