@@ -7,14 +7,12 @@
 // Ratio = BM_matmul_kdist / BM_matmul_eigen of the same arguments, from one run.
 #include <benchmark/benchmark.h>
 
-#include <cstdint>
-#include <vector>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cstdint>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/random.hpp>
+#include <vector>
 
 #include "reference_mlp.hpp"
 
@@ -116,8 +114,8 @@ void BM_reference_train_step(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(model.train_step(x, labels));
   }
-  state.counters["examples/s"] = benchmark::Counter(
-      static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["examples/s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void dense_shapes(benchmark::internal::Benchmark* b) {
@@ -129,11 +127,17 @@ void dense_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_matmul_eigen)->Apply(dense_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_matmul_kdist)->Apply(dense_shapes)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_matmul_eigen_xt_dy)->Args({128, 784, 200})->Args({256, 784, 200})
+BENCHMARK(BM_matmul_eigen_xt_dy)
+    ->Args({128, 784, 200})
+    ->Args({256, 784, 200})
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_matmul_kdist_xt_dy)->Args({128, 784, 200})->Args({256, 784, 200})
+BENCHMARK(BM_matmul_kdist_xt_dy)
+    ->Args({128, 784, 200})
+    ->Args({256, 784, 200})
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_matmul_kokkos_fallback)->Args({128, 784, 200})->Args({128, 200, 10})
+BENCHMARK(BM_matmul_kokkos_fallback)
+    ->Args({128, 784, 200})
+    ->Args({128, 200, 10})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_reference_train_step)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
 

@@ -23,17 +23,15 @@
 //!    gradients are those of that mean (or of sum / `divisor` when a divisor is given).
 //!  - SGD and Adam exactly as Keras 3 (see kdist/ops/optimizers.hpp), in T.
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <kdist/random.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <Eigen/Core>
-
-#include <kdist/random.hpp>
 
 namespace kdist::reference {
 
@@ -120,8 +118,8 @@ class ReferenceMlp {
       const auto h = static_cast<std::uint64_t>(config_.hidden);
       for (Eigen::Index i = 0; i < dropped_.rows(); ++i) {
         for (Eigen::Index j = 0; j < dropped_.cols(); ++j) {
-          const std::uint64_t index = (row_offset + static_cast<std::uint64_t>(i)) * h +
-                                      static_cast<std::uint64_t>(j);
+          const std::uint64_t index =
+              (row_offset + static_cast<std::uint64_t>(i)) * h + static_cast<std::uint64_t>(j);
           dropped_(i, j) = dropout_keep(key, index, rate) ? dropped_(i, j) / keep : T(0);
         }
       }
@@ -177,8 +175,8 @@ class ReferenceMlp {
       const auto l = static_cast<Eigen::Index>(labels[static_cast<std::size_t>(i)]);
       if (config_.loss == Loss::mean_squared_error) {
         for (Eigen::Index j = 0; j < classes; ++j) {
-          dprobs_(i, j) = T(2) * (probs_(i, j) - (j == l ? T(1) : T(0))) /
-                          static_cast<T>(classes) * scale;
+          dprobs_(i, j) =
+              T(2) * (probs_(i, j) - (j == l ? T(1) : T(0))) / static_cast<T>(classes) * scale;
         }
       } else {
         const T s = probs_.row(i).sum();
@@ -207,8 +205,8 @@ class ReferenceMlp {
     const auto h = static_cast<std::uint64_t>(config_.hidden);
     for (Eigen::Index i = 0; i < dhidden_.rows(); ++i) {
       for (Eigen::Index j = 0; j < dhidden_.cols(); ++j) {
-        const std::uint64_t index = (row_offset_ + static_cast<std::uint64_t>(i)) * h +
-                                    static_cast<std::uint64_t>(j);
+        const std::uint64_t index =
+            (row_offset_ + static_cast<std::uint64_t>(i)) * h + static_cast<std::uint64_t>(j);
         const bool active = hidden_(i, j) > T(0);
         const bool kept = !dropout || dropout_keep(key, index, rate);
         dhidden_(i, j) = active && kept ? (dropout ? dhidden_(i, j) / keep : dhidden_(i, j)) : T(0);
@@ -282,8 +280,10 @@ class ReferenceMlp {
       p -= g * lr;
     } else {
       velocity = velocity * mu - g * lr;
-      if (opt_.nesterov) p += velocity * mu - g * lr;
-      else p += velocity;
+      if (opt_.nesterov)
+        p += velocity * mu - g * lr;
+      else
+        p += velocity;
     }
   }
 

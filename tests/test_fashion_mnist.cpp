@@ -1,7 +1,5 @@
 // Tests of examples/common/fashion_mnist.hpp: the real Debian data (dataset-fashion-mnist), ranges,
 // the directory override, and every error path on files written to a temporary directory.
-#include "common/fashion_mnist.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -17,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/fashion_mnist.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -27,7 +27,8 @@ using kdist::examples::load_fashion_mnist;
 using kdist::examples::Split;
 
 bool debian_data_installed() {
-  return fs::exists(fashion_mnist_path(Split::train, false, kdist::examples::fashion_mnist_default_dir));
+  return fs::exists(
+      fashion_mnist_path(Split::train, false, kdist::examples::fashion_mnist_default_dir));
 }
 
 //! A fresh temporary directory, removed at scope exit.
@@ -86,7 +87,8 @@ std::vector<std::uint8_t> labels_idx(std::uint32_t n, std::uint32_t magic = 0x80
   std::vector<std::uint8_t> b;
   put_u32(b, magic);
   put_u32(b, n);
-  for (std::uint32_t i = 0; i < n; ++i) b.push_back(static_cast<std::uint8_t>(i == 3 ? bad_at_3 : i % 10));
+  for (std::uint32_t i = 0; i < n; ++i)
+    b.push_back(static_cast<std::uint8_t>(i == 3 ? bad_at_3 : i % 10));
   return b;
 }
 
@@ -104,7 +106,8 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
     ADD_FAILURE() << "no exception";
   } catch (const E& e) {
     const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << what << "\n  lacks: " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << what << "\n  lacks: " << p;
   }
 }
 
@@ -185,10 +188,10 @@ TEST(FashionMnist, DirectoryResolution) {
 TEST(FashionMnistErrors, MissingFileNamesPathAndPackage) {
   TempDir dir;
   const std::string images = (dir.path / "train-images-idx3-ubyte.gz").string();
-  expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::train, 0, 10, dir.str()); },
-                                    {"Fashion-MNIST file not found: " + images,
-                                     "apt-get install dataset-fashion-mnist",
-                                     "KDIST_FASHION_MNIST_DIR"});
+  expect_error<kdist::RuntimeError>(
+      [&] { load_fashion_mnist(Split::train, 0, 10, dir.str()); },
+      {"Fashion-MNIST file not found: " + images, "apt-get install dataset-fashion-mnist",
+       "KDIST_FASHION_MNIST_DIR"});
   // Images present, labels missing: names the labels file.
   write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(3));
   expect_error<kdist::RuntimeError>(
@@ -214,9 +217,9 @@ TEST(FashionMnistErrors, UnreadableFile) {
   write_small_split(dir, 2);
   const auto path = dir.path / "t10k-images-idx3-ubyte.gz";
   fs::permissions(path, fs::perms::none);
-  expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
-                                    {"cannot open Fashion-MNIST file " + path.string(),
-                                     "check its permissions"});
+  expect_error<kdist::RuntimeError>(
+      [&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
+      {"cannot open Fashion-MNIST file " + path.string(), "check its permissions"});
 }
 
 TEST(FashionMnistErrors, CorruptHeaders) {
@@ -226,8 +229,8 @@ TEST(FashionMnistErrors, CorruptHeaders) {
     write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(3));
     expect_error<kdist::RuntimeError>(
         [&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
-        {(dir.path / "t10k-images-idx3-ubyte.gz").string(), "is corrupt: IDX magic number 0x00000801",
-         "expected 0x00000803"});
+        {(dir.path / "t10k-images-idx3-ubyte.gz").string(),
+         "is corrupt: IDX magic number 0x00000801", "expected 0x00000803"});
   }
   {
     TempDir dir;
@@ -235,7 +238,8 @@ TEST(FashionMnistErrors, CorruptHeaders) {
     write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(3, 0x12345678));
     expect_error<kdist::RuntimeError>(
         [&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
-        {"t10k-labels-idx1-ubyte.gz is corrupt: IDX magic number 0x12345678", "expected 0x00000801"});
+        {"t10k-labels-idx1-ubyte.gz is corrupt: IDX magic number 0x12345678",
+         "expected 0x00000801"});
   }
   {
     TempDir dir;
@@ -255,8 +259,9 @@ TEST(FashionMnistErrors, CorruptHeaders) {
     TempDir dir;
     write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(5));
     write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(5, 0x801, 10));
-    expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 5, dir.str()); },
-                                      {"t10k-labels-idx1-ubyte.gz is corrupt: label 10 of example 3 is not in 0..9"});
+    expect_error<kdist::RuntimeError>(
+        [&] { load_fashion_mnist(Split::test, 0, 5, dir.str()); },
+        {"t10k-labels-idx1-ubyte.gz is corrupt: label 10 of example 3 is not in 0..9"});
     // The bad label is outside the requested range: reading the other examples works.
     EXPECT_EQ(load_fashion_mnist(Split::test, 0, 3, dir.str()).count, 3u);
   }
@@ -264,8 +269,9 @@ TEST(FashionMnistErrors, CorruptHeaders) {
     TempDir dir;  // an empty file: no header at all
     write_gz(dir.path / "t10k-images-idx3-ubyte.gz", {});
     write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(3));
-    expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
-                                      {"is truncated: it ended while reading the IDX magic number"});
+    expect_error<kdist::RuntimeError>(
+        [&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
+        {"is truncated: it ended while reading the IDX magic number"});
   }
 }
 
@@ -307,7 +313,8 @@ TEST(FashionMnistErrors, CorruptCompressedStream) {
     EXPECT_NE(what.find(images.string()), std::string::npos) << what;
     EXPECT_NE(what.find("apt-get install --reinstall"), std::string::npos) << what;
     EXPECT_TRUE(what.find("is truncated") != std::string::npos ||
-                what.find("is corrupt") != std::string::npos) << what;
+                what.find("is corrupt") != std::string::npos)
+        << what;
   }
   {
     std::vector<char> garbled = bytes;

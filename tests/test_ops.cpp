@@ -1,24 +1,21 @@
 // Tests of the local kernels (kdist/ops/*.hpp): each against naive loops, through the Eigen path
 // and the Kokkos fallback (called explicitly), in float and double; optimizers against
 // hand-computed Keras steps; every error path.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
+#include <kdist/random.hpp>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <Kokkos_Core.hpp>
-
-#include <kdist/random.hpp>
 
 namespace {
 
@@ -576,11 +573,12 @@ TEST(Ops, LossGradientsMatchFiniteDifferences) {
       }
     }
   };
-  check([&](const Mat<T>& x, const Mat<T>& g) { return ops::mean_squared_error(x, labels, g, scale); },
+  check([&](const Mat<T>& x,
+            const Mat<T>& g) { return ops::mean_squared_error(x, labels, g, scale); },
         clone(p), "mse");
-  check([&](const Mat<T>& x, const Mat<T>& g) {
-    return ops::softmax_cross_entropy(x, labels, g, scale);
-  }, clone(z), "softmax_cross_entropy");
+  check([&](const Mat<T>& x,
+            const Mat<T>& g) { return ops::softmax_cross_entropy(x, labels, g, scale); },
+        clone(z), "softmax_cross_entropy");
   check([&](const Mat<T>& x, const Mat<T>& g) { return ops::cross_entropy(x, labels, g, scale); },
         clone(p), "cross_entropy");
 }
@@ -810,9 +808,9 @@ TYPED_TEST(Ops, OptimizerOnShardsEqualsFullUpdate) {
     a1.update(full, grad, m1, v1);
     a1.finish_step();
     for (auto rows : {std::make_pair(0, 2), std::make_pair(2, 6)}) {
-      a2.update(Kokkos::subview(sharded, rows, Kokkos::ALL), Kokkos::subview(grad, rows, Kokkos::ALL),
-                Kokkos::subview(m2, rows, Kokkos::ALL), Kokkos::subview(v2, rows, Kokkos::ALL),
-                ops::backend::kokkos);
+      a2.update(Kokkos::subview(sharded, rows, Kokkos::ALL),
+                Kokkos::subview(grad, rows, Kokkos::ALL), Kokkos::subview(m2, rows, Kokkos::ALL),
+                Kokkos::subview(v2, rows, Kokkos::ALL), ops::backend::kokkos);
     }
     a2.finish_step();
   }

@@ -1,18 +1,15 @@
 // Tests of kdist/random.hpp: the keying convention (pinned), determinism, independence from the
 // order and slicing of evaluation (host loops and Kokkos kernels), distribution sanity.
-#include <kdist/random.hpp>
-
+#include <Random123/philox.h>
 #include <gtest/gtest.h>
 
-#include <Random123/philox.h>
-
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <kdist/random.hpp>
 #include <set>
 #include <vector>
-
-#include <Kokkos_Core.hpp>
 
 namespace {
 
@@ -35,8 +32,8 @@ TEST(Random, Fnv1aKnownValues) {
   static_assert(kdist::fnv1a_64("a") == 0xaf63dc4c8601ec8cull);
   static_assert(kdist::fnv1a_64("foobar") == 0x85944171f73967e8ull);
   EXPECT_EQ(stream_id("d1/kernel"), kdist::fnv1a_64("d1/kernel"));
-  std::set<std::uint64_t> ids{stream_id("d1/kernel"), stream_id("d1/bias"),
-                              stream_id("d2/kernel"), stream_id("d2/bias"), stream_id("dropout")};
+  std::set<std::uint64_t> ids{stream_id("d1/kernel"), stream_id("d1/bias"), stream_id("d2/kernel"),
+                              stream_id("d2/bias"), stream_id("dropout")};
   EXPECT_EQ(ids.size(), 5u);
 }
 
@@ -48,9 +45,10 @@ TEST(Random, KeyIsPhiloxOfStreamUnderSeed) {
   // The documented convention for arbitrary seed and stream.
   const std::uint64_t seed = 0x0123456789abcdefull;
   const std::uint64_t stream = stream_id("d1/kernel");
-  philox4x32_ctr_t ctr = {{static_cast<std::uint32_t>(stream),
-                           static_cast<std::uint32_t>(stream >> 32), 0u, 0u}};
-  philox4x32_key_t key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+  philox4x32_ctr_t ctr = {
+      {static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32), 0u, 0u}};
+  philox4x32_key_t key = {
+      {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
   const auto r = philox4x32_R(10, ctr, key);
   const kdist::RandomKey k2 = random_key(seed, stream, 77);
   EXPECT_EQ(k2.k0, r.v[0]);
@@ -115,8 +113,8 @@ TEST(Random, IndependentOfOrderAndSlicing) {
   Kokkos::View<float**, Kokkos::LayoutRight> shard("shard", r1 - r0, c1 - c0);
   const auto key = random_key(42, stream);
   Kokkos::parallel_for(
-      Kokkos::MDRangePolicy<Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(r1 - r0),
-                                                      static_cast<std::int64_t>(c1 - c0)}),
+      Kokkos::MDRangePolicy<Kokkos::Rank<2>>(
+          {0, 0}, {static_cast<std::int64_t>(r1 - r0), static_cast<std::int64_t>(c1 - c0)}),
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
         const auto gi = static_cast<std::uint64_t>(i) + r0;
         const auto gj = static_cast<std::uint64_t>(j) + c0;
@@ -149,8 +147,8 @@ TEST(Random, Uniform01Distribution) {
   EXPECT_LT(hi, 1.0f);
   const double mean = sum / static_cast<double>(n);
   const double var = sum2 / static_cast<double>(n) - mean * mean;
-  EXPECT_NEAR(mean, 0.5, 0.002);       // sd of the mean: 0.00029
-  EXPECT_NEAR(var, 1.0 / 12.0, 0.001);  // sd: 0.00008
+  EXPECT_NEAR(mean, 0.5, 0.002);                    // sd of the mean: 0.00029
+  EXPECT_NEAR(var, 1.0 / 12.0, 0.001);              // sd: 0.00008
   for (int b : bins) EXPECT_NEAR(b, 100000, 1500);  // sd: 300
   // The largest word maps below 1.
   EXPECT_LT(static_cast<float>(0xffffffffu >> 8) * 0x1p-24f, 1.0f);

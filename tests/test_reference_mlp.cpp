@@ -3,28 +3,26 @@
 // dropout), a batch split in row blocks with global row offsets gives the same gradients, the kdist
 // ops composed into the same model reproduce it, and training on real Fashion-MNIST reduces the
 // loss with SGD and Adam.
-#include "reference_mlp.hpp"
-
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
-#include <span>
-#include <stdexcept>
-#include <vector>
-
-#include <Kokkos_Core.hpp>
-
-#include "common/fashion_mnist.hpp"
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/random.hpp>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "common/fashion_mnist.hpp"
+#include "reference_mlp.hpp"
 
 namespace {
 
@@ -91,7 +89,8 @@ TEST(ReferenceMlp, InitialWeightsFollowTheKeying) {
   const std::uint64_t s1 = kdist::stream_id("d1/kernel");
   for (Eigen::Index i = 0; i < 784; ++i) {
     for (Eigen::Index j = 0; j < 200; ++j) {
-      const float w = kdist::glorot_uniform(1337, s1, 784, 200, static_cast<std::uint64_t>(i * 200 + j));
+      const float w =
+          kdist::glorot_uniform(1337, s1, 784, 200, static_cast<std::uint64_t>(i * 200 + j));
       ASSERT_EQ(f.d1_kernel(i, j), w);
       ASSERT_EQ(d.d1_kernel(i, j), static_cast<double>(w));  // same weights in double
     }
@@ -119,7 +118,8 @@ TEST(ReferenceMlp, RejectsMismatchedInputs) {
   EXPECT_THROW(m.forward(random_input<double>(3, 11), false, 0), std::invalid_argument);
   ReferenceMlp<double>::Gradients g;
   const auto labels = labels_for(2, 4);
-  EXPECT_THROW(m.compute_gradients(random_input<double>(3, 12), labels, 0, g), std::invalid_argument);
+  EXPECT_THROW(m.compute_gradients(random_input<double>(3, 12), labels, 0, g),
+               std::invalid_argument);
 }
 
 //! Central finite differences of the loss w.r.t. every variable element, against the gradients.
@@ -132,7 +132,8 @@ void check_gradients(Loss loss) {
   c.seed = 11;
   ReferenceMlp<double> m(c);
   // Non-zero biases so their gradient is exercised off the initial point.
-  for (Eigen::Index j = 0; j < m.d2_bias.cols(); ++j) m.d2_bias(j) = 0.1 * static_cast<double>(j) - 0.15;
+  for (Eigen::Index j = 0; j < m.d2_bias.cols(); ++j)
+    m.d2_bias(j) = 0.1 * static_cast<double>(j) - 0.15;
   const auto x = random_input<double>(6, 12);
   const auto labels = labels_for(6, 4);
   const std::uint64_t step = 3, row_offset = 5;
@@ -169,7 +170,9 @@ TEST(ReferenceMlp, GradientsMatchFiniteDifferencesCrossEntropy) {
   check_gradients(Loss::categorical_crossentropy);
 }
 
-TEST(ReferenceMlp, GradientsMatchFiniteDifferencesMse) { check_gradients(Loss::mean_squared_error); }
+TEST(ReferenceMlp, GradientsMatchFiniteDifferencesMse) {
+  check_gradients(Loss::mean_squared_error);
+}
 
 TEST(ReferenceMlp, RowBlocksWithGlobalOffsetsGiveTheFullBatchGradients) {
   // The data-parallel property: two shards of the batch, each with its global row offset and the
@@ -183,8 +186,10 @@ TEST(ReferenceMlp, RowBlocksWithGlobalOffsetsGiveTheFullBatchGradients) {
   const auto labels = labels_for(16, 10);
   ReferenceMlp<double>::Gradients full, a, b;
   const double loss = m.compute_gradients(x, labels, 9, full, true);
-  const double la = m.compute_gradients(x.topRows(8), std::span(labels).first(8), 9, a, true, 16.0, 0);
-  const double lb = m.compute_gradients(x.bottomRows(8), std::span(labels).last(8), 9, b, true, 16.0, 8);
+  const double la =
+      m.compute_gradients(x.topRows(8), std::span(labels).first(8), 9, a, true, 16.0, 0);
+  const double lb =
+      m.compute_gradients(x.bottomRows(8), std::span(labels).last(8), 9, b, true, 16.0, 8);
   EXPECT_NEAR(la + lb, loss, 1e-14);
   EXPECT_LT((a.d1_kernel + b.d1_kernel - full.d1_kernel).norm(), 1e-14);
   EXPECT_LT((a.d2_kernel + b.d2_kernel - full.d2_kernel).norm(), 1e-14);
@@ -228,14 +233,17 @@ TEST(ReferenceMlp, KdistOpsComposeToTheReference) {
     Kokkos::View<std::uint8_t*, Kokkos::HostSpace> L("L", batch);
     for (std::size_t i = 0; i < batch; ++i) {
       L(i) = labels[i];
-      for (std::size_t j = 0; j < in; ++j) X(i, j) = x(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+      for (std::size_t j = 0; j < in; ++j)
+        X(i, j) = x(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
     }
     const auto k1 = kdist::random_key(c.seed, kdist::stream_id("d1/kernel"));
     const auto k2 = kdist::random_key(c.seed, kdist::stream_id("d2/kernel"));
     for (std::size_t i = 0; i < in; ++i)
-      for (std::size_t j = 0; j < hid; ++j) W1(i, j) = kdist::glorot_uniform(k1, in, hid, i * hid + j);
+      for (std::size_t j = 0; j < hid; ++j)
+        W1(i, j) = kdist::glorot_uniform(k1, in, hid, i * hid + j);
     for (std::size_t i = 0; i < hid; ++i)
-      for (std::size_t j = 0; j < cls; ++j) W2(i, j) = kdist::glorot_uniform(k2, hid, cls, i * cls + j);
+      for (std::size_t j = 0; j < cls; ++j)
+        W2(i, j) = kdist::glorot_uniform(k2, hid, cls, i * cls + j);
 
     namespace ops = kdist::ops;
     const T scale = T(1) / static_cast<T>(batch);
@@ -287,12 +295,14 @@ TEST(ReferenceMlp, KdistOpsComposeToTheReference) {
     // Adam's first step moves each element by ~lr * sign(g): compare the moves.
     double worst = 0;
     for (std::size_t j = 0; j < cls; ++j) {
-      worst = std::max(worst, std::fabs(static_cast<double>(b2(j)) - ref.d2_bias(static_cast<Eigen::Index>(j))));
+      worst = std::max(
+          worst, std::fabs(static_cast<double>(b2(j)) - ref.d2_bias(static_cast<Eigen::Index>(j))));
     }
     for (std::size_t i = 0; i < hid; ++i) {
       for (std::size_t j = 0; j < cls; ++j) {
         worst = std::max(worst, std::fabs(static_cast<double>(W2(i, j)) -
-                                          ref.d2_kernel(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j))));
+                                          ref.d2_kernel(static_cast<Eigen::Index>(i),
+                                                        static_cast<Eigen::Index>(j))));
       }
     }
     EXPECT_LT(worst, 2e-5);  // 2% of the step where a gradient element is near 0
@@ -321,7 +331,8 @@ TEST(ReferenceMlp, AdamReducesTheLossOnARealBatch) {
   OptimizerConfig adam;  // Keras defaults
   const double acc = train(Loss::categorical_crossentropy, adam, 200, first, last);
   if (acc < 0) GTEST_SKIP() << "apt-get install dataset-fashion-mnist";
-  std::cout << "  Adam, cross-entropy: loss " << first << " -> " << last << ", accuracy " << acc << "\n";
+  std::cout << "  Adam, cross-entropy: loss " << first << " -> " << last << ", accuracy " << acc
+            << "\n";
   EXPECT_GT(first, 1.8);  // ~ln(10) at glorot init
   EXPECT_LT(last, 0.35 * first);
   EXPECT_GT(acc, 0.9);

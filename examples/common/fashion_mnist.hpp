@@ -17,11 +17,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <kdist/error.hpp>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <kdist/error.hpp>
 
 namespace kdist::examples {
 
@@ -42,11 +41,11 @@ inline constexpr std::size_t fashion_mnist_classes = 10;
 
 //! A block of consecutive examples.
 struct FashionMnist {
-  std::size_t first = 0;      //!< index in the split of the first example held
-  std::size_t count = 0;      //!< number of examples held
+  std::size_t first = 0;                          //!< index in the split of the first example held
+  std::size_t count = 0;                          //!< number of examples held
   std::size_t features = fashion_mnist_features;  //!< 784
-  std::vector<float> images;  //!< [count, 784] row-major, pixel / 255 in [0, 1]
-  std::vector<std::uint8_t> labels;  //!< [count], 0..9
+  std::vector<float> images;                      //!< [count, 784] row-major, pixel / 255 in [0, 1]
+  std::vector<std::uint8_t> labels;               //!< [count], 0..9
 
   //! Pointer to the 784 pixels of example `i` (0 <= i < count).
   const float* image(std::size_t i) const { return images.data() + i * features; }
@@ -112,14 +111,18 @@ class GzFile {
       if (got < 0) {
         int errnum = 0;
         const char* msg = gzerror(file_, &errnum);
-        throw RuntimeError("kdist: Fashion-MNIST file " + path_ + " is corrupt: zlib error while "
-                           "reading " + what + ": " + (msg != nullptr ? msg : "unknown") +
+        throw RuntimeError("kdist: Fashion-MNIST file " + path_ +
+                           " is corrupt: zlib error while "
+                           "reading " +
+                           what + ": " + (msg != nullptr ? msg : "unknown") +
                            ". Reinstall it (apt-get install --reinstall dataset-fashion-mnist)");
       }
       if (got == 0) {
-        throw RuntimeError("kdist: Fashion-MNIST file " + path_ + " is truncated: it ended while "
-                           "reading " + what + " (" + std::to_string(done) + " of " +
-                           std::to_string(n) + " bytes). Reinstall it (apt-get install "
+        throw RuntimeError("kdist: Fashion-MNIST file " + path_ +
+                           " is truncated: it ended while "
+                           "reading " +
+                           what + " (" + std::to_string(done) + " of " + std::to_string(n) +
+                           " bytes). Reinstall it (apt-get install "
                            "--reinstall dataset-fashion-mnist)");
       }
       done += static_cast<std::size_t>(got);
@@ -162,11 +165,11 @@ inline std::string hex32(std::uint32_t x) {
 inline std::uint32_t read_idx_header(GzFile& f, std::uint32_t expected_magic) {
   const std::uint32_t magic = f.read_u32("the IDX magic number");
   if (magic != expected_magic) {
-    throw RuntimeError("kdist: Fashion-MNIST file " + f.path() + " is corrupt: IDX magic number " +
-                       hex32(magic) + ", expected " + hex32(expected_magic) + " (" +
-                       (expected_magic == 0x803 ? "ubyte images, 3 dimensions" :
-                                                  "ubyte labels, 1 dimension") +
-                       ")");
+    throw RuntimeError(
+        "kdist: Fashion-MNIST file " + f.path() + " is corrupt: IDX magic number " + hex32(magic) +
+        ", expected " + hex32(expected_magic) + " (" +
+        (expected_magic == 0x803 ? "ubyte images, 3 dimensions" : "ubyte labels, 1 dimension") +
+        ")");
   }
   return f.read_u32("the number of items");
 }
@@ -184,9 +187,9 @@ inline std::size_t fashion_mnist_size(Split split, const std::string& dir = {}) 
 //! Images are float [count, 784] with pixel / 255 in [0, 1], labels uint8 in 0..9.
 //! Errors: kdist::RuntimeError for a missing file (naming the path and `apt-get install
 //! dataset-fashion-mnist`), a corrupt one (bad magic number, image size other than 28x28, image
-//! and label counts that differ, a label above 9, zlib errors) or a truncated one; kdist::ValueError
-//! if [first, first + count) is not inside the split.
-//! Example: `auto test = kdist::examples::load_fashion_mnist(Split::test);`
+//! and label counts that differ, a label above 9, zlib errors) or a truncated one;
+//! kdist::ValueError if [first, first + count) is not inside the split. Example: `auto test =
+//! kdist::examples::load_fashion_mnist(Split::test);`
 inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
                                        std::size_t count = std::numeric_limits<std::size_t>::max(),
                                        const std::string& dir = {}) {
@@ -197,8 +200,7 @@ inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
   const std::uint32_t cols = images.read_u32("the number of columns");
   if (rows != 28 || cols != 28) {
     throw RuntimeError("kdist: Fashion-MNIST file " + images.path() + " is corrupt: images are " +
-                       std::to_string(rows) + "x" + std::to_string(cols) +
-                       ", expected 28x28");
+                       std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
   }
   const std::size_t n_labels = detail::read_idx_header(labels, 0x00000801);
   if (n_images != n_labels) {
@@ -207,9 +209,8 @@ inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
                        std::to_string(n_labels) + " labels");
   }
   if (first > n_images) {
-    throw ValueError("kdist::examples::load_fashion_mnist: first example " +
-                     std::to_string(first) + " is past the end of the split (" +
-                     std::to_string(n_images) + " examples)");
+    throw ValueError("kdist::examples::load_fashion_mnist: first example " + std::to_string(first) +
+                     " is past the end of the split (" + std::to_string(n_images) + " examples)");
   }
   if (count == std::numeric_limits<std::size_t>::max()) count = n_images - first;
   if (count > n_images - first) {

@@ -21,10 +21,9 @@
 //! Everything here is `KOKKOS_INLINE_FUNCTION` (or constexpr) and stateless: call it inside any
 //! Kokkos kernel.
 
+#include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <string_view>
-
-#include <Kokkos_Core.hpp>
 
 // Random123 marks its functions R123_CUDA_DEVICE; under nvcc/hipcc it defaults to __device__ only,
 // which a KOKKOS_INLINE_FUNCTION (host and device) could not call on the host.
@@ -49,7 +48,9 @@ constexpr std::uint64_t fnv1a_64(std::string_view text) noexcept {
 }
 
 //! The random stream of a variable path or layer name: `stream_id("d1/kernel")`. FNV-1a 64.
-constexpr std::uint64_t stream_id(std::string_view path) noexcept { return fnv1a_64(path); }
+constexpr std::uint64_t stream_id(std::string_view path) noexcept {
+  return fnv1a_64(path);
+}
 
 //! A Philox key derived from (seed, stream), and the step it draws for. Cheap to copy; build it
 //! once outside a kernel with `random_key` and draw elements from it inside.
@@ -65,7 +66,9 @@ struct RandomBits {
 };
 
 namespace detail {
-KOKKOS_INLINE_FUNCTION std::uint32_t lo32(std::uint64_t x) { return static_cast<std::uint32_t>(x); }
+KOKKOS_INLINE_FUNCTION std::uint32_t lo32(std::uint64_t x) {
+  return static_cast<std::uint32_t>(x);
+}
 KOKKOS_INLINE_FUNCTION std::uint32_t hi32(std::uint64_t x) {
   return static_cast<std::uint32_t>(x >> 32);
 }
@@ -88,8 +91,8 @@ KOKKOS_INLINE_FUNCTION RandomKey random_key(std::uint64_t seed, std::uint64_t st
 //! The four random words of global element `index` under `key`: Philox4x32-10 of counter
 //! {lo(index), hi(index), lo(step), hi(step)}.
 KOKKOS_INLINE_FUNCTION RandomBits random_bits(const RandomKey& key, std::uint64_t index) {
-  philox4x32_ctr_t ctr = {{detail::lo32(index), detail::hi32(index), detail::lo32(key.step),
-                           detail::hi32(key.step)}};
+  philox4x32_ctr_t ctr = {
+      {detail::lo32(index), detail::hi32(index), detail::lo32(key.step), detail::hi32(key.step)}};
   philox4x32_key_t k = {{key.k0, key.k1}};
   const philox4x32_ctr_t r = philox4x32_R(10, ctr, k);
   RandomBits b;

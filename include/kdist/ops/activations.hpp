@@ -6,12 +6,10 @@
 //! spaces through Kokkos kernels (see ops/backend.hpp). Each function documents which arguments
 //! may be the same View (in-place use).
 
-#include <cmath>
-#include <cstdint>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cmath>
+#include <cstdint>
 #include <kdist/detail/kokkos_math.hpp>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
@@ -59,9 +57,8 @@ void relu_backward(const YV& y, const DYV& dy, const DXV& dx, Backend = {}) {
   detail::require_shape("relu_backward", "dx", dx, y.extent(0), y.extent(1));
   if constexpr (eigen) {
     auto dxm = detail::eigen_map(dx);
-    dxm = (detail::eigen_map(y).array() > T(0))
-              .select(detail::eigen_map(dy).array(), T(0))
-              .matrix();
+    dxm =
+        (detail::eigen_map(y).array() > T(0)).select(detail::eigen_map(dy).array(), T(0)).matrix();
   } else {
     Kokkos::parallel_for(
         "kdist::ops::relu_backward", detail::md_range<DXV>(dx.extent(0), dx.extent(1)),

@@ -7,9 +7,8 @@
 //! to check them on the host), `backend::eigen` to insist on Eigen (a compile error for Views the
 //! host cannot read).
 
-#include <type_traits>
-
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 
 namespace kdist::ops {
 
@@ -30,14 +29,14 @@ inline constexpr KokkosBackend kokkos{};   //!< force Kokkos kernels
 //! host (HostSpace under Serial/OpenMP/Threads; not CUDA UVM, whose kernels run on the GPU).
 template <class V>
 inline constexpr bool runs_on_host_v =
-    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible &&
-    Kokkos::SpaceAccessibility<typename V::execution_space, Kokkos::HostSpace>::accessible;
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible&&
+        Kokkos::SpaceAccessibility<typename V::execution_space, Kokkos::HostSpace>::accessible;
 
 //! Whether a call with backend tag `Backend` on Views `Vs...` goes through Eigen.
 template <class Backend, class... Vs>
-inline constexpr bool uses_eigen_v =
-    std::is_same_v<Backend, EigenBackend> ||
-    (std::is_same_v<Backend, AutoBackend> && (runs_on_host_v<Vs> && ...));
+inline constexpr bool uses_eigen_v = std::is_same_v<Backend, EigenBackend> ||
+                                     (std::is_same_v<Backend, AutoBackend> &&
+                                      (runs_on_host_v<Vs> && ...));
 
 }  // namespace kdist::ops
 
@@ -49,12 +48,12 @@ constexpr bool check_backend() {
                     std::is_same_v<Backend, KokkosBackend>,
                 "kdist::ops: the backend argument must be kdist::ops::backend::automatic, "
                 "backend::eigen or backend::kokkos");
-  static_assert(!std::is_same_v<Backend, EigenBackend> ||
-                    (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                                typename Vs::memory_space>::accessible &&
-                     ...),
-                "kdist::ops: backend::eigen needs Views in host-accessible memory; use "
-                "backend::automatic or backend::kokkos for device memory");
+  static_assert(
+      !std::is_same_v<Backend, EigenBackend> ||
+          (Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Vs::memory_space>::accessible &&
+           ...),
+      "kdist::ops: backend::eigen needs Views in host-accessible memory; use "
+      "backend::automatic or backend::kokkos for device memory");
   return uses_eigen_v<Backend, Vs...>;
 }
 

@@ -6,15 +6,13 @@
 //! activation (rows of the batch on a "data" axis, columns on a "model" axis) draws exactly the
 //! elements of the full tensor's mask, and the backward pass recomputes it.
 
-#include <cstdint>
-#include <string>
-
 #include <Kokkos_Core.hpp>
-
+#include <cstdint>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <kdist/random.hpp>
+#include <string>
 
 namespace kdist::ops {
 

@@ -12,19 +12,17 @@
 //! Labels outside [0, classes) are a kdist::ValueError naming the row (Keras would silently count
 //! them as a zero target).
 
-#include <cmath>
-#include <cstdint>
-#include <string>
-#include <type_traits>
-#include <utility>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cmath>
+#include <cstdint>
 #include <kdist/detail/kokkos_math.hpp>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 namespace kdist::ops {
 
@@ -144,7 +142,8 @@ double mse_impl(const PV& p, const TV& target, const GV& g, T scale) {
   return total;
 }
 
-// ---- softmax cross-entropy from logits (fused) ----------------------------------------------------
+// ---- softmax cross-entropy from logits (fused)
+// ----------------------------------------------------
 
 template <bool Grad, bool Eigen, class ZV, class TV, class GV, class T>
 double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
@@ -215,7 +214,8 @@ double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
   return total;
 }
 
-// ---- cross-entropy from probabilities (Keras: normalise, clip, log) --------------------------------
+// ---- cross-entropy from probabilities (Keras: normalise, clip, log)
+// --------------------------------
 
 template <bool Grad, bool Eigen, class PV, class TV, class GV, class T>
 double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
@@ -275,8 +275,8 @@ double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
             }
             const T q = p(i, j) / s;
             const T c = q < lo ? lo : (q > hi ? hi : q);
-            if (t != T(0)) row -= static_cast<double>(t) * kdist::detail::kmath::log(
-                                                                static_cast<double>(c));
+            if (t != T(0))
+              row -= static_cast<double>(t) * kdist::detail::kmath::log(static_cast<double>(c));
             const T gq = (q > lo && q < hi) ? -t / c : T(0);
             dot += gq * q;
           }
@@ -357,8 +357,8 @@ double softmax_cross_entropy(const ZV& logits, const TV& target, Backend = {}) {
 //! over the rows and writes `grad = scale * d(sum)/d(probs)` (through the normalisation; zero where
 //! the clip is active). `grad` may be `probs`. Errors: as mean_squared_error.
 template <class PV, class TV, class GV, class Backend = AutoBackend>
-double cross_entropy(const PV& probs, const TV& target, const GV& grad,
-                     detail::scalar_t<PV> scale, double epsilon = keras_epsilon, Backend = {}) {
+double cross_entropy(const PV& probs, const TV& target, const GV& grad, detail::scalar_t<PV> scale,
+                     double epsilon = keras_epsilon, Backend = {}) {
   static_assert(detail::check_matrix<PV>());
   constexpr bool eigen = detail::check_backend<Backend, PV, TV, GV>();
   using T = detail::scalar_t<PV>;

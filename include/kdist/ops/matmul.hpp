@@ -5,15 +5,13 @@
 //! `dX = dY * W^T`. Host memory goes through Eigen's GEMM over the Views' data; other memory
 //! spaces through a Kokkos MDRange kernel.
 
-#include <cstdint>
-#include <string>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cstdint>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <string>
 
 namespace kdist::ops {
 
@@ -29,17 +27,25 @@ template <class AM, class BM, class CM, class T>
 void gemm_eigen(const AM& a, const BM& b, CM& c, Op op_a, Op op_b, T alpha, T beta) {
   if (beta == T(0)) {
     // BLAS convention: C is not read when beta == 0 (it may hold NaN or garbage).
-    if (op_a == Op::none && op_b == Op::none) c.noalias() = alpha * a * b;
-    else if (op_a == Op::transpose && op_b == Op::none) c.noalias() = alpha * a.transpose() * b;
-    else if (op_a == Op::none) c.noalias() = alpha * a * b.transpose();
-    else c.noalias() = alpha * a.transpose() * b.transpose();
+    if (op_a == Op::none && op_b == Op::none)
+      c.noalias() = alpha * a * b;
+    else if (op_a == Op::transpose && op_b == Op::none)
+      c.noalias() = alpha * a.transpose() * b;
+    else if (op_a == Op::none)
+      c.noalias() = alpha * a * b.transpose();
+    else
+      c.noalias() = alpha * a.transpose() * b.transpose();
     return;
   }
   if (beta != T(1)) c *= beta;
-  if (op_a == Op::none && op_b == Op::none) c.noalias() += alpha * a * b;
-  else if (op_a == Op::transpose && op_b == Op::none) c.noalias() += alpha * a.transpose() * b;
-  else if (op_a == Op::none) c.noalias() += alpha * a * b.transpose();
-  else c.noalias() += alpha * a.transpose() * b.transpose();
+  if (op_a == Op::none && op_b == Op::none)
+    c.noalias() += alpha * a * b;
+  else if (op_a == Op::transpose && op_b == Op::none)
+    c.noalias() += alpha * a.transpose() * b;
+  else if (op_a == Op::none)
+    c.noalias() += alpha * a * b.transpose();
+  else
+    c.noalias() += alpha * a.transpose() * b.transpose();
 }
 
 template <class AV, class BV, class CV, class T>
@@ -111,8 +117,9 @@ void matmul(const AV& A, const BV& B, const CV& C, Op op_a = Op::none, Op op_b =
   const void* c_data = C.data();
   if (C.size() != 0 && (c_data == static_cast<const void*>(A.data()) ||
                         c_data == static_cast<const void*>(B.data()))) {
-    throw ValueError("kdist::ops::matmul: C must not be the same memory as A or B (the product "
-                     "would read what it overwrites); write to another View");
+    throw ValueError(
+        "kdist::ops::matmul: C must not be the same memory as A or B (the product "
+        "would read what it overwrites); write to another View");
   }
   if (m == 0 || n == 0) return;
   if constexpr (eigen) {

@@ -9,18 +9,16 @@
 //! One training step: call `update` once per variable, then `finish_step()` once (Keras'
 //! `optimizer.iterations += 1`). `update` uses `iterations() + 1` as Keras' local step.
 
-#include <cmath>
-#include <cstdint>
-#include <string>
-#include <type_traits>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cmath>
+#include <cstdint>
 #include <kdist/detail/kokkos_math.hpp>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <string>
+#include <type_traits>
 
 namespace kdist {
 
@@ -120,8 +118,8 @@ class SGD {
   //! Updates `param` from `grad` (momentum 0). Errors: kdist::ValueError if the optimizer has
   //! momentum (use the overload with a velocity), or for a shape mismatch.
   template <class PV, class GV, class Backend = ops::AutoBackend>
-    requires(!Kokkos::is_view<Backend>::value)
-  void update(const PV& param, const GV& grad, Backend b = {}) const {
+  requires(!Kokkos::is_view<Backend>::value) void update(const PV& param, const GV& grad,
+                                                         Backend b = {}) const {
     if (needs_velocity()) {
       throw ValueError("kdist::SGD::update: this SGD has momentum " + std::to_string(momentum_) +
                        "; pass a velocity View (kdist::make_slot(param, label))");
@@ -132,8 +130,8 @@ class SGD {
   //! Updates `param` from `grad` with its `velocity` slot (unused, and may be any View of the
   //! parameter's shape, when momentum is 0). Errors: kdist::ValueError for a shape mismatch.
   template <class PV, class GV, class MV, class Backend = ops::AutoBackend>
-    requires(Kokkos::is_view<MV>::value)
-  void update(const PV& param, const GV& grad, const MV& velocity, Backend = {}) const {
+  requires(Kokkos::is_view<MV>::value) void update(const PV& param, const GV& grad,
+                                                   const MV& velocity, Backend = {}) const {
     static_assert(!std::is_const_v<typename PV::value_type>,
                   "kdist::SGD::update: the parameter View must not be const");
     constexpr bool eigen = ops::detail::check_backend<Backend, PV, GV, MV>();
@@ -154,8 +152,10 @@ class SGD {
       } else {
         auto m = detail::flat_array(velocity);
         m = m * mu - g * lr;
-        if (nesterov) p += m * mu - g * lr;
-        else p += m;
+        if (nesterov)
+          p += m * mu - g * lr;
+        else
+          p += m;
       }
     } else {
       auto p = detail::flat_view(param);
@@ -196,8 +196,7 @@ class Adam {
     check_beta("beta_1", beta_1);
     check_beta("beta_2", beta_2);
     if (!(epsilon >= 0.0)) {
-      throw ValueError("kdist::Adam: epsilon is " + std::to_string(epsilon) +
-                       "; it must be >= 0");
+      throw ValueError("kdist::Adam: epsilon is " + std::to_string(epsilon) + "; it must be >= 0");
     }
   }
 

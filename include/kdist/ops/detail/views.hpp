@@ -3,14 +3,12 @@
 //! Compile-time checks on the Views the local kernels take, shape strings for error messages,
 //! Eigen maps over host Views, and the Kokkos policies of the fallback kernels.
 
-#include <cstdint>
-#include <string>
-#include <type_traits>
-
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
-
+#include <cstdint>
 #include <kdist/error.hpp>
+#include <string>
+#include <type_traits>
 
 namespace kdist::ops::detail {
 
@@ -150,8 +148,7 @@ auto range(std::size_t n) {
 
 template <class V>
 auto md_range(std::size_t rows, std::size_t cols) {
-  using Policy =
-      Kokkos::MDRangePolicy<exec_t<V>, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  using Policy = Kokkos::MDRangePolicy<exec_t<V>, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
   using P = typename Policy::point_type;
   P lower;
   P upper;
