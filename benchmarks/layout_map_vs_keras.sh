@@ -27,11 +27,22 @@ if [[ ! -x $bin ]]; then
   cmake --build "$build" --target bench_layout_map -j2
 fi
 
-echo "== Python anchor (Keras' LayoutMap algorithm, stdlib re) =="
-py200=$(python3 "$anchor" 200 10000)
-echo "$py200"
-py1000=$(python3 "$anchor" 1000 "$paths_1000")
-echo "$py1000"
+# Both sides are wall-clock (the anchor uses time.perf_counter; the binary UseRealTime). On a
+# shared machine, take the fastest of 3 runs of the anchor.
+best_of_3() {
+  local best="" line
+  for _ in 1 2 3; do
+    line=$(python3 "$anchor" "$1" "$2")
+    echo "  $line" >&2
+    if [[ -z $best ]] || python3 -c 'import re,sys; f=lambda s: float(re.search(r"per_lookup_us=([0-9.]+)", s).group(1)); sys.exit(0 if f(sys.argv[1]) < f(sys.argv[2]) else 1)' "$line" "$best"; then
+      best=$line
+    fi
+  done
+  echo "$best"
+}
+echo "== Python anchor (Keras' LayoutMap algorithm, stdlib re), best of 3 =="
+py200=$(best_of_3 200 10000)
+py1000=$(best_of_3 1000 "$paths_1000")
 
 echo "== kdist (bench_layout_map) =="
 json=$(mktemp)
@@ -45,7 +56,7 @@ per = {}
 for b in data["benchmarks"]:
     if b.get("error_occurred"):
         sys.exit(f"benchmark failed: {b['name']}: {b.get('error_message')}")
-    per[b["name"]] = b["lookup"]  # seconds of CPU time per lookup
+    per[b["name"].removesuffix("/real_time")] = b["lookup"]  # wall seconds per lookup
 def py_us(line):
     return float(re.search(r"per_lookup_us=([0-9.]+)", line).group(1))
 def fmt(s):
