@@ -283,15 +283,15 @@ class BasicTensorLayout {
   const Mesh_& device_mesh() const { return mesh_; }
 
   std::size_t shards(std::size_t d) const {
-    return detail::group_size(axis_indices_[d].idx, axis_indices_[d].count, mesh_.extents());
+    return detail::group_size(axis_indices_[d].idx, axis_indices_[d].count, mesh_extents());
   }
   std::size_t shard_index(std::size_t d, const std::array<std::size_t, Mesh_::rank()>& coords) const {
-    return detail::group_index(axis_indices_[d].idx, axis_indices_[d].count, mesh_.extents(),
+    return detail::group_index(axis_indices_[d].idx, axis_indices_[d].count, mesh_extents(),
                                coords);
   }
   Block block(std::size_t d, std::size_t global,
               const std::array<std::size_t, Mesh_::rank()>& coords) const {
-    return block_on(d, global, mesh_.extents(), coords);
+    return block_on(d, global, mesh_extents(), coords);
   }
 
   //! Local extents of the block device `device` holds of a tensor of global `shape`. A shape of
@@ -345,6 +345,12 @@ class BasicTensorLayout {
   }
 
  private:
+  //! The mesh's extents, static ones as constants (so shard arithmetic on static axes folds).
+  std::array<std::size_t, Mesh_::rank()> mesh_extents() const {
+    std::array<std::size_t, Mesh_::rank()> e{};
+    for (std::size_t r = 0; r < Mesh_::rank(); ++r) e[r] = mesh_.extent(r);
+    return e;
+  }
   template <std::size_t R>
   static constexpr bool check_rank() {
     static_assert(detail::diagnose<R == rank(), error::layout_rank_mismatch<rank(), R, repr_>>::value,

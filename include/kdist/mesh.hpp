@@ -189,19 +189,20 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   DeviceMesh(const std::array<std::size_t, rank()>& shape, std::size_t device_count)
       : DeviceMesh(shape, detail::numbered_devices(device_count)) {}
 
-  std::size_t extent(std::size_t r) const { return extents_[r]; }
+  //! Extent of axis r (the static extent where there is one: a constant the compiler can fold).
+  std::size_t extent(std::size_t r) const {
+    return static_extents_[r] != dynamic_extent ? static_extents_[r] : extents_[r];
+  }
   const std::array<std::size_t, rank()>& extents() const { return extents_; }
   std::size_t size() const { return devices_.size(); }
   const std::vector<std::string>& devices() const { return devices_; }
 
   //! Mesh coordinates of device `index`, row-major (as np.reshape(devices, shape)).
   std::array<std::size_t, rank()> coords_of(std::size_t index) const {
-    if (index >= size()) {
-      throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
-                       " is out of range for a mesh of " + std::to_string(size()) + " devices");
-    }
-    std::array<std::size_t, rank()> c{};
-    detail::unflatten(extents_, index, c);
+    if (index >= size()) detail::throw_device_index_out_of_range(index, size());
+    std::array<std::size_t, rank()> e{}, c{};
+    for (std::size_t r = 0; r < rank(); ++r) e[r] = extent(r);  // static extents fold
+    detail::unflatten(e, index, c);
     return c;
   }
   //! Device index at mesh `coords` (inverse of coords_of); a ValueError when out of range.

@@ -132,11 +132,7 @@ class RuntimeTensorLayout {
   //! Which shard of dimension d the device at mesh `coords` holds.
   std::size_t shard_index(std::size_t d, std::span<const std::size_t> coords) const {
     const auto& ax = mesh_axes_of(d);
-    if (coords.size() != mesh_->rank()) {
-      throw ValueError("kdist::TensorLayout: " + std::to_string(coords.size()) +
-                       " mesh coordinates given for a mesh of rank " +
-                       std::to_string(mesh_->rank()));
-    }
+    check_coords(coords);
     return detail::group_index(ax, ax.size(), mesh_->shape(), coords);
   }
 
@@ -165,7 +161,11 @@ class RuntimeTensorLayout {
   //! Global offset and local extent, along dimension d of global extent `global`, of the block
   //! the device at `coords` holds.
   Block block(std::size_t d, std::size_t global, std::span<const std::size_t> coords) const {
-    return detail::chunk_block(global, shards(d), shard_index(d, coords));
+    const auto& ax = mesh_axes_of(d);
+    check_coords(coords);
+    const auto& shape = mesh_->shape();
+    return detail::chunk_block(global, detail::group_size(ax, ax.size(), shape),
+                               detail::group_index(ax, ax.size(), shape, coords));
   }
   //! Local extents of the block device `device` holds of a tensor of global `shape`.
   std::vector<std::size_t> local_extents(std::span<const std::size_t> shape,
@@ -255,6 +255,13 @@ class RuntimeTensorLayout {
       throw ValueError("kdist::TensorLayout: layout " + axes_repr() +
                        " has no device mesh; give it one (set_device_mesh, or insert it in a "
                        "LayoutMap that has a mesh)");
+    }
+  }
+  void check_coords(std::span<const std::size_t> coords) const {
+    if (coords.size() != mesh_->rank()) {
+      throw ValueError("kdist::TensorLayout: " + std::to_string(coords.size()) +
+                       " mesh coordinates given for a mesh of rank " +
+                       std::to_string(mesh_->rank()));
     }
   }
   void check_index(std::span<const std::size_t> shape, std::span<const std::size_t> index) const {

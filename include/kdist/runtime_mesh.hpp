@@ -35,6 +35,13 @@ inline std::string join_quoted(std::span<const std::string> names) {
   return py_list(quoted);
 }
 
+//! The error of a device index out of range, kept out of line so that the checks inline cheaply.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_device_index_out_of_range(
+    std::size_t index, std::size_t size) {
+  throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
+                   " is out of range for a mesh of " + std::to_string(size) + " devices");
+}
+
 inline std::string shape_repr(std::span<const std::size_t> shape) {
   std::vector<std::string> items;
   for (auto e : shape) items.push_back(std::to_string(e));
@@ -141,10 +148,7 @@ class RuntimeDeviceMesh {
   };
 
   void check_device_index(std::size_t index) const {
-    if (index >= size()) {
-      throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
-                       " is out of range for a mesh of " + std::to_string(size()) + " devices");
-    }
+    if (index >= size()) detail::throw_device_index_out_of_range(index, size());
   }
 
   void validate() const {
