@@ -393,6 +393,25 @@ TEST_F(LayoutMapTest, ManyRulesAndHugePathsFallBackCorrectly) {
   EXPECT_FALSE(layout_map.get(noise + "b500/kernel"));
 }
 
+TEST_F(LayoutMapTest, KeyByKeyFallbackGivesTheSameResults) {
+  // A set too large for its memory budget is not built: lookups match key by key.
+  LayoutMap one_pass(device_mesh);
+  for (int i = 0; i < 60; ++i) one_pass[".*b" + std::to_string(i) + "/(k|q)[a-z]*"] = replicated_1d;
+  one_pass[".*b7/kernel"] = sharded_1d;  // b7/kernel matches two keys
+  LayoutMap key_by_key = one_pass;
+  key_by_key.set_match_memory_budget(20000);
+  EXPECT_EQ(key_by_key.match_memory_budget(), 20000);
+  EXPECT_TRUE(one_pass.uses_regex_set());
+  EXPECT_FALSE(key_by_key.uses_regex_set());
+  for (const std::string path : {"m/b3/kernel", "m/b59/q", "m/b60/kernel", "b12/kx", "m/b3/x"}) {
+    EXPECT_EQ(key_by_key.matching_key(path), one_pass.matching_key(path)) << path;
+  }
+  expect_value_error([&] { (void)key_by_key.get("m/b7/kernel"); },
+                     {"Path 'm/b7/kernel' matches multiple", "'.*b7/(k|q)[a-z]*', '.*b7/kernel'"});
+  key_by_key.set_match_memory_budget(0);  // automatic again
+  EXPECT_TRUE(key_by_key.uses_regex_set());
+}
+
 // ---- cache ----------------------------------------------------------------------------------------
 
 TEST_F(LayoutMapTest, CacheIsInvalidatedByEveryChange) {

@@ -190,6 +190,7 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
   bool is_multi_process() const { return num_processes_ > 1; }
   //! Shard the input data among processes (Keras `auto_shard_dataset`).
   bool auto_shard_dataset() const { return auto_shard_dataset_; }
+  //! Not synchronised: set it before the distribution is shared with other threads.
   void set_auto_shard_dataset(bool value) { auto_shard_dataset_ = value; }
 
   //! Number of model replicas (copies of the model that see different data).

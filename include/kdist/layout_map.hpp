@@ -188,6 +188,7 @@ class LayoutMap {
         regexes_(other.regexes_),
         index_(other.index_),
         strict_(other.strict_),
+        set_max_mem_(other.set_max_mem_),
         state_(std::make_unique<State>()) {
     std::shared_lock lock(other.state_->mutex);
     state_->used = other.state_->used;
@@ -200,6 +201,7 @@ class LayoutMap {
         regexes_(std::move(other.regexes_)),
         index_(std::move(other.index_)),
         strict_(other.strict_),
+        set_max_mem_(other.set_max_mem_),
         state_(std::exchange(other.state_, std::make_unique<State>())) {
     other.items_.clear();
     other.regexes_.clear();
@@ -216,6 +218,7 @@ class LayoutMap {
       regexes_ = std::move(other.regexes_);
       index_ = std::move(other.index_);
       strict_ = other.strict_;
+      set_max_mem_ = other.set_max_mem_;
       state_ = std::exchange(other.state_, std::make_unique<State>());
       other.items_.clear();
       other.regexes_.clear();
@@ -423,6 +426,22 @@ class LayoutMap {
     state_->cache_capacity = capacity;
     state_->cache.clear();
   }
+  //! Memory budget, in bytes, of the RE2::Set that matches every key in one pass; 0 (the
+  //! default) means 64 MiB plus 64 KiB per key. When the keys do not fit, lookups match key by
+  //! key instead (same results, slower). Invalidates the compiled set and the cache.
+  void set_match_memory_budget(std::int64_t bytes) {
+    set_max_mem_ = bytes < 0 ? 0 : bytes;
+    changed();
+  }
+  std::int64_t match_memory_budget() const { return set_max_mem_; }
+  //! Whether the keys are matched in one pass by an RE2::Set (false: key by key, because the
+  //! set did not fit its memory budget). Builds the set if needed.
+  bool uses_regex_set() const {
+    if (items_.empty()) return false;
+    std::unique_lock lock(state_->mutex);
+    if (!state_->matcher) state_->matcher = build_matcher();
+    return state_->matcher->ok;
+  }
   //! Number of paths currently cached.
   std::size_t cache_size() const {
     std::shared_lock lock(state_->mutex);
@@ -435,9 +454,8 @@ class LayoutMap {
 
   //! The compiled RE2::Set of every key (anchored at both ends), immutable once built.
   struct Matcher {
-    explicit Matcher(std::size_t keys)
-        : set(detail::layout_map_re2_options(detail::layout_map_set_max_mem(keys)),
-              RE2::ANCHOR_BOTH) {}
+    explicit Matcher(std::int64_t max_mem)
+        : set(detail::layout_map_re2_options(max_mem), RE2::ANCHOR_BOTH) {}
     RE2::Set set;
     bool ok = false;  // compiled; false means "match each key's own RE2"
   };
@@ -498,7 +516,8 @@ class LayoutMap {
   }
 
   std::shared_ptr<const Matcher> build_matcher() const {
-    auto m = std::make_shared<Matcher>(items_.size());
+    auto m = std::make_shared<Matcher>(
+        set_max_mem_ > 0 ? set_max_mem_ : detail::layout_map_set_max_mem(items_.size()));
     bool ok = true;
     for (const auto& [key, layout] : items_) {
       std::string error;
@@ -532,7 +551,9 @@ class LayoutMap {
         return out;
       }
       if (info.kind == RE2::Set::kNoError) return out;  // no key matches
-      // The Set's DFA gave up (out of memory on a huge path): match key by key below.
+      // The Set's DFA could not run (out of memory: a single DFA state larger than its budget;
+      // RE2 2022-06 never reports this for budgets the Set compiled in, but later releases may):
+      // match key by key below.
     }
     for (std::size_t i = 0; i < regexes_.size(); ++i) {
       if (RE2::FullMatch(path, *regexes_[i])) out.push_back(i);
@@ -645,6 +666,7 @@ class LayoutMap {
   std::vector<std::shared_ptr<const RE2>> regexes_;   // one per item, immutable
   std::unordered_map<std::string, std::size_t, detail::string_hash, std::equal_to<>> index_;
   bool strict_ = false;
+  std::int64_t set_max_mem_ = 0;  // 0: detail::layout_map_set_max_mem(size())
   std::unique_ptr<State> state_;
 };
 
