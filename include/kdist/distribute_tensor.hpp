@@ -129,7 +129,7 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor(
     const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
-  auto t = Tensor::zeros(shape, layout);
+  auto t = Tensor::uninitialized(shape, layout);
   auto h = Kokkos::create_mirror_view(t.local());
   detail::copy_box(global, detail::whole<Tensor>(shape), h.data(), t.block(), t.block());
   Kokkos::deep_copy(t.local(), h);
@@ -161,7 +161,7 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
-  auto t = Tensor::zeros(shape, layout);
+  auto t = Tensor::uninitialized(shape, layout);
   const std::size_t n = t.device_mesh().size();
   if (root < 0 || static_cast<std::size_t>(root) >= n) {
     throw ValueError("kdist::distribute_tensor_from_root: root " + std::to_string(root) +
@@ -195,7 +195,7 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor(
     const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
-  auto t = Tensor::zeros(shape, layout);
+  auto t = Tensor::uninitialized(shape, layout);
   detail::fill_from_function(t.local(), t.offsets(), f, std::make_index_sequence<Tensor::rank>{});
   Kokkos::Profiling::popRegion();
   return t;
@@ -217,7 +217,8 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
   const bool here = !root || static_cast<std::size_t>(*root) == t.device();
   std::array<std::size_t, R> ext{};
   if (here) ext = t.shape();
-  Host out = detail::make_view<Host>("kdist::full_tensor", ext, std::make_index_sequence<R>{});
+  Host out = detail::make_view<Host>("kdist::full_tensor", ext, std::make_index_sequence<R>{},
+                                    /*zero=*/t.is_partial());
   auto src = detail::host_local(t);
   std::vector<detail::Box<R>> blocks;
   for (std::size_t d = 0; d < n; ++d) blocks.push_back(t.block_of(d));

@@ -60,7 +60,7 @@ DistributedTensor<DataType, MemorySpace> redistribute(const DistributedTensor<Da
     Kokkos::Profiling::popRegion();
     return Tensor::from_local(sum, t.shape(), std::move(target));
   }
-  auto out = Tensor::zeros(t.shape(), target);
+  auto out = t.is_partial() ? Tensor::zeros(t.shape(), target) : Tensor::uninitialized(t.shape(), target);
   const std::size_t n = t.device_mesh().size();
   std::vector<detail::Box<R>> from, to;
   for (std::size_t d = 0; d < n; ++d) {

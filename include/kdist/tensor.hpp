@@ -56,7 +56,8 @@ inline void check_layout_for_tensor(const RuntimeTensorLayout& layout,
 
 template <class View, std::size_t... I>
 View make_view(const std::string& label, const std::array<std::size_t, sizeof...(I)>& ext,
-               std::index_sequence<I...>) {
+               std::index_sequence<I...>, bool zero = true) {
+  if (!zero) return View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), ext[I]...);
   return View(Kokkos::view_alloc(label), ext[I]...);
 }
 }  // namespace detail
@@ -101,8 +102,13 @@ class DistributedTensor {
   //! A zero-filled tensor.
   static DistributedTensor zeros(const shape_type& shape, RuntimeTensorLayout layout,
                                  std::string label = "kdist::DistributedTensor") {
-    DistributedTensor t(shape, std::move(layout), {}, true, label);
-    return t;
+    return DistributedTensor(shape, std::move(layout), {}, true, label);
+  }
+  //! A tensor whose local block is allocated but not initialised (for callers that write every
+  //! element).
+  static DistributedTensor uninitialized(const shape_type& shape, RuntimeTensorLayout layout,
+                                         std::string label = "kdist::DistributedTensor") {
+    return DistributedTensor(shape, std::move(layout), {}, true, label, false);
   }
 
   const shape_type& shape() const { return shape_; }
@@ -145,7 +151,7 @@ class DistributedTensor {
  private:
   DistributedTensor(const shape_type& shape, RuntimeTensorLayout layout,
                     std::vector<std::string> partial, bool allocate,
-                    const std::string& label = "kdist::DistributedTensor")
+                    const std::string& label = "kdist::DistributedTensor", bool zero = true)
       : shape_(shape), layout_(std::move(layout)), partial_(std::move(partial)) {
     detail::check_layout_for_tensor(layout_, shape_);
     for (const auto& a : partial_) {
@@ -167,7 +173,7 @@ class DistributedTensor {
     device_ = static_cast<std::size_t>(detail::world_rank());
     block_ = block_of(device_);
     if (allocate) {
-      local_ = detail::make_view<view_type>(label, block_.ext, std::make_index_sequence<rank>{});
+      local_ = detail::make_view<view_type>(label, block_.ext, std::make_index_sequence<rank>{}, zero);
     }
   }
 
