@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -522,9 +523,11 @@ TEST(GlobalDistributionTest, ReadersNeverSeeATornValue) {
   std::atomic<bool> stop{false};
   std::atomic<long> reads{0};
   std::atomic<int> bad{0};
+  std::atomic<int> started{0};
   std::vector<std::thread> readers;
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
+      ++started;
       while (!stop.load()) {
         auto d = kdist::distribution();
         if (!d) continue;
@@ -538,7 +541,12 @@ TEST(GlobalDistributionTest, ReadersNeverSeeATornValue) {
     });
   }
   std::thread writer([&] {
-    for (int i = 0; i < 20000; ++i) {
+    while (started.load() < 4) std::this_thread::yield();
+    // At least 20000 writes, and on until the readers have read 4000 times (a loaded machine may
+    // not schedule them during the first writes), at most 20 s.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int i = 0; i < 20000 || (reads.load() < 4000 && std::chrono::steady_clock::now() < deadline);
+         ++i) {
       kdist::set_distribution(i % 2 ? a : b);
       if (i % 3 == 0) {  // scopes from another thread too
         auto scope = (i % 2 ? b : a)->scope();
