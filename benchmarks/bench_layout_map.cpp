@@ -11,15 +11,13 @@
 //   Baselines in the same binary: BM_Raw_Re2PerKey (RE2::FullMatch key by key, Keras' loop with
 //   RE2), BM_Raw_UnorderedMapFind (a plain hash-map probe, the floor for a cached lookup).
 #include <benchmark/benchmark.h>
+#include <re2/re2.h>
 
+#include <kdist/layout_map.hpp>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <re2/re2.h>
-
-#include <kdist/layout_map.hpp>
 
 namespace {
 
@@ -42,7 +40,8 @@ Workload make_workload(std::size_t n_rules, std::size_t paths) {
       if (w.rules.size() == n_rules) break;
       std::string r = "block_" + std::to_string(b) + "/" + k;
       // str.replace("/kernel", "/ker.*"): every occurrence
-      for (std::size_t pos = r.find("/kernel"); pos != std::string::npos; pos = r.find("/kernel", pos + 6)) {
+      for (std::size_t pos = r.find("/kernel"); pos != std::string::npos;
+           pos = r.find("/kernel", pos + 6)) {
         r.replace(pos, 7, "/ker.*");
       }
       w.rules.push_back(".*" + r);
@@ -77,9 +76,9 @@ const Fixture& fixture(std::size_t n_rules) {
 
 void set_counters(benchmark::State& state, std::size_t hits, std::size_t expected) {
   if (hits != expected) state.SkipWithError("hit count differs from the first resolution");
-  state.counters["lookup"] = benchmark::Counter(static_cast<double>(n_paths),
-                                                benchmark::Counter::kIsIterationInvariantRate |
-                                                    benchmark::Counter::kInvert);
+  state.counters["lookup"] = benchmark::Counter(
+      static_cast<double>(n_paths),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["hits"] = static_cast<double>(expected);
 }
 
@@ -176,9 +175,21 @@ void BM_Raw_UnorderedMapFind(benchmark::State& state) {
 // counter is wall seconds per lookup.
 BENCHMARK(BM_LayoutMap_Cold)->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LayoutMap_Uncached)->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_LayoutMap_CachedFind)->Arg(200)->Arg(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_LayoutMap_CachedGet)->Arg(200)->Arg(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LayoutMap_CachedFind)
+    ->Arg(200)
+    ->Arg(1000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_LayoutMap_CachedGet)
+    ->Arg(200)
+    ->Arg(1000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_Raw_Re2PerKey)->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Raw_UnorderedMapFind)->Arg(200)->Arg(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Raw_UnorderedMapFind)
+    ->Arg(200)
+    ->Arg(1000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

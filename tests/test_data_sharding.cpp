@@ -6,14 +6,13 @@
 
 #include <algorithm>
 #include <array>
+#include <kdist/data_parallel.hpp>
+#include <kdist/data_sharding.hpp>
+#include <kdist/model_parallel.hpp>
 #include <numeric>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <kdist/data_parallel.hpp>
-#include <kdist/data_sharding.hpp>
-#include <kdist/model_parallel.hpp>
 
 namespace {
 
@@ -155,8 +154,7 @@ TEST(DataSharding, SetupErrorsNameTheNumbers) {
   expect_value_error([&] { (void)kdist::distribute_dataset(data, 0, 1, 0); },
                      {"global batch size must be at least 1"});
   const std::vector<int> none;
-  expect_value_error([&] { (void)kdist::distribute_dataset(none, 4, 1, 0); },
-                     {"no examples"});
+  expect_value_error([&] { (void)kdist::distribute_dataset(none, 4, 1, 0); }, {"no examples"});
   expect_value_error([&] { (void)kdist::distribute_dataset(data, 128, 1, 0); },
                      {"64 examples, fewer than one global batch of 128"});
   expect_value_error([&] { (void)kdist::distribute_dataset(data, 8, 2, 2); },
@@ -184,7 +182,8 @@ TEST(DataSharding, UsesTheGlobalDistribution) {
   const auto data = range(16);
   EXPECT_EQ(kdist::distribute_dataset(data, 4).plan().num_data_shards(), 1u);  // none set
   kdist::RuntimeDeviceMesh mesh({2}, {"batch"}, 2);
-  auto dp = std::make_shared<kdist::DataParallel>(mesh, kdist::DistributionOptions{.num_processes = 2, .process_id = 1});
+  auto dp = std::make_shared<kdist::DataParallel>(
+      mesh, kdist::DistributionOptions{.num_processes = 2, .process_id = 1});
   auto scope = dp->scope();
   auto ds = kdist::distribute_dataset(data, 4);
   EXPECT_EQ(ds.plan().num_data_shards(), 2u);

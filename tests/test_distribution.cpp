@@ -13,17 +13,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
-#include <string>
-#include <thread>
-#include <vector>
-
 #include <kdist/data_parallel.hpp>
 #include <kdist/data_sharding.hpp>
 #include <kdist/distribution.hpp>
 #include <kdist/layout_map.hpp>
 #include <kdist/mesh.hpp>
 #include <kdist/model_parallel.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -140,7 +139,8 @@ class ReplicasDistribution : public Distribution {
 TEST_F(DistributionTest, DataShardId) {
   // Case 1: num_model_replicas >= num_processes: data_shard_id should be process_id
   for (std::size_t process_id = 0; process_id < 4; ++process_id) {
-    ReplicasDistribution distribution(device_mesh, 8, {.num_processes = 4, .process_id = process_id});
+    ReplicasDistribution distribution(device_mesh, 8,
+                                      {.num_processes = 4, .process_id = process_id});
     EXPECT_EQ(distribution.data_shard_id(), process_id);
     EXPECT_EQ(distribution.num_data_shards(), 4u);
   }
@@ -148,7 +148,8 @@ TEST_F(DistributionTest, DataShardId) {
   // process_id // (num_processes // num_model_replicas)
   const std::vector<std::size_t> expected_data_shard_ids{0, 0, 1, 1};
   for (std::size_t process_id = 0; process_id < 4; ++process_id) {
-    ReplicasDistribution distribution(device_mesh, 2, {.num_processes = 4, .process_id = process_id});
+    ReplicasDistribution distribution(device_mesh, 2,
+                                      {.num_processes = 4, .process_id = process_id});
     EXPECT_EQ(distribution.data_shard_id(), expected_data_shard_ids[process_id]);
     EXPECT_EQ(distribution.num_data_shards(), 2u);
   }
@@ -158,8 +159,11 @@ TEST_F(DistributionTest, BaseClassMembersAreNotImplemented) {
   Distribution distribution(device_mesh);
   expect_error<kdist::RuntimeError>([&] { (void)distribution.num_model_replicas(); },
                                     {"Distribution::num_model_replicas is not implemented"});
-  expect_error<kdist::RuntimeError>([&] { (void)distribution.get_data_layout({4, 2}); },
-                                    {"get_data_layout is not implemented"});
+  expect_error<kdist::RuntimeError>(
+      [&] {
+        (void)distribution.get_data_layout({4, 2});
+      },
+      {"get_data_layout is not implemented"});
   expect_error<kdist::RuntimeError>(
       [&] { (void)distribution.get_variable_layout(VariableInfo("v", {3})); },
       {"get_variable_layout is not implemented"});
@@ -211,7 +215,8 @@ TEST_F(DataParallelDistributionTest, GetDataLayout) {
   const std::vector<std::size_t> data_shape{4, 2, 2};  // np.arange(16).reshape((4, 2, 2))
   auto data_layout = distribution.get_data_layout(data_shape);
   EXPECT_EQ(data_layout.device_mesh(), device_mesh);
-  EXPECT_EQ(data_layout.axes(), (std::vector<DimAxes>{"data", kdist::replicated, kdist::replicated}));
+  EXPECT_EQ(data_layout.axes(),
+            (std::vector<DimAxes>{"data", kdist::replicated, kdist::replicated}));
   expect_error([&] { (void)distribution.get_data_layout(std::vector<std::size_t>{}); },
                {"data of shape () has no batch dimension"});
 }
@@ -258,7 +263,8 @@ TEST_F(DataParallelDistributionTest, MultiAxisMeshShardsDataOnTheFirstAxis) {
   EXPECT_EQ(data_layout.axes_repr(), "('data', None, None)");
   EXPECT_EQ(data_layout.shards(0), 4u);
   EXPECT_EQ(data_layout.replicated_mesh_axes(), (std::vector<std::size_t>{1}));
-  EXPECT_TRUE(distribution.get_variable_layout(VariableInfo("d1/kernel", {784, 200})).is_fully_replicated());
+  EXPECT_TRUE(distribution.get_variable_layout(VariableInfo("d1/kernel", {784, 200}))
+                  .is_fully_replicated());
 }
 
 TEST_F(DataParallelDistributionTest, FromAStaticMesh) {
@@ -320,7 +326,8 @@ TEST_F(ModelParallelDistributionTest, DistributeData) {
   ModelParallel distribution(layout_map, "data");
   auto data_layout = distribution.get_data_layout({4, 2, 2});
   EXPECT_EQ(data_layout.device_mesh(), device_mesh);
-  EXPECT_EQ(data_layout.axes(), (std::vector<DimAxes>{"data", kdist::replicated, kdist::replicated}));
+  EXPECT_EQ(data_layout.axes(),
+            (std::vector<DimAxes>{"data", kdist::replicated, kdist::replicated}));
 }
 
 TEST_F(ModelParallelDistributionTest, GetTensorLayout) {
@@ -395,8 +402,11 @@ TEST_F(ModelParallelDistributionTest, VariablesAreResolvedWithDiagnostics) {
   ModelParallel distribution(std::shared_ptr<const LayoutMap>(layout_map), "data");
   EXPECT_EQ(&distribution.layout_map(), layout_map.get());  // shared, not copied
   // A rule whose rank does not fit the variable: the path is in the message.
-  expect_error([&] { (void)distribution.get_variable_layout(VariableInfo("d1/bias", {200, 1})); },
-               {"variable 'd1/bias' of shape (200, 1)", "has rank 1"});
+  expect_error(
+      [&] {
+        (void)distribution.get_variable_layout(VariableInfo("d1/bias", {200, 1}));
+      },
+      {"variable 'd1/bias' of shape (200, 1)", "has rank 1"});
   (void)distribution.get_variable_layout(VariableInfo("d1/kernel", {784, 200}));
   (void)distribution.get_variable_layout(VariableInfo("d2/kernel", {200, 10}));
   auto report = distribution.layout_map().report();
@@ -404,8 +414,11 @@ TEST_F(ModelParallelDistributionTest, VariablesAreResolvedWithDiagnostics) {
   ASSERT_EQ(report.replicated_variables.size(), 1u);
   EXPECT_EQ(report.replicated_variables[0].path, "d2/kernel");
   layout_map->set_strict(true);
-  expect_error([&] { (void)distribution.get_variable_layout(VariableInfo("d2/kernel", {200, 10})); },
-               {"strict", "'d2/kernel'"});
+  expect_error(
+      [&] {
+        (void)distribution.get_variable_layout(VariableInfo("d2/kernel", {200, 10}));
+      },
+      {"strict", "'d2/kernel'"});
 }
 
 // Any type with path() and shape() is a variable; layout() is optional.
@@ -450,18 +463,21 @@ TEST_F(ModelParallelDistributionTest, DataShardIdFollowsTheDeviceOnTheBatchAxis)
     EXPECT_EQ(d.data_shard_id(), p % 4);
   }
   // Devices listed in another order: process p drives the device named "cpu:p".
-  RuntimeDeviceMesh reversed({2, 4}, {"data", "model"},
-                             {"cpu:7", "cpu:6", "cpu:5", "cpu:4", "cpu:3", "cpu:2", "cpu:1", "cpu:0"});
+  RuntimeDeviceMesh reversed(
+      {2, 4}, {"data", "model"},
+      {"cpu:7", "cpu:6", "cpu:5", "cpu:4", "cpu:3", "cpu:2", "cpu:1", "cpu:0"});
   ModelParallel d(LayoutMap(reversed), "data", {.num_processes = 8, .process_id = 0});
   EXPECT_EQ(d.data_shard_id(), 1u);  // "cpu:0" is at (1, 3)
 }
 
-// ---- Keras' DataShardingIntegrationTest -----------------------------------------------------------
+// ---- Keras' DataShardingIntegrationTest
+// -----------------------------------------------------------
 
 TEST(DataShardingIntegrationTest, DistributeDatasetShardingBehavior) {
   const std::size_t num_devices = 8;
   const std::size_t num_model_replicas = num_devices / 2;
-  RuntimeDeviceMesh device_mesh({num_model_replicas, 2}, {"data", "model"}, cpu_devices(num_devices));
+  RuntimeDeviceMesh device_mesh({num_model_replicas, 2}, {"data", "model"},
+                                cpu_devices(num_devices));
   LayoutMap layout_map(device_mesh);
   std::vector<int> global_dataset(4 * num_model_replicas);  // tf.data.Dataset.range(16)
   for (std::size_t i = 0; i < global_dataset.size(); ++i) global_dataset[i] = static_cast<int>(i);
@@ -483,7 +499,8 @@ TEST(DataShardingIntegrationTest, DistributeDatasetShardingBehavior) {
   const std::size_t processes_per_replica = num_devices / num_model_replicas;
   for (std::size_t replica_id = 0; replica_id < num_model_replicas; ++replica_id) {
     const std::size_t start = replica_id * processes_per_replica;
-    for (std::size_t process_id = start + 1; process_id < start + processes_per_replica; ++process_id) {
+    for (std::size_t process_id = start + 1; process_id < start + processes_per_replica;
+         ++process_id) {
       EXPECT_EQ(shards[start], shards[process_id])
           << "Processes " << start << " and " << process_id << " should have same shard";
     }
@@ -497,7 +514,8 @@ TEST(DataShardingIntegrationTest, DistributeDatasetShardingBehavior) {
   EXPECT_EQ(shards[7], (std::vector<int>{6, 7, 14, 15}));
 }
 
-// ---- the global distribution ---------------------------------------------------------------------
+// ---- the global distribution
+// ---------------------------------------------------------------------
 
 TEST(GlobalDistributionTest, SetDistributionAndReset) {
   RuntimeDeviceMesh mesh({8}, {"batch"}, cpu_devices(8));
@@ -519,7 +537,8 @@ TEST(GlobalDistributionTest, ReadersNeverSeeATornValue) {
   RuntimeDeviceMesh mesh_a({8}, {"batch"}, cpu_devices(8));
   RuntimeDeviceMesh mesh_b({2, 4}, {"data", "model"}, cpu_devices(8));
   std::shared_ptr<const Distribution> a = std::make_shared<DataParallel>(mesh_a);
-  std::shared_ptr<const Distribution> b = std::make_shared<ModelParallel>(LayoutMap(mesh_b), "model");
+  std::shared_ptr<const Distribution> b =
+      std::make_shared<ModelParallel>(LayoutMap(mesh_b), "model");
   std::atomic<bool> stop{false};
   std::atomic<long> reads{0};
   std::atomic<int> bad{0};
@@ -545,8 +564,8 @@ TEST(GlobalDistributionTest, ReadersNeverSeeATornValue) {
     // At least 20000 writes, and on until the readers have read 4000 times (a loaded machine may
     // not schedule them during the first writes), at most 20 s.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (int i = 0; i < 20000 || (reads.load() < 4000 && std::chrono::steady_clock::now() < deadline);
-         ++i) {
+    for (int i = 0;
+         i < 20000 || (reads.load() < 4000 && std::chrono::steady_clock::now() < deadline); ++i) {
       kdist::set_distribution(i % 2 ? a : b);
       if (i % 3 == 0) {  // scopes from another thread too
         auto scope = (i % 2 ? b : a)->scope();

@@ -7,13 +7,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <string>
-#include <thread>
-#include <vector>
-
 #include <kdist/layout.hpp>
 #include <kdist/layout_map.hpp>
 #include <kdist/mesh.hpp>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -81,7 +80,9 @@ TEST_F(LayoutMapTest, Add) {
   // Keras rejects a list ("should be a TensorLayout"); kdist accepts one, and validates its axes
   // against the map's mesh: ["a", "b"] names no axis of the mesh, so nothing is inserted.
   expect_value_error(
-      [&] { layout_map["conv.kernel"] = std::vector<DimAxes>{"a", "b"}; },
+      [&] {
+        layout_map["conv.kernel"] = std::vector<DimAxes>{"a", "b"};
+      },
       {"Invalid axis names for Layout", "'conv.kernel'", "nothing was inserted"});
   EXPECT_EQ(layout_map.size(), 3u);
   EXPECT_FALSE(layout_map.contains("conv.kernel"));
@@ -99,14 +100,17 @@ TEST_F(LayoutMapTest, Get) {
 
   layout_map[".*bias"] = sharded_1d;
 
-  const auto on_mesh = [&](const RuntimeTensorLayout& l) { return l.with_device_mesh(device_mesh); };
+  const auto on_mesh = [&](const RuntimeTensorLayout& l) {
+    return l.with_device_mesh(device_mesh);
+  };
   EXPECT_EQ(layout_map["dense/kernel"], on_mesh(sharded_2d));
   EXPECT_EQ(layout_map["dense/bias"], on_mesh(sharded_1d));
 
   EXPECT_EQ(layout_map["dense_2/kernel"], on_mesh(replicated_2d));
   // Map against the wildcard bias rule for dense. This will cause a ValueError
-  expect_value_error([&] { (void)layout_map.get("dense_2/bias"); },
-                     {"Path 'dense_2/bias' matches multiple layout", "'.*dense.*bias'", "'.*bias'"});
+  expect_value_error(
+      [&] { (void)layout_map.get("dense_2/bias"); },
+      {"Path 'dense_2/bias' matches multiple layout", "'.*dense.*bias'", "'.*bias'"});
 
   EXPECT_TRUE(layout_map["conv2d/kernel"] == std::nullopt);
   EXPECT_EQ(layout_map["conv2d/bias"], on_mesh(sharded_1d));
@@ -162,7 +166,8 @@ TEST_F(LayoutMapTest, DocstringExample) {
   LayoutMap layout_map(device_mesh);
   layout_map[".*dense.*kernel"] = {kdist::replicated, "model"};
   layout_map[".*dense.*bias"] = {"model"};
-  layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated, "model"};
+  layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
+                                    "model"};
   layout_map[".*conv2d.*bias"] = {"model"};
   const RuntimeTensorLayout layout_2d({kdist::replicated, "model"}, device_mesh);
   const RuntimeTensorLayout layout_1d({"model"}, device_mesh);
@@ -228,7 +233,8 @@ TEST_F(LayoutMapTest, ProxyReadsAndWrites) {
   EXPECT_EQ(layout_map["d1/kernel"]->axes_repr(), "(None, 'model')");
   EXPECT_TRUE(static_cast<bool>(layout_map["d1/kernel"]));
   EXPECT_FALSE(static_cast<bool>(layout_map["d2/kernel"]));
-  expect_value_error([&] { (void)layout_map["d2/kernel"].value(); }, {"no rule matches 'd2/kernel'"});
+  expect_value_error([&] { (void)layout_map["d2/kernel"].value(); },
+                     {"no rule matches 'd2/kernel'"});
   layout_map["d2/kernel"] = layout_map["d1/kernel"];
   EXPECT_EQ(layout_map["d2/kernel"], *l);
   const LayoutMap& cref = layout_map;
@@ -247,7 +253,8 @@ TEST_F(LayoutMapTest, StaticMeshAndStaticLayout) {
   EXPECT_EQ(layout_map.device_mesh()->axis_names(), (std::vector<std::string>{"data", "model"}));
   layout_map["d1/kernel"] = kdist::TensorLayout<Mesh, kdist::replicated, "model">{};
   layout_map.insert("d1/bias", kdist::TensorLayout<Mesh, "model">{});
-  EXPECT_EQ(layout_map["d1/kernel"], (kdist::TensorLayout<Mesh, kdist::replicated, "model">{}.to_runtime()));
+  EXPECT_EQ(layout_map["d1/kernel"],
+            (kdist::TensorLayout<Mesh, kdist::replicated, "model">{}.to_runtime()));
   EXPECT_EQ(layout_map["d1/bias"]->axes_repr(), "('model',)");
 }
 
@@ -280,7 +287,8 @@ TEST_F(LayoutMapTest, CopyAndMove) {
   EXPECT_TRUE(copy.get("y/bias"));
 }
 
-// ---- errors at insertion --------------------------------------------------------------------------
+// ---- errors at insertion
+// --------------------------------------------------------------------------
 
 TEST_F(LayoutMapTest, BadRegexIsAnErrorAtInsertion) {
   LayoutMap layout_map(device_mesh);
@@ -290,7 +298,8 @@ TEST_F(LayoutMapTest, BadRegexIsAnErrorAtInsertion) {
   expect_value_error([&] { layout_map["*kernel"] = sharded_2d; },
                      {"key '*kernel'", "no argument for repetition operator"});
   // Python's re has them, RE2 has not: an error at insertion rather than at lookup.
-  expect_value_error([&] { layout_map["(a)\\1"] = sharded_2d; }, {"key '(a)\\1'", "invalid escape"});
+  expect_value_error([&] { layout_map["(a)\\1"] = sharded_2d; },
+                     {"key '(a)\\1'", "invalid escape"});
   expect_value_error([&] { layout_map["(?=a)a"] = sharded_2d; }, {"key '(?=a)a'"});
   EXPECT_EQ(layout_map.size(), 0u);
   // A pattern too large for RE2's memory budget is refused too.
@@ -301,11 +310,16 @@ TEST_F(LayoutMapTest, BadRegexIsAnErrorAtInsertion) {
 
 TEST_F(LayoutMapTest, InvalidLayoutForTheMeshInsertsNothing) {
   LayoutMap layout_map(device_mesh);
-  expect_value_error([&] { layout_map["d1/kernel"] = {kdist::replicated, "unknown"}; },
-                     {"'d1/kernel'", "Invalid axis names for Layout", "'unknown'",
-                      "nothing was inserted"});
-  expect_value_error([&] { layout_map["d1/kernel"] = {"model", "model"}; },
-                     {"'d1/kernel'", "mesh axis 'model' is used twice"});
+  expect_value_error(
+      [&] {
+        layout_map["d1/kernel"] = {kdist::replicated, "unknown"};
+      },
+      {"'d1/kernel'", "Invalid axis names for Layout", "'unknown'", "nothing was inserted"});
+  expect_value_error(
+      [&] {
+        layout_map["d1/kernel"] = {"model", "model"};
+      },
+      {"'d1/kernel'", "mesh axis 'model' is used twice"});
   EXPECT_EQ(layout_map.size(), 0u);
   EXPECT_FALSE(layout_map.contains("d1/kernel"));
   layout_map["d1/kernel"] = {kdist::replicated, "model"};  // the key is still free
@@ -315,13 +329,15 @@ TEST_F(LayoutMapTest, InvalidLayoutForTheMeshInsertsNothing) {
 TEST_F(LayoutMapTest, ExistingKeyNamesTheKeyAndTheValue) {
   LayoutMap layout_map(device_mesh);
   layout_map[".*kernel"] = sharded_2d;
-  expect_value_error([&] { layout_map.insert(".*kernel", sharded_1d); },
-                     {".*kernel already exist in the LayoutMap with value <TensorLayout axes=(None, "
-                      "'model'), device_mesh=<DeviceMesh shape=(4, 2)"});
+  expect_value_error(
+      [&] { layout_map.insert(".*kernel", sharded_1d); },
+      {".*kernel already exist in the LayoutMap with value <TensorLayout axes=(None, "
+       "'model'), device_mesh=<DeviceMesh shape=(4, 2)"});
   EXPECT_EQ(layout_map.at(".*kernel"), sharded_2d.with_device_mesh(device_mesh));
 }
 
-// ---- linear time: ReDoS and huge paths ------------------------------------------------------------
+// ---- linear time: ReDoS and huge paths
+// ------------------------------------------------------------
 
 TEST_F(LayoutMapTest, CatastrophicPatternsRunInLinearTime) {
   LayoutMap layout_map(device_mesh);
@@ -372,7 +388,8 @@ TEST_F(LayoutMapTest, OneMegabytePathDoesNotOverflowTheStack) {
     (void)layout_map.get(path + "kernel");
     ADD_FAILURE() << "expected kdist::ValueError";
   } catch (const kdist::ValueError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("matches multiple layout specification keys: ['.*kernel', '.*']"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("matches multiple layout specification keys: ['.*kernel', '.*']"));
     EXPECT_LT(std::string(e.what()).size(), 1000u);
   }
 }
@@ -381,7 +398,8 @@ TEST_F(LayoutMapTest, ManyRulesAndHugePathsFallBackCorrectly) {
   // 500 rules in one RE2::Set, against paths long enough to strain its DFA cache: the results
   // must equal those of matching key by key.
   LayoutMap layout_map(device_mesh);
-  for (int i = 0; i < 500; ++i) layout_map[".*b" + std::to_string(i) + "/(k|q)[a-z]*"] = replicated_1d;
+  for (int i = 0; i < 500; ++i)
+    layout_map[".*b" + std::to_string(i) + "/(k|q)[a-z]*"] = replicated_1d;
   std::string noise;
   for (int i = 0; i < 20000; ++i) {
     noise += 'b';
@@ -412,7 +430,8 @@ TEST_F(LayoutMapTest, KeyByKeyFallbackGivesTheSameResults) {
   EXPECT_TRUE(key_by_key.uses_regex_set());
 }
 
-// ---- cache ----------------------------------------------------------------------------------------
+// ---- cache
+// ----------------------------------------------------------------------------------------
 
 TEST_F(LayoutMapTest, CacheIsInvalidatedByEveryChange) {
   LayoutMap layout_map(device_mesh);
@@ -482,7 +501,8 @@ TEST_F(LayoutMapTest, ConcurrentConstLookupsAgreeWithSequentialOnes) {
   }
 }
 
-// ---- diagnostics ----------------------------------------------------------------------------------
+// ---- diagnostics
+// ----------------------------------------------------------------------------------
 
 TEST_F(LayoutMapTest, ResolveChecksRankWithThePathInTheMessage) {
   LayoutMap layout_map(device_mesh);
@@ -491,8 +511,11 @@ TEST_F(LayoutMapTest, ResolveChecksRankWithThePathInTheMessage) {
   expect_value_error([&] { (void)layout_map.resolve("d1/kernel", {784}); },
                      {"variable 'd1/kernel' of shape (784,)", "matches key '.*kernel'",
                       "(None, 'model') has rank 2", "the variable has rank 1"});
-  expect_value_error([&] { (void)layout_map.resolve("conv/kernel", {3, 3, 1, 32}); },
-                     {"'conv/kernel'", "rank 4"});
+  expect_value_error(
+      [&] {
+        (void)layout_map.resolve("conv/kernel", {3, 3, 1, 32});
+      },
+      {"'conv/kernel'", "rank 4"});
   // Any integer range works as a shape.
   EXPECT_TRUE(layout_map.resolve("d2/kernel", std::vector<int>{10, 4}));
 }
@@ -503,15 +526,21 @@ TEST_F(LayoutMapTest, ResolveChecksEvenDivisionWhenTheLayoutDemandsIt) {
       RuntimeTensorLayout({kdist::replicated, "model"}, device_mesh, kdist::Division::even);
   layout_map["chunk/kernel"] = {kdist::replicated, "model"};
   EXPECT_TRUE(layout_map.resolve("even/kernel", {5, 8}));
-  expect_value_error([&] { (void)layout_map.resolve("even/kernel", {5, 7}); },
-                     {"variable 'even/kernel' of shape (5, 7)", "dimension 1 (extent 7) into 2 shards",
-                      "'model'", "demands even division"});
+  expect_value_error(
+      [&] {
+        (void)layout_map.resolve("even/kernel", {5, 7});
+      },
+      {"variable 'even/kernel' of shape (5, 7)", "dimension 1 (extent 7) into 2 shards", "'model'",
+       "demands even division"});
   // kdist's default division (torch.chunk) accepts uneven shards...
   EXPECT_TRUE(layout_map.resolve("chunk/kernel", {5, 7}));
   // ...unless the map is strict.
   layout_map.set_strict(true);
-  expect_value_error([&] { (void)layout_map.resolve("chunk/kernel", {5, 7}); },
-                     {"'chunk/kernel'", "strict mode demands even division"});
+  expect_value_error(
+      [&] {
+        (void)layout_map.resolve("chunk/kernel", {5, 7});
+      },
+      {"'chunk/kernel'", "strict mode demands even division"});
 }
 
 TEST_F(LayoutMapTest, StrictModeRejectsUnmatchedVariablesOfRankTwoOrMore) {
@@ -521,8 +550,11 @@ TEST_F(LayoutMapTest, StrictModeRejectsUnmatchedVariablesOfRankTwoOrMore) {
   EXPECT_FALSE(layout_map.resolve("d2/kernel", {200, 10}));  // replicated, silently
   layout_map.set_strict(true);
   EXPECT_TRUE(layout_map.strict());
-  expect_value_error([&] { (void)layout_map.resolve("d2/kernel", {200, 10}); },
-                     {"strict", "variable 'd2/kernel' of shape (200, 10) matches no rule"});
+  expect_value_error(
+      [&] {
+        (void)layout_map.resolve("d2/kernel", {200, 10});
+      },
+      {"strict", "variable 'd2/kernel' of shape (200, 10) matches no rule"});
   EXPECT_FALSE(layout_map.resolve("d2/bias", {10}));  // rank 1: replicated, reported
   EXPECT_FALSE(layout_map.resolve("seed", std::vector<std::size_t>{}));
   // get() is a lookup of tensor layouts, not a variable resolution: never strict.
@@ -543,8 +575,8 @@ TEST_F(LayoutMapTest, ReportListsUnusedRulesAndReplicatedVariables) {
   (void)layout_map.resolve("d2/bias", {10});  // once in the report
   auto report = layout_map.report();
   EXPECT_EQ(report.unused_rules, (std::vector<std::string>{".*dense.*kernel"}));
-  EXPECT_EQ(report.replicated_variables,
-            (std::vector<kdist::LayoutMapReport::Fallback>{{"d2/bias", {10}}, {"d2/kernel", {200, 10}}}));
+  EXPECT_EQ(report.replicated_variables, (std::vector<kdist::LayoutMapReport::Fallback>{
+                                             {"d2/bias", {10}}, {"d2/kernel", {200, 10}}}));
   EXPECT_FALSE(report.empty());
   const std::string text = report.to_string();
   EXPECT_THAT(text, HasSubstr("1 rule(s) matched nothing, 2 variable(s) fell back to replicated"));
@@ -552,7 +584,8 @@ TEST_F(LayoutMapTest, ReportListsUnusedRulesAndReplicatedVariables) {
   EXPECT_THAT(text, HasSubstr("replicated: 'd2/kernel' shape (200, 10)"));
   // Used flags survive later changes of the map; the report can be reset.
   layout_map["extra"] = {"model"};
-  EXPECT_EQ(layout_map.report().unused_rules, (std::vector<std::string>{".*dense.*kernel", "extra"}));
+  EXPECT_EQ(layout_map.report().unused_rules,
+            (std::vector<std::string>{".*dense.*kernel", "extra"}));
   layout_map.reset_report();
   EXPECT_EQ(layout_map.report().unused_rules.size(), 4u);
   EXPECT_TRUE(layout_map.report().replicated_variables.empty());

@@ -5,6 +5,11 @@
 //! the mesh's first axis.
 
 #include <cstddef>
+#include <kdist/distribution.hpp>
+#include <kdist/error.hpp>
+#include <kdist/runtime.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/runtime_mesh.hpp>
 #include <memory>
 #include <optional>
 #include <span>
@@ -13,12 +18,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <kdist/distribution.hpp>
-#include <kdist/error.hpp>
-#include <kdist/runtime.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
 
 namespace kdist {
 
@@ -50,9 +49,10 @@ class DataParallel : public Distribution {
   }
   //! On a static `kdist::DeviceMesh<...>` (anything convertible to a RuntimeDeviceMesh).
   template <class Mesh>
-    requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-             !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh>)
-  explicit DataParallel(const Mesh& device_mesh, DistributionOptions options = {})
+  requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
+           !std::same_as<std::remove_cvref_t<Mesh>,
+                         RuntimeDeviceMesh>) explicit DataParallel(const Mesh& device_mesh,
+                                                                   DistributionOptions options = {})
       : DataParallel(static_cast<RuntimeDeviceMesh>(device_mesh), options) {}
   //! On `devices` as a 1-D mesh whose axis is "batch".
   explicit DataParallel(std::vector<std::string> devices, DistributionOptions options = {})
@@ -82,8 +82,9 @@ class DataParallel : public Distribution {
  private:
   static RuntimeDeviceMesh mesh_from_devices(std::vector<std::string> devices) {
     if (devices.empty()) {
-      throw ValueError("kdist::DataParallel: the list of devices is empty; give at least one "
-                       "device, or use kdist::DataParallel() for every device");
+      throw ValueError(
+          "kdist::DataParallel: the list of devices is empty; give at least one "
+          "device, or use kdist::DataParallel() for every device");
     }
     const std::size_t n = devices.size();
     return RuntimeDeviceMesh({n}, {default_batch_dim_name}, std::move(devices));

@@ -35,15 +35,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <kdist/detail/shard_math.hpp>
+#include <kdist/distribution.hpp>
+#include <kdist/error.hpp>
 #include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <kdist/detail/shard_math.hpp>
-#include <kdist/distribution.hpp>
-#include <kdist/error.hpp>
 
 namespace kdist {
 
@@ -106,8 +105,7 @@ class BatchPlan {
             const Distribution& distribution, DataShardingOptions options = {})
       : BatchPlan(num_examples, global_batch_size,
                   distribution.auto_shard_dataset() ? distribution.num_data_shards() : 1,
-                  distribution.auto_shard_dataset() ? distribution.data_shard_id() : 0,
-                  options) {}
+                  distribution.auto_shard_dataset() ? distribution.data_shard_id() : 0, options) {}
 
   std::size_t num_examples() const { return n_; }
   std::size_t global_batch_size() const { return batch_; }
@@ -165,7 +163,8 @@ class BatchPlan {
       throw ValueError("kdist::distribute_dataset: the source holds no examples");
     }
     if (batch_ == 0) {
-      throw ValueError("kdist::distribute_dataset: the global batch size must be at least 1, got 0");
+      throw ValueError(
+          "kdist::distribute_dataset: the global batch size must be at least 1, got 0");
     }
     if (shards_ == 0 || shard_ >= shards_) {
       throw ValueError("kdist::distribute_dataset: data shard id " + std::to_string(shard_) +
@@ -174,8 +173,8 @@ class BatchPlan {
     if (batch_ % shards_ != 0) {
       throw ValueError("kdist::distribute_dataset: the global batch size " +
                        std::to_string(batch_) + " cannot be divided among the " +
-                       std::to_string(shards_) + " data shards (" + std::to_string(batch_) +
-                       " % " + std::to_string(shards_) + " = " + std::to_string(batch_ % shards_) +
+                       std::to_string(shards_) + " data shards (" + std::to_string(batch_) + " % " +
+                       std::to_string(shards_) + " = " + std::to_string(batch_ % shards_) +
                        "); use a global batch size that is a multiple of " +
                        std::to_string(shards_));
     }
@@ -237,7 +236,8 @@ class DistributedDataset {
       const std::size_t start = step * plan.global_batch_size() + b.offset;
       std::vector<value_type> out;
       out.reserve(b.extent);
-      for (std::size_t k = 0; k < b.extent; ++k) out.push_back((*dataset_->source_)[order_[start + k]]);
+      for (std::size_t k = 0; k < b.extent; ++k)
+        out.push_back((*dataset_->source_)[order_[start + k]]);
       return out;
     }
     //! Source indices of the whole global batch `step` (every shard's rows, in shard order).
@@ -272,22 +272,23 @@ DistributedDataset<Source> distribute_dataset(const Source& source, std::size_t 
                                               std::size_t num_data_shards,
                                               std::size_t data_shard_id,
                                               DataShardingOptions options = {}) {
-  return DistributedDataset<Source>(
-      source, BatchPlan(std::size(source), global_batch_size, num_data_shards, data_shard_id,
-                        options));
+  return DistributedDataset<Source>(source, BatchPlan(std::size(source), global_batch_size,
+                                                      num_data_shards, data_shard_id, options));
 }
 //! With the global distribution (`kdist::distribution()`), or unsharded when none is set.
 template <ExampleSource Source>
 DistributedDataset<Source> distribute_dataset(const Source& source, std::size_t global_batch_size,
                                               DataShardingOptions options = {}) {
-  if (auto d = kdist::distribution()) return distribute_dataset(source, global_batch_size, *d, options);
+  if (auto d = kdist::distribution())
+    return distribute_dataset(source, global_batch_size, *d, options);
   return distribute_dataset(source, global_batch_size, 1, 0, options);
 }
 
 //! A temporary source would dangle: keep the examples in a variable that outlives the dataset.
 template <ExampleSource Source>
 void distribute_dataset(const Source&& source, std::size_t global_batch_size,
-                        const Distribution& distribution, DataShardingOptions options = {}) = delete;
+                        const Distribution& distribution,
+                        DataShardingOptions options = {}) = delete;
 template <ExampleSource Source>
 void distribute_dataset(const Source&& source, std::size_t global_batch_size,
                         std::size_t num_data_shards, std::size_t data_shard_id,

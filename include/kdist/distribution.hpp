@@ -13,11 +13,18 @@
 //! The global distribution is one per program (Keras keeps one per Python thread): any thread may
 //! read it while another sets it and sees either the old or the new value, never a torn one.
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <charconv>
 #include <concepts>
 #include <cstddef>
 #include <initializer_list>
+#include <kdist/detail/python_repr.hpp>
+#include <kdist/error.hpp>
+#include <kdist/runtime.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/runtime_mesh.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,14 +36,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <mpi.h>
-
-#include <kdist/detail/python_repr.hpp>
-#include <kdist/error.hpp>
-#include <kdist/runtime.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
 
 namespace kdist {
 
@@ -196,9 +195,7 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
   //! Number of model replicas (copies of the model that see different data).
   virtual std::size_t num_model_replicas() const { throw not_implemented("num_model_replicas"); }
   //! Number of data shards: min(num_model_replicas, num_processes).
-  std::size_t num_data_shards() const {
-    return std::min(num_model_replicas(), num_processes());
-  }
+  std::size_t num_data_shards() const { return std::min(num_model_replicas(), num_processes()); }
   //! This process's data shard, in [0, num_data_shards()) (see the class comment).
   std::size_t data_shard_id() const {
     const std::size_t replicas = num_model_replicas();
@@ -219,9 +216,10 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
     return get_data_layout(std::span<const std::size_t>(data_shape.begin(), data_shape.size()));
   }
   template <std::ranges::input_range Shape>
-    requires(std::integral<std::ranges::range_value_t<Shape>> &&
-             !std::convertible_to<const Shape&, std::span<const std::size_t>>)
-  RuntimeTensorLayout get_data_layout(const Shape& data_shape) const {
+  requires(std::integral<std::ranges::range_value_t<Shape>> &&
+           !std::convertible_to<const Shape&, std::span<const std::size_t>>) RuntimeTensorLayout
+      get_data_layout(const Shape& data_shape)
+  const {
     const auto s = detail::to_shape(data_shape);
     return get_data_layout(std::span<const std::size_t>(s));
   }
@@ -268,9 +266,7 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
   //! The class name Keras prints ("DataParallel").
   virtual std::string name() const { return "Distribution"; }
   //! `<DataParallel device_mesh=<DeviceMesh shape=(8,), axis_names=['batch']>>`, as Keras.
-  std::string to_string() const {
-    return "<" + name() + " device_mesh=" + mesh_.to_string() + ">";
-  }
+  std::string to_string() const { return "<" + name() + " device_mesh=" + mesh_.to_string() + ">"; }
   friend std::ostream& operator<<(std::ostream& os, const Distribution& d) {
     return os << d.to_string();
   }
@@ -286,8 +282,8 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
     if (batch_dim_name_ && !mesh_.find_axis(*batch_dim_name_)) {
       throw ValueError("kdist::" + std::string(kind) + ": batch_dim_name " +
                        detail::py_str(*batch_dim_name_) + " is not an axis of the mesh " +
-                       mesh_.to_string() + "; valid axis names: " +
-                       detail::join_quoted(mesh_.axis_names()));
+                       mesh_.to_string() +
+                       "; valid axis names: " + detail::join_quoted(mesh_.axis_names()));
     }
     set_processes(options);
   }
@@ -295,7 +291,8 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
   //! The layout (batch axis, None, ...) of rank data_shape.size() on the mesh.
   RuntimeTensorLayout batch_sharded_layout(std::span<const std::size_t> data_shape) const {
     if (data_shape.empty()) {
-      throw ValueError("kdist::" + name() + "::get_data_layout: data of shape () has no batch "
+      throw ValueError("kdist::" + name() +
+                       "::get_data_layout: data of shape () has no batch "
                        "dimension to shard; input data has rank 1 or more, the batch first");
     }
     std::vector<DimAxes> axes(data_shape.size());
@@ -307,9 +304,7 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
     return RuntimeTensorLayout(std::vector<DimAxes>(rank), mesh_);
   }
   //! Extent of the batch axis.
-  std::size_t batch_axis_extent() const {
-    return mesh_.extent(mesh_.axis_index(*batch_dim_name_));
-  }
+  std::size_t batch_axis_extent() const { return mesh_.extent(mesh_.axis_index(*batch_dim_name_)); }
   //! Keras' check: more processes than replicas must be a multiple of them.
   void check_processes_divisible() const {
     const std::size_t replicas = num_model_replicas();
@@ -317,7 +312,8 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
       throw ValueError("kdist::" + name() +
                        ": If `num_processes` is greater than `num_model_replicas`, "
                        "`num_processes` must be divisible by `num_model_replicas`. Got "
-                       "num_processes=" + std::to_string(num_processes_) +
+                       "num_processes=" +
+                       std::to_string(num_processes_) +
                        ", num_model_replicas=" + std::to_string(replicas) + ".");
     }
   }
@@ -345,9 +341,9 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
     }
     if (id >= count) {
       throw ValueError("kdist::" + std::string(kind_for_errors_) + ": process_id " +
-                       std::to_string(id) + " is out of range for num_processes=" +
-                       std::to_string(count) + "; it must be in [0, " + std::to_string(count) +
-                       ")");
+                       std::to_string(id) +
+                       " is out of range for num_processes=" + std::to_string(count) +
+                       "; it must be in [0, " + std::to_string(count) + ")");
     }
     num_processes_ = count;
     process_id_ = id;
@@ -431,6 +427,8 @@ class DistributionScope {
   bool active_ = true;
 };
 
-inline DistributionScope Distribution::scope() const { return DistributionScope(share()); }
+inline DistributionScope Distribution::scope() const {
+  return DistributionScope(share());
+}
 
 }  // namespace kdist

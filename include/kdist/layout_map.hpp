@@ -34,9 +34,12 @@
 //! kdist::LayoutMap layout_map(mesh);
 //! layout_map["d1/kernel"] = {kdist::replicated, "model"};   // Keras: (None, "model")
 //! layout_map["d1/bias"] = {"model"};
-//! layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated, "model"};
-//! std::optional<kdist::RuntimeTensorLayout> l = layout_map.get("d1/kernel");  // (None, 'model')
-//! \endcode
+//! layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
+//! "model"}; std::optional<kdist::RuntimeTensorLayout> l = layout_map.get("d1/kernel");  // (None,
+//! 'model') \endcode
+
+#include <re2/re2.h>
+#include <re2/set.h>
 
 #include <algorithm>
 #include <concepts>
@@ -44,6 +47,10 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <kdist/detail/python_repr.hpp>
+#include <kdist/error.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/runtime_mesh.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,14 +64,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <re2/re2.h>
-#include <re2/set.h>
-
-#include <kdist/detail/python_repr.hpp>
-#include <kdist/error.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
 
 namespace kdist {
 
@@ -139,10 +138,11 @@ struct LayoutMapReport {
     std::string out = "LayoutMap report: " + std::to_string(unused_rules.size()) +
                       " rule(s) matched nothing, " + std::to_string(replicated_variables.size()) +
                       " variable(s) fell back to replicated\n";
-    for (const auto& k : unused_rules) out += "  unused rule: " + detail::quote_abbreviated(k) + "\n";
+    for (const auto& k : unused_rules)
+      out += "  unused rule: " + detail::quote_abbreviated(k) + "\n";
     for (const auto& f : replicated_variables) {
-      out += "  replicated: " + detail::quote_abbreviated(f.path) + " shape " + detail::shape_repr(f.shape) +
-             "\n";
+      out += "  replicated: " + detail::quote_abbreviated(f.path) + " shape " +
+             detail::shape_repr(f.shape) + "\n";
     }
     return out;
   }
@@ -175,11 +175,11 @@ class LayoutMap {
       : mesh_(std::move(device_mesh)), state_(std::make_unique<State>()) {}
   //! From a static `kdist::DeviceMesh<...>` (or anything convertible to a RuntimeDeviceMesh).
   template <class Mesh>
-    requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-             !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh> &&
-             !std::same_as<std::remove_cvref_t<Mesh>, std::optional<RuntimeDeviceMesh>>)
-  explicit LayoutMap(const Mesh& mesh) : LayoutMap(std::optional<RuntimeDeviceMesh>(
-                                             static_cast<RuntimeDeviceMesh>(mesh))) {}
+  requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
+           !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh> &&
+           !std::same_as<std::remove_cvref_t<Mesh>,
+                         std::optional<RuntimeDeviceMesh>>) explicit LayoutMap(const Mesh& mesh)
+      : LayoutMap(std::optional<RuntimeDeviceMesh>(static_cast<RuntimeDeviceMesh>(mesh))) {}
 
   //! Copies the rules, the strict flag and the diagnostics; the copy has its own cache.
   LayoutMap(const LayoutMap& other)
@@ -239,10 +239,9 @@ class LayoutMap {
   //! not fit the map's mesh.
   void insert(std::string key, RuntimeTensorLayout layout) {
     if (auto it = index_.find(key); it != index_.end()) {
-      throw ValueError("kdist::LayoutMap: " + abbreviated(key) +
-                       " already exist in the LayoutMap with value " +
-                       items_[it->second].second.to_string() +
-                       ". Please make sure to not use duplicated keys.");
+      throw ValueError(
+          "kdist::LayoutMap: " + abbreviated(key) + " already exist in the LayoutMap with value " +
+          items_[it->second].second.to_string() + ". Please make sure to not use duplicated keys.");
     }
     auto regex = compile_key(key);
     if (!layout.device_mesh() && mesh_) {
@@ -266,9 +265,9 @@ class LayoutMap {
   }
   //! Inserts a static `kdist::TensorLayout<...>` or anything convertible to a RuntimeTensorLayout.
   template <class Layout>
-    requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
-             !std::same_as<std::remove_cvref_t<Layout>, RuntimeTensorLayout>)
-  void insert(std::string key, Layout&& layout) {
+  requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
+           !std::same_as<std::remove_cvref_t<Layout>,
+                         RuntimeTensorLayout>) void insert(std::string key, Layout&& layout) {
     insert(std::move(key), static_cast<RuntimeTensorLayout>(std::forward<Layout>(layout)));
   }
   //! Keras' shortcut: the axes alone, `map.insert("d1/kernel", {kdist::replicated, "model"})`.
@@ -335,9 +334,10 @@ class LayoutMap {
   }
   //! As above, for any shape given as a range of integers (`std::vector<int>`, `std::array`...).
   template <std::ranges::input_range Shape>
-    requires(std::integral<std::ranges::range_value_t<Shape>> &&
-             !std::convertible_to<const Shape&, std::span<const std::size_t>>)
-  std::optional<RuntimeTensorLayout> resolve(std::string_view path, const Shape& shape) const {
+  requires(std::integral<std::ranges::range_value_t<Shape>> &&
+           !std::convertible_to<const Shape&, std::span<const std::size_t>>)
+      std::optional<RuntimeTensorLayout> resolve(std::string_view path, const Shape& shape)
+  const {
     std::vector<std::size_t> s;
     for (auto e : shape) s.push_back(static_cast<std::size_t>(e));
     return resolve(path, std::span<const std::size_t>(s));
@@ -410,7 +410,8 @@ class LayoutMap {
     for (std::size_t i = 0; i < items_.size(); ++i) {
       if (i >= state_->used.size() || !state_->used[i]) r.unused_rules.push_back(items_[i].first);
     }
-    for (const auto& [path, shape] : state_->fallbacks) r.replicated_variables.push_back({path, shape});
+    for (const auto& [path, shape] : state_->fallbacks)
+      r.replicated_variables.push_back({path, shape});
     return r;
   }
   //! Forgets what the report has recorded.
@@ -623,8 +624,9 @@ class LayoutMap {
   void check_against_shape(std::string_view path, const std::string& key,
                            const RuntimeTensorLayout& layout,
                            std::span<const std::size_t> shape) const {
-    const std::string who = "kdist::LayoutMap: variable " + detail::quote_abbreviated(path) + " of shape " +
-                            detail::shape_repr(shape) + " matches key " + detail::quote_abbreviated(key);
+    const std::string who = "kdist::LayoutMap: variable " + detail::quote_abbreviated(path) +
+                            " of shape " + detail::shape_repr(shape) + " matches key " +
+                            detail::quote_abbreviated(key);
     if (layout.rank() != shape.size()) {
       throw ValueError(who + ", whose layout " + layout.axes_repr() + " has rank " +
                        std::to_string(layout.rank()) + ", but the variable has rank " +
@@ -662,8 +664,8 @@ class LayoutMap {
   }
 
   std::optional<RuntimeDeviceMesh> mesh_;
-  std::vector<value_type> items_;                     // insertion order
-  std::vector<std::shared_ptr<const RE2>> regexes_;   // one per item, immutable
+  std::vector<value_type> items_;                    // insertion order
+  std::vector<std::shared_ptr<const RE2>> regexes_;  // one per item, immutable
   std::unordered_map<std::string, std::size_t, detail::string_hash, std::equal_to<>> index_;
   bool strict_ = false;
   std::int64_t set_max_mem_ = 0;  // 0: detail::layout_map_set_max_mem(size())
@@ -682,10 +684,10 @@ class LayoutMap::Proxy {
     return *this;
   }
   template <class Layout>
-    requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
-             !std::same_as<std::remove_cvref_t<Layout>, RuntimeTensorLayout> &&
-             !std::same_as<std::remove_cvref_t<Layout>, Proxy>)
-  Proxy& operator=(Layout&& layout) {
+  requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
+           !std::same_as<std::remove_cvref_t<Layout>, RuntimeTensorLayout> &&
+           !std::same_as<std::remove_cvref_t<Layout>, Proxy>) Proxy&
+  operator=(Layout&& layout) {
     map_->insert(key_, static_cast<RuntimeTensorLayout>(std::forward<Layout>(layout)));
     return *this;
   }
@@ -730,6 +732,8 @@ class LayoutMap::Proxy {
   std::string key_;
 };
 
-inline LayoutMap::Proxy LayoutMap::operator[](std::string_view key) { return Proxy(*this, key); }
+inline LayoutMap::Proxy LayoutMap::operator[](std::string_view key) {
+  return Proxy(*this, key);
+}
 
 }  // namespace kdist

@@ -4,18 +4,17 @@
 //! (Keras `keras.distribution.ModelParallel`).
 
 #include <cstddef>
+#include <kdist/distribution.hpp>
+#include <kdist/error.hpp>
+#include <kdist/layout_map.hpp>
+#include <kdist/runtime_layout.hpp>
+#include <kdist/runtime_mesh.hpp>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <kdist/distribution.hpp>
-#include <kdist/error.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
 
 namespace kdist {
 
@@ -85,10 +84,12 @@ class ModelParallel : public Distribution {
 
  private:
   static RuntimeDeviceMesh mesh_of(const std::shared_ptr<const LayoutMap>& layout_map) {
-    if (!layout_map) throw ValueError("kdist::ModelParallel: You must specify a layout_map argument.");
+    if (!layout_map)
+      throw ValueError("kdist::ModelParallel: You must specify a layout_map argument.");
     if (!layout_map->device_mesh()) {
-      throw ValueError("kdist::ModelParallel: the layout_map has no device mesh; build it with "
-                       "one: kdist::LayoutMap layout_map(mesh)");
+      throw ValueError(
+          "kdist::ModelParallel: the layout_map has no device mesh; build it with "
+          "one: kdist::LayoutMap layout_map(mesh)");
     }
     return *layout_map->device_mesh();
   }

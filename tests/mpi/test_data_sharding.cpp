@@ -12,15 +12,14 @@
 #include <mpi.h>
 
 #include <cstddef>
-#include <map>
-#include <numeric>
-#include <string>
-#include <vector>
-
 #include <kdist/data_parallel.hpp>
 #include <kdist/data_sharding.hpp>
 #include <kdist/model_parallel.hpp>
 #include <kdist/runtime.hpp>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -38,19 +37,28 @@ struct Config {
 
 std::vector<Config> configs(std::size_t n, std::size_t r) {
   std::vector<Config> out;
-  out.push_back({"DataParallel() on every device", std::make_shared<kdist::DataParallel>(),
-                 {.shuffle = true, .seed = seed}, r, n});
+  out.push_back({"DataParallel() on every device",
+                 std::make_shared<kdist::DataParallel>(),
+                 {.shuffle = true, .seed = seed},
+                 r,
+                 n});
   kdist::RuntimeDeviceMesh batch_first({n / 2, 2}, {"data", "model"}, kdist::list_devices());
   out.push_back({"ModelParallel (n/2, 2), batch axis first",
                  std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(batch_first), "data"),
-                 {.shuffle = true, .seed = seed}, r / 2, n / 2});
+                 {.shuffle = true, .seed = seed},
+                 r / 2,
+                 n / 2});
   kdist::RuntimeDeviceMesh batch_second({2, n / 2}, {"model", "data"}, kdist::list_devices());
   out.push_back({"ModelParallel (2, n/2), batch axis second",
                  std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(batch_second), "data"),
-                 {.shuffle = true, .seed = seed}, r % (n / 2), n / 2});
+                 {.shuffle = true, .seed = seed},
+                 r % (n / 2),
+                 n / 2});
   out.push_back({"ModelParallel (n/2, 2), partial last batch",
                  std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(batch_first)),
-                 {.drop_remainder = false, .shuffle = true, .seed = seed}, r / 2, n / 2});
+                 {.drop_remainder = false, .shuffle = true, .seed = seed},
+                 r / 2,
+                 n / 2});
   return out;
 }
 
@@ -72,7 +80,8 @@ TEST(MpiDataSharding, ShardsOfEveryGlobalBatchAcrossProcesses) {
     EXPECT_EQ(cfg.distribution->process_id(), r);
     EXPECT_EQ(cfg.distribution->num_data_shards(), cfg.expected_shards) << cfg.name;
     EXPECT_EQ(cfg.distribution->data_shard_id(), cfg.expected_shard) << cfg.name;
-    auto dataset = kdist::distribute_dataset(examples, global_batch, *cfg.distribution, cfg.options);
+    auto dataset =
+        kdist::distribute_dataset(examples, global_batch, *cfg.distribution, cfg.options);
     ASSERT_LE(dataset.steps_per_epoch(), static_cast<std::size_t>(max_steps));
     int* out = mine.data() + c * per_config;
     out[0] = static_cast<int>(dataset.steps_per_epoch());
@@ -97,9 +106,11 @@ TEST(MpiDataSharding, ShardsOfEveryGlobalBatchAcrossProcesses) {
     // Every process's shard id, by the config's rule.
     std::vector<std::size_t> shard_of(n);
     for (std::size_t p = 0; p < n; ++p) shard_of[p] = configs(n, p)[c].expected_shard;
-    for (std::size_t p = 0; p < n; ++p) EXPECT_EQ(at(p)[0], at(0)[0]) << cfg.name << ": steps of process " << p;
+    for (std::size_t p = 0; p < n; ++p)
+      EXPECT_EQ(at(p)[0], at(0)[0]) << cfg.name << ": steps of process " << p;
     const auto steps = static_cast<std::size_t>(at(0)[0]);
-    auto dataset = kdist::distribute_dataset(examples, global_batch, *cfg.distribution, cfg.options);
+    auto dataset =
+        kdist::distribute_dataset(examples, global_batch, *cfg.distribution, cfg.options);
     for (int e = 0; e < epochs; ++e) {
       auto epoch = dataset.epoch(static_cast<std::size_t>(e));
       for (std::size_t s = 0; s < steps; ++s) {
@@ -120,7 +131,8 @@ TEST(MpiDataSharding, ShardsOfEveryGlobalBatchAcrossProcesses) {
         }
         ASSERT_EQ(by_shard.size(), cfg.expected_shards) << cfg.name;
         std::vector<int> joined;
-        for (const auto& [shard, rows] : by_shard) joined.insert(joined.end(), rows.begin(), rows.end());
+        for (const auto& [shard, rows] : by_shard)
+          joined.insert(joined.end(), rows.begin(), rows.end());
         std::vector<int> expected;
         for (auto i : epoch.global_batch_indices(s)) expected.push_back(examples[i]);
         EXPECT_EQ(joined, expected) << cfg.name << ": epoch " << e << ", step " << s;
