@@ -34,9 +34,10 @@
 //! kdist::LayoutMap layout_map(mesh);
 //! layout_map["d1/kernel"] = {kdist::replicated, "model"};   // Keras: (None, "model")
 //! layout_map["d1/bias"] = {"model"};
-//! layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
-//! "model"}; std::optional<kdist::RuntimeTensorLayout> l = layout_map.get("d1/kernel");  // (None,
-//! 'model') \endcode
+//! layout_map[".*conv2d.*kernel"] =
+//!     {kdist::replicated, kdist::replicated, kdist::replicated, "model"};
+//! std::optional<kdist::RuntimeTensorLayout> l = layout_map.get("d1/kernel");  // (None, 'model')
+//! \endcode
 
 #include <re2/re2.h>
 #include <re2/set.h>
