@@ -1,0 +1,9 @@
+// Compile-cost baseline: the includes of meshes_and_layouts.cpp and nothing instantiated.
+#include <array>
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+#include <kdist/layout.hpp>
+
+std::size_t kdist_compile_cost() { return 0; }
