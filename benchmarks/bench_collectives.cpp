@@ -44,6 +44,10 @@ int world_size() {
 benchmark::IterationCount iterations_for(std::int64_t bytes) {
   return std::clamp<std::int64_t>((std::int64_t{128} << 20) / bytes, 16, 20000);
 }
+// Paired runs keep per-call medians: at least 64 samples each.
+benchmark::IterationCount paired_iterations_for(std::int64_t bytes) {
+  return std::clamp<std::int64_t>((std::int64_t{512} << 20) / bytes, 64, 20000);
+}
 
 // Times `op` once per iteration; the iteration's time is the slowest rank's.
 template <class Op>
@@ -259,7 +263,7 @@ void register_all() {
                                                  : reduce_scatter_paired;
       benchmark::RegisterBenchmark(("BM_" + name + "_paired").c_str(), paired)
           ->Arg(bytes)
-          ->Iterations(iterations_for(bytes))
+          ->Iterations(paired_iterations_for(bytes))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
