@@ -14,6 +14,17 @@ foreach(_how IN ITEMS guard initialize)
     TIMEOUT 60)
 endforeach()
 
+# ---- ScopeGuard's life: what it starts, what it finalises, kdist before and after MPI ----------
+add_executable(runtime_guard_lifecycle ${CMAKE_CURRENT_SOURCE_DIR}/runtime/guard_lifecycle.cpp)
+target_link_libraries(runtime_guard_lifecycle PRIVATE kdist::kdist kdist_warnings)
+foreach(_mode IN ITEMS plain kokkos-first)
+  add_test(NAME runtime.guard_lifecycle.${_mode}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:runtime_guard_lifecycle> ${_mode})
+  set_tests_properties(runtime.guard_lifecycle.${_mode} PROPERTIES
+    PASS_REGULAR_EXPRESSION "guard lifecycle ok \\(${_mode}\\)" FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+    PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+endforeach()
+
 # ---- the guide's examples: every ```cpp block of docs/guide/02-runtime-and-collectives.md is a
 # program, compiled here and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a
 # block must all match its output. -----------------------------------------------------------------

@@ -328,11 +328,12 @@ inline void validate_initialize_arguments(std::optional<std::string> job_address
 
 //! Initialises MPI (MPI_THREAD_FUNNELED) unless it is; returns whether it did.
 inline bool start_mpi(int* argc, char*** argv) {
-  if (mpi_is_initialized()) {
-    return false;
-  }
+  // MPI_Initialized stays true after MPI_Finalize: ask MPI_Finalized first.
   if (mpi_is_finalized()) {
     throw RuntimeError("kdist: MPI was finalised already and cannot be initialised again");
+  }
+  if (mpi_is_initialized()) {
+    return false;
   }
   int provided = MPI_THREAD_SINGLE;
   mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),

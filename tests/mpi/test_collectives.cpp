@@ -8,6 +8,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <climits>
 #include <complex>
 #include <cstdint>
 #include <kdist/collectives.hpp>
@@ -378,4 +379,19 @@ TEST(CollectiveErrors, MaxOfComplexIsAValueError) {
   const auto m = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), z, ReduceOp::max, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "ReduceOp::max is not defined for complex values")) << m;
+}
+
+TEST(CollectiveErrors, CountsBeyondMpisIntAndUnknownOps) {
+  namespace dc = kdist::detail::collectives;
+  const auto big = static_cast<std::size_t>(INT_MAX) + 1;
+  const auto m =
+      message_of<kdist::ValueError>([&] { (void)dc::to_count(big, "kdist::all_gather"); });
+  EXPECT_TRUE(contains(m, "kdist::all_gather: " + std::to_string(big) +
+                              " elements per message is more than MPI's int count allows"))
+      << m;
+  EXPECT_EQ(dc::to_count(static_cast<std::size_t>(INT_MAX), "x"), INT_MAX);
+  Kokkos::View<double*> v("v", 1);
+  const auto u = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), v, static_cast<ReduceOp>(42), MPI_COMM_WORLD); });
+  EXPECT_TRUE(contains(u, "unknown ReduceOp 42")) << u;
 }

@@ -179,3 +179,16 @@ TEST(Agree, DisagreementCarriesRankAndKind) {
   EXPECT_EQ(d->message, "last");
   EXPECT_FALSE(kdist::mpi::detail::agree_on(MPI_COMM_WORLD, true, "", 1).has_value());
 }
+
+TEST(CheckMpi, FailuresBecomeRuntimeErrorsWithMpisMessage) {
+  EXPECT_NO_THROW(kdist::mpi::detail::check_mpi(MPI_SUCCESS, "MPI_Barrier"));
+  try {
+    kdist::mpi::detail::check_mpi(MPI_ERR_COUNT, "kdist::x: MPI_Send");
+    ADD_FAILURE() << "no exception";
+  } catch (const kdist::RuntimeError& e) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(MPI_ERR_COUNT, text, &length);
+    EXPECT_EQ(std::string(e.what()), "kdist::x: MPI_Send failed: " + std::string(text, length));
+  }
+}
