@@ -386,11 +386,20 @@ class BasicTensorLayout {
   std::array<std::size_t, R> per_dim(const std::array<std::size_t, R>& shape, std::size_t device,
                                      F f) const {
     static_assert(check_rank<R>());
-    if constexpr (Div == Division::even) to_runtime().check_shape(shape);
-    const auto coords = mesh_.coords_of(device);
-    std::array<std::size_t, R> out{};
-    for (std::size_t d = 0; d < R; ++d) out[d] = f(block(d, shape[d], coords));
-    return out;
+    if constexpr (R != rank()) {
+      return {};  // diagnosed above
+    } else {
+      if constexpr (Div == Division::even) {
+        for (std::size_t d = 0; d < R; ++d) {
+          if (shape[d] % shards(d) != 0) to_runtime().check_shape(shape);  // throws its message
+        }
+      }
+      const auto coords = mesh_.coords_of(device);
+      // One block() per dimension with a constant d, so static mesh extents fold.
+      return [&]<std::size_t... D>(std::index_sequence<D...>) {
+        return std::array<std::size_t, R>{f(block(D, shape[D], coords))...};
+      }(std::make_index_sequence<R>{});
+    }
   }
 
   Mesh_ mesh_;
