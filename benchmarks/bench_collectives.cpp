@@ -11,6 +11,8 @@
 // the median per-call times, which a busy machine disturbs much less. Rank 0 prints, then a table:
 // kdist / raw and the time kdist adds, both ways. The other ranks report to a null reporter.
 #include <benchmark/benchmark.h>
+
+#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -325,34 +327,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::map<std::string, std::pair<double, double>> paired_;
 };
 
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  kdist::ScopeGuard guard(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // Only rank 0 writes files: the other ranks drop --benchmark_out*.
-  std::vector<char*> args(argv, argv + argc);
-  if (rank != 0) {
-    std::erase_if(args, [](const char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; });
-  }
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  register_all();
-  if (rank == 0) {
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  } else {
-    NullReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return kdist::bench::mpi_benchmark_main<RatioReporter>(argc, argv, register_all);
 }

@@ -19,6 +19,8 @@
 // call and keep the median per-call times (a busy machine disturbs them much less). Rank 0 prints
 // the table and then kdist / baseline; the other ranks report to a null reporter.
 #include <benchmark/benchmark.h>
+
+#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -53,11 +55,6 @@ benchmark::IterationCount iterations_for(std::int64_t side) {
   return std::clamp<std::int64_t>((std::int64_t{256} << 20) / bytes, 8, 400);
 }
 
-double slowest(double seconds) {
-  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return seconds;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -70,7 +67,7 @@ void timed_loop(benchmark::State& state, Op&& op) {
   for (auto _ : state) {
     const double start = MPI_Wtime();
     op();
-    state.SetIterationTime(slowest(MPI_Wtime() - start));
+    state.SetIterationTime(kdist::bench::slowest_rank(MPI_Wtime() - start));
   }
   state.SetBytesProcessed(state.iterations() * state.range(0) * state.range(0) * 4);
 }
@@ -315,33 +312,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::map<std::string, std::pair<double, double>> paired_;
 };
 
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  kdist::ScopeGuard guard(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::vector<char*> args(argv, argv + argc);
-  if (rank != 0) {  // only rank 0 writes files
-    std::erase_if(args, [](const char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; });
-  }
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  register_all();
-  if (rank == 0) {
-    RatioReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  } else {
-    NullReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return kdist::bench::mpi_benchmark_main<RatioReporter>(argc, argv, register_all);
 }

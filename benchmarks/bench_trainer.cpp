@@ -19,6 +19,8 @@
 //          blocks of every variable and its two Adam slots, and that over the 1-rank figure (on 1
 //          rank every block is the whole variable, so the 1-rank figure is the global size).
 #include <benchmark/benchmark.h>
+
+#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -124,10 +126,6 @@ struct EigenStep {
   void operator()() { benchmark::DoNotOptimize(ref.train_step(x, labels)); }
 };
 
-double slowest(double seconds) {
-  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return seconds;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -143,7 +141,7 @@ double timed_loop(benchmark::State& state, Op& op) {
   for (auto _ : state) {
     const double start = MPI_Wtime();
     op();
-    const double elapsed = slowest(MPI_Wtime() - start);
+    const double elapsed = kdist::bench::slowest_rank(MPI_Wtime() - start);
     total += elapsed;
     state.SetIterationTime(elapsed);
   }
@@ -184,8 +182,8 @@ void step_paired(benchmark::State& state) {
     const double t1 = MPI_Wtime();
     lib_first ? ref() : lib();
     const double t2 = MPI_Wtime();
-    const double tl = slowest(lib_first ? t1 - t0 : t2 - t1);
-    const double tr = slowest(lib_first ? t2 - t1 : t1 - t0);
+    const double tl = kdist::bench::slowest_rank(lib_first ? t1 - t0 : t2 - t1);
+    const double tr = kdist::bench::slowest_rank(lib_first ? t2 - t1 : t1 - t0);
     lib_t.push_back(tl);
     ref_t.push_back(tr);
     state.SetIterationTime(tl);
@@ -300,33 +298,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> counters_;
 };
 
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  kdist::ScopeGuard guard(argc, argv);
-  const int rank = world_rank();
-  // Only rank 0 writes files: the other ranks drop --benchmark_out*.
-  std::vector<char*> args(argv, argv + argc);
-  if (rank != 0) {
-    std::erase_if(args, [](const char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; });
-  }
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  register_all();
-  if (rank == 0) {
-    SummaryReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  } else {
-    NullReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return kdist::bench::mpi_benchmark_main<SummaryReporter>(argc, argv, register_all);
 }
