@@ -225,6 +225,20 @@ TEST(RuntimeTensorLayout, ShapeAndIndexErrors) {
                      "3 mesh coordinates given for a mesh of rank 2");
 }
 
+TEST(RuntimeTensorLayout, MeshAxesOfAMissingDimension) {
+  kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
+  kdist::RuntimeTensorLayout layout({kdist::replicated, "model"}, mesh);
+  EXPECT_EQ(layout.mesh_axes_of(1), (std::vector<std::size_t>{1}));
+  try {
+    (void)layout.mesh_axes_of(2);
+    FAIL() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("dimension 2 does not exist in layout (None, 'model')"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RuntimeTensorLayout, EqualityMeansTheSameThing) {
   const RuntimeTensorLayout a({kdist::replicated, "model"}, mesh_2x4());
   EXPECT_EQ(a, RuntimeTensorLayout({std::nullopt, std::string("model")}, mesh_2x4()));

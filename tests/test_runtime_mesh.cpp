@@ -126,6 +126,12 @@ TEST(RuntimeDeviceMesh, IndexErrors) {
                      "device 'gpu:0' is not in the mesh <DeviceMesh shape=(2, 4)");
 }
 
+TEST(RuntimeDeviceMesh, ExtentOfAMissingAxis) {
+  RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
+  EXPECT_EQ(mesh.extent(1), 4u);
+  expect_value_error([&] { (void)mesh.extent(2); }, "axis 2 does not exist in <DeviceMesh shape=(2, 4)");
+}
+
 TEST(RuntimeDeviceMesh, ErrorsAreKdistErrors) {
   try {
     RuntimeDeviceMesh({2, 4}, {"data", "model"}, 6);

@@ -108,7 +108,12 @@ class RuntimeTensorLayout {
   //! Mesh axis indices dimension d is sharded over (requires a mesh).
   const std::vector<std::size_t>& mesh_axes_of(std::size_t d) const {
     require_mesh();
-    return axis_index_.at(d);
+    if (d >= rank()) {
+      throw ValueError("kdist::TensorLayout: dimension " + std::to_string(d) +
+                       " does not exist in layout " + axes_repr() + " (rank " +
+                       std::to_string(rank()) + ")");
+    }
+    return axis_index_[d];
   }
   //! Mesh axes no dimension uses: the tensor is replicated along them.
   std::vector<std::size_t> replicated_mesh_axes() const {

@@ -71,7 +71,14 @@ class RuntimeDeviceMesh {
                           detail::numbered_devices(device_count)) {}
 
   std::size_t rank() const { return impl_->shape.size(); }
-  std::size_t extent(std::size_t r) const { return impl_->shape.at(r); }
+  //! Extent of axis r; a ValueError when r >= rank().
+  std::size_t extent(std::size_t r) const {
+    if (r >= rank()) {
+      throw ValueError("kdist::DeviceMesh: axis " + std::to_string(r) + " does not exist in " +
+                       to_string() + " (rank " + std::to_string(rank()) + ")");
+    }
+    return impl_->shape[r];
+  }
   std::size_t size() const { return impl_->devices.size(); }
   const std::vector<std::size_t>& shape() const { return impl_->shape; }
   const std::vector<std::string>& axis_names() const { return impl_->axis_names; }
