@@ -2,7 +2,8 @@
 # All come from Debian packages (see README.md): nothing is vendored or downloaded.
 include_guard(GLOBAL)
 find_package(MPI REQUIRED COMPONENTS CXX)
-find_package(Kokkos REQUIRED)
+# KDIST_KOKKOS_DIR_HINT: set by the installed kdistConfig.cmake to the Kokkos kdist was built with.
+find_package(Kokkos REQUIRED HINTS ${KDIST_KOKKOS_DIR_HINT})
 kdist_repair_kokkos_target()
 find_package(Boost REQUIRED)
 find_package(Eigen3 REQUIRED NO_MODULE)
