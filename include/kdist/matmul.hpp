@@ -58,11 +58,13 @@ View slice(const View& v, bool rows, std::size_t lo, std::size_t n) {
 //!
 //! Errors (ValueError, alike on every process): operands on different meshes, contraction
 //! extents that differ.
+//! `reuse`, when its extents are those of the local result, receives it (no allocation: a
+//! training step can keep its buffers from one step to the next).
 template <class T, class MemorySpace>
-DistributedTensor<T**, MemorySpace> matmul(DistributedTensor<T**, MemorySpace> A,
-                                           DistributedTensor<T**, MemorySpace> B,
-                                           ops::Op op_a = ops::Op::none,
-                                           ops::Op op_b = ops::Op::none) {
+DistributedTensor<T**, MemorySpace> matmul(
+    DistributedTensor<T**, MemorySpace> A, DistributedTensor<T**, MemorySpace> B,
+    ops::Op op_a = ops::Op::none, ops::Op op_b = ops::Op::none,
+    typename DistributedTensor<T**, MemorySpace>::view_type reuse = {}) {
   Kokkos::Profiling::pushRegion("kdist::matmul");
   using Tensor = DistributedTensor<T**, MemorySpace>;
   if (!(A.device_mesh() == B.device_mesh())) {
@@ -109,8 +111,12 @@ DistributedTensor<T**, MemorySpace> matmul(DistributedTensor<T**, MemorySpace> A
     b_local = detail::slice(b_local, b_k == 0, A.offsets()[a_k], A.local_extents()[a_k]);
   }
   RuntimeTensorLayout out_layout({DimAxes(ma), DimAxes(nb)}, A.device_mesh());
-  typename Tensor::view_type c(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"),
-                               A.local_extents()[a_m], B.local_extents()[b_n]);
+  const std::size_t rows = A.local_extents()[a_m], cols = B.local_extents()[b_n];
+  typename Tensor::view_type c = reuse;
+  if (c.extent(0) != rows || c.extent(1) != cols || c.data() == nullptr) {
+    c = typename Tensor::view_type(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"), rows, cols);
+  }
   if (c.size() != 0) {
     if ((op_a == ops::Op::none ? a_local.extent(1) : a_local.extent(0)) == 0) {
       Kokkos::deep_copy(c, T(0));

@@ -28,55 +28,84 @@
 
 namespace kdist {
 
-//! `t` laid out by `target` (on the same mesh), with pending sums resolved.
+namespace detail {
+template <class Tensor>
+void check_same_mesh(const Tensor& t, const RuntimeTensorLayout& target) {
+  if (!(*target.device_mesh() == t.device_mesh())) {
+    std::vector<std::size_t> s(t.shape().begin(), t.shape().end());
+    throw ValueError("kdist::redistribute: tensor of shape " + shape_repr(s) + " on " +
+                     t.device_mesh().to_string() + " cannot move to layout " + target.to_string() +
+                     ", which is on another mesh; redistribute within one mesh");
+  }
+}
+}  // namespace detail
+
+//! Writes `t`, laid out as `out` is, into `out`'s existing local block (no allocation on the
+//! all-reduce path, so a training step can reuse its gradient buffers), resolving pending sums.
+//!
+//! Errors (ValueError, on every process alike): `out` on another mesh or of another global shape.
+template <class DataType, class MemorySpace>
+void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
+                       DistributedTensor<DataType, MemorySpace>& out) {
+  Kokkos::Profiling::pushRegion("kdist::redistribute");
+  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  constexpr std::size_t R = Tensor::rank;
+  detail::check_same_mesh(t, out.layout());
+  if (out.shape() != t.shape() || out.is_partial()) {
+    throw ValueError("kdist::redistribute_into: " + t.to_string() + " cannot be written into " +
+                     out.to_string() + ": the global shapes differ or the target is partial");
+  }
+  const bool same_dims =
+      out.layout().axes() == t.layout().axes() && out.layout().division() == t.layout().division();
+  using space = typename MemorySpace::execution_space;
+  if (same_dims && t.is_partial()) {  // one all-reduce over the partial axes, into out
+    const auto& comm =
+        communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
+    if (out.local().data() == t.local().data()) {
+      all_reduce(space(), out.local(), ReduceOp::sum, comm);
+    } else {
+      all_reduce(space(), t.local(), out.local(), ReduceOp::sum, comm);
+    }
+  } else if (same_dims) {  // nothing to move
+    if (out.local().data() != t.local().data()) Kokkos::deep_copy(out.local(), t.local());
+  } else {
+    const std::size_t n = t.device_mesh().size();
+    std::vector<detail::Box<R>> from, to;
+    for (std::size_t d = 0; d < n; ++d) {
+      from.push_back(t.block_of(d));
+      to.push_back(out.block_of(d));
+    }
+    auto src = detail::host_local(t);
+    auto dst = Kokkos::create_mirror_view(out.local());
+    if (t.is_partial()) Kokkos::deep_copy(dst, typename Tensor::value_type(0));  // sums start at 0
+    detail::SameReplica sender(t.device_mesh(),
+                               detail::replicated_non_partial_axes(t.layout(), t.partial_axes()));
+    detail::exchange<R>(
+        src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
+        [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), MPI_COMM_WORLD,
+        "kdist::redistribute");
+    Kokkos::deep_copy(out.local(), dst);
+  }
+  Kokkos::Profiling::popRegion();
+}
+
+//! `t` laid out by `target` (on the same mesh), with pending sums resolved. An unchanged layout
+//! shares `t`'s block; every other case writes a new block (see redistribute_into).
 //!
 //! Errors (ValueError, on every process alike): a target without a mesh or on another mesh, a
 //! target of another rank, a shape the target's even-division rule forbids.
 template <class DataType, class MemorySpace>
 DistributedTensor<DataType, MemorySpace> redistribute(const DistributedTensor<DataType, MemorySpace>& t,
                                                       RuntimeTensorLayout target) {
-  Kokkos::Profiling::pushRegion("kdist::redistribute");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
-  constexpr std::size_t R = Tensor::rank;
   if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
-  if (!(*target.device_mesh() == t.device_mesh())) {
-    std::vector<std::size_t> s(t.shape().begin(), t.shape().end());
-    throw ValueError("kdist::redistribute: tensor of shape " + detail::shape_repr(s) + " on " +
-                     t.device_mesh().to_string() + " cannot move to layout " + target.to_string() +
-                     ", which is on another mesh; redistribute within one mesh");
+  detail::check_same_mesh(t, target);
+  if (!t.is_partial() && target.axes() == t.layout().axes() &&
+      target.division() == t.layout().division()) {
+    return Tensor::from_local(t.local(), t.shape(), std::move(target));  // share the block
   }
-  const bool same_dims = target.axes() == t.layout().axes() && target.division() == t.layout().division();
-  if (same_dims && !t.is_partial()) {  // nothing to move: share the block
-    Kokkos::Profiling::popRegion();
-    return Tensor::from_local(t.local(), t.shape(), std::move(target));
-  }
-  if (same_dims) {  // partial -> the same layout: one all-reduce over the partial axes
-    using view_type = typename Tensor::view_type;
-    view_type sum(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute"),
-                  t.local().layout());
-    Kokkos::deep_copy(sum, t.local());
-    const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
-    all_reduce(typename MemorySpace::execution_space(), sum, ReduceOp::sum, comm);
-    Kokkos::Profiling::popRegion();
-    return Tensor::from_local(sum, t.shape(), std::move(target));
-  }
-  auto out = t.is_partial() ? Tensor::zeros(t.shape(), target) : Tensor::uninitialized(t.shape(), target);
-  const std::size_t n = t.device_mesh().size();
-  std::vector<detail::Box<R>> from, to;
-  for (std::size_t d = 0; d < n; ++d) {
-    from.push_back(t.block_of(d));
-    to.push_back(out.block_of(d));
-  }
-  auto src = detail::host_local(t);
-  auto dst = Kokkos::create_mirror_view(out.local());
-  detail::SameReplica sender(t.device_mesh(),
-                             detail::replicated_non_partial_axes(t.layout(), t.partial_axes()));
-  detail::exchange<R>(
-      src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
-      [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), MPI_COMM_WORLD,
-      "kdist::redistribute");
-  Kokkos::deep_copy(out.local(), dst);
-  Kokkos::Profiling::popRegion();
+  auto out = Tensor::uninitialized(t.shape(), std::move(target));
+  redistribute_into(t, out);
   return out;
 }
 
