@@ -12,8 +12,8 @@
 // kdist / raw and the time kdist adds, both ways. The other ranks report to a null reporter.
 #include <benchmark/benchmark.h>
 
-#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
+#include "mpi_benchmark_main.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>

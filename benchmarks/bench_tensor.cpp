@@ -20,8 +20,8 @@
 // the table and then kdist / baseline; the other ranks report to a null reporter.
 #include <benchmark/benchmark.h>
 
-#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
+#include "mpi_benchmark_main.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -41,8 +41,8 @@ namespace {
 
 using Tensor = kdist::DistributedTensor<float**>;
 constexpr int kRepetitions = 5;
-const std::vector<std::int64_t> kRedistributeSides = {512, 1024, 2048};           // 1, 4, 16 MiB
-const std::vector<std::int64_t> kDistributeSides = {512, 1024, 2048, 4096};       // .. 64 MiB
+const std::vector<std::int64_t> kRedistributeSides = {512, 1024, 2048};      // 1, 4, 16 MiB
+const std::vector<std::int64_t> kDistributeSides = {512, 1024, 2048, 4096};  // .. 64 MiB
 
 std::size_t world_size() {
   int n = 1;
@@ -123,8 +123,8 @@ struct Distribute {
   void from_function() {
     const std::size_t n = side;
     auto t = kdist::distribute_tensor<float**>(
-        [n](std::size_t i, std::size_t j) { return static_cast<float>(i * n + j); },
-        {side, side}, layout);
+        [n](std::size_t i, std::size_t j) { return static_cast<float>(i * n + j); }, {side, side},
+        layout);
     benchmark::DoNotOptimize(t.local().data());
   }
   void from_array() {
@@ -143,7 +143,8 @@ void distribute_array(benchmark::State& state) {
 }
 void distribute_paired(benchmark::State& state) {  // base: from the global array
   Distribute d(state.range(0), state.range(1));
-  paired_loop(state, [&] { d.from_array(); }, [&] { d.from_function(); });
+  paired_loop(
+      state, [&] { d.from_array(); }, [&] { d.from_function(); });
 }
 
 // ---- redistribute vs raw MPI --------------------------------------------------------------------
@@ -163,16 +164,19 @@ struct Redistribute {
         replicated_layout({kdist::DimAxes(), kdist::DimAxes()}, mesh) {
     const std::size_t n = side;
     t = kdist::distribute_tensor<float**>(
-        [n](std::size_t i, std::size_t j) { return static_cast<float>(i * n + j); },
-        {side, side}, rows_layout);
+        [n](std::size_t i, std::size_t j) { return static_cast<float>(i * n + j); }, {side, side},
+        rows_layout);
     send.resize(rows * side);
     std::copy_n(t.local().data(), send.size(), send.data());
     recv.resize(side * side);
     unpacked.resize(side * (side / p));
   }
   // shard(0) -> shard(1)
-  void all_to_all_kdist() { benchmark::DoNotOptimize(kdist::redistribute(t, cols_layout).local().data()); }
-  void all_to_all_raw() {  // the same bytes, no packing: each peer gets rows*side/p contiguous floats
+  void all_to_all_kdist() {
+    benchmark::DoNotOptimize(kdist::redistribute(t, cols_layout).local().data());
+  }
+  void
+  all_to_all_raw() {  // the same bytes, no packing: each peer gets rows*side/p contiguous floats
     const int count = static_cast<int>(rows * side / p);
     MPI_Alltoall(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
   }
@@ -196,14 +200,15 @@ struct Redistribute {
   }
   void all_gather_raw() {
     const int count = static_cast<int>(rows * side);
-    MPI_Allgather(t.local().data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(t.local().data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT,
+                  MPI_COMM_WORLD);
   }
 };
 
-#define KDIST_BENCH(name, body)                      \
-  void name(benchmark::State& state) {               \
-    Redistribute r(state.range(0));                  \
-    timed_loop(state, [&] { body; });                \
+#define KDIST_BENCH(name, body)        \
+  void name(benchmark::State& state) { \
+    Redistribute r(state.range(0));    \
+    timed_loop(state, [&] { body; });  \
   }
 KDIST_BENCH(all_to_all_kdist, r.all_to_all_kdist())
 KDIST_BENCH(all_to_all_raw, r.all_to_all_raw())
@@ -214,15 +219,18 @@ KDIST_BENCH(all_gather_raw, r.all_gather_raw())
 
 void all_to_all_paired(benchmark::State& state) {  // base: raw MPI_Alltoall
   Redistribute r(state.range(0));
-  paired_loop(state, [&] { r.all_to_all_raw(); }, [&] { r.all_to_all_kdist(); });
+  paired_loop(
+      state, [&] { r.all_to_all_raw(); }, [&] { r.all_to_all_kdist(); });
 }
 void all_to_all_packed_paired(benchmark::State& state) {  // base: pack + MPI_Alltoall + unpack
   Redistribute r(state.range(0));
-  paired_loop(state, [&] { r.all_to_all_packed(); }, [&] { r.all_to_all_kdist(); });
+  paired_loop(
+      state, [&] { r.all_to_all_packed(); }, [&] { r.all_to_all_kdist(); });
 }
 void all_gather_paired(benchmark::State& state) {  // base: raw MPI_Allgather
   Redistribute r(state.range(0));
-  paired_loop(state, [&] { r.all_gather_raw(); }, [&] { r.all_gather_kdist(); });
+  paired_loop(
+      state, [&] { r.all_gather_raw(); }, [&] { r.all_gather_kdist(); });
 }
 
 using Fn = void (*)(benchmark::State&);
@@ -273,26 +281,28 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\nkdist vs baseline, slowest rank of %zu, ms per call; MiB = whole float tensor\n"
-                "  separate: median over %d repetitions; paired: median per call, alternating\n",
-                world_size(), kRepetitions);
-    std::printf("%-34s %5s | %9s %9s %7s | %9s %9s %7s\n", "kdist / baseline", "MiB", "base", "kdist",
-                "ratio", "base", "kdist", "ratio");
+    std::printf(
+        "\nkdist vs baseline, slowest rank of %zu, ms per call; MiB = whole float tensor\n"
+        "  separate: median over %d repetitions; paired: median per call, alternating\n",
+        world_size(), kRepetitions);
+    std::printf("%-34s %5s | %9s %9s %7s | %9s %9s %7s\n", "kdist / baseline", "MiB", "base",
+                "kdist", "ratio", "base", "kdist", "ratio");
     auto row = [&](const std::string& label, const std::string& base, const std::string& lib,
                    const std::string& paired, const std::string& args, double mib) {
       const auto b = medians_.find(base + "/" + args);
       const auto l = medians_.find(lib + "/" + args);
       const auto p = paired_.find(paired + "/" + args);
       if (b == medians_.end() || l == medians_.end() || p == paired_.end()) return;
-      std::printf("%-34s %5.0f | %9.3f %9.3f %7.3f | %9.3f %9.3f %7.3f\n", label.c_str(), mib, b->second,
-                  l->second, l->second / b->second, p->second.first, p->second.second,
+      std::printf("%-34s %5.0f | %9.3f %9.3f %7.3f | %9.3f %9.3f %7.3f\n", label.c_str(), mib,
+                  b->second, l->second, l->second / b->second, p->second.first, p->second.second,
                   p->second.second / p->second.first);
     };
     for (std::int64_t layout : {0, 1}) {
       for (auto side : kDistributeSides) {
         row(layout == 0 ? "fn / array  ('data', None)" : "fn / array  (None, 'model')",
             "BM_distribute_array", "BM_distribute_fn", "BM_distribute_paired",
-            std::to_string(side) + "/" + std::to_string(layout), double(side * side * 4) / (1 << 20));
+            std::to_string(side) + "/" + std::to_string(layout),
+            double(side * side * 4) / (1 << 20));
       }
     }
     for (auto side : kRedistributeSides) {

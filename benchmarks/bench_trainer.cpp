@@ -20,8 +20,8 @@
 //          rank every block is the whole variable, so the 1-rank figure is the global size).
 #include <benchmark/benchmark.h>
 
-#include "mpi_benchmark_main.hpp"
 #include <mpi.h>
+#include "mpi_benchmark_main.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -59,13 +59,15 @@ int world_rank() {
   return r;
 }
 
-benchmark::IterationCount iterations_for(std::size_t batch) { return batch <= 128 ? 60 : 40; }
+benchmark::IterationCount iterations_for(std::size_t batch) {
+  return batch <= 128 ? 60 : 40;
+}
 
 //! A synthetic global batch: pixel (r, c) and label r, the same on every rank and every run.
 struct Batch {
   std::size_t rows;
-  std::vector<float> pixels;           // rows x 784, row-major
-  std::vector<std::uint8_t> labels;    // rows
+  std::vector<float> pixels;         // rows x 784, row-major
+  std::vector<std::uint8_t> labels;  // rows
   explicit Batch(std::size_t b) : rows(b), pixels(b * kFeatures), labels(b) {
     for (std::size_t r = 0; r < b; ++r) {
       labels[r] = static_cast<std::uint8_t>((r * 7 + 3) % 10);
@@ -102,10 +104,11 @@ struct KdistStep {
   Kokkos::View<std::int32_t*, Kokkos::LayoutRight> y;
   std::size_t global;
   KdistStep(bool model_parallel, const Batch& batch) : global(batch.rows) {
-    model.compile(make_dist(model_parallel), kdist::Loss::categorical_crossentropy, kdist::Adam(0.001),
-                  kSeed);
+    model.compile(make_dist(model_parallel), kdist::Loss::categorical_crossentropy,
+                  kdist::Adam(0.001), kSeed);
     const auto layout = model.input_layout(global);
-    const auto ext = layout.local_extents(std::vector<std::size_t>{global, kFeatures}, world_rank());
+    const auto ext =
+        layout.local_extents(std::vector<std::size_t>{global, kFeatures}, world_rank());
     const auto off = layout.offsets(std::vector<std::size_t>{global, kFeatures}, world_rank());
     x = decltype(x)("x", ext[0], kFeatures);
     y = decltype(y)("y", ext[0]);
@@ -125,7 +128,6 @@ struct EigenStep {
   explicit EigenStep(const Batch& batch) : x(batch.matrix()), labels(batch.labels) {}
   void operator()() { benchmark::DoNotOptimize(ref.train_step(x, labels)); }
 };
-
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -224,7 +226,8 @@ void model_parallel_memory(benchmark::State& state) {
 }
 
 void register_all() {
-  auto reg = [](const std::string& name, void (*fn)(benchmark::State&), std::int64_t batch, int reps) {
+  auto reg = [](const std::string& name, void (*fn)(benchmark::State&), std::int64_t batch,
+                int reps) {
     auto* b = benchmark::RegisterBenchmark(name.c_str(), fn)
                   ->Arg(batch)
                   ->Iterations(iterations_for(static_cast<std::size_t>(batch)))
@@ -264,31 +267,36 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     const int n = world_size();
-    std::printf("\nsummary (%d rank%s; times are the slowest rank's, ms per step)\n", n, n == 1 ? "" : "s");
+    std::printf("\nsummary (%d rank%s; times are the slowest rank's, ms per step)\n", n,
+                n == 1 ? "" : "s");
     for (const char* strategy : {"data_parallel", "model_parallel"}) {
       for (const int batch : {128, 256}) {
         const std::string b = std::to_string(batch);
         const auto e = medians_.find("BM_step_eigen/" + b);
         const auto k = medians_.find(std::string("BM_step_kdist_") + strategy + "/" + b);
-        const auto p = counters_.find(std::string("BM_step_paired_") + strategy + "/" + b + ":ratio");
+        const auto p =
+            counters_.find(std::string("BM_step_paired_") + strategy + "/" + b + ":ratio");
         if (e == medians_.end() || k == medians_.end() || p == counters_.end()) continue;
         const std::string pk = std::string("BM_step_paired_") + strategy + "/" + b;
-        std::printf("step %-14s batch %3d: eigen %7.3f kdist %7.3f ratio %.3f | paired: eigen %7.3f "
-                    "kdist %7.3f ratio %.3f (target <= 1.25)\n",
-                    strategy, batch, e->second, k->second, k->second / e->second,
-                    counters_[pk + ":eigen_ms"], counters_[pk + ":kdist_ms"], p->second);
+        std::printf(
+            "step %-14s batch %3d: eigen %7.3f kdist %7.3f ratio %.3f | paired: eigen %7.3f "
+            "kdist %7.3f ratio %.3f (target <= 1.25)\n",
+            strategy, batch, e->second, k->second, k->second / e->second,
+            counters_[pk + ":eigen_ms"], counters_[pk + ":kdist_ms"], p->second);
       }
     }
     const auto t = counters_.find("BM_data_parallel_throughput/256:examples_per_s");
     if (t != counters_.end()) {
-      std::printf("data_parallel_throughput ranks=%d batch=256 examples_per_s=%.1f\n", n, t->second);
+      std::printf("data_parallel_throughput ranks=%d batch=256 examples_per_s=%.1f\n", n,
+                  t->second);
     }
     const auto m = counters_.find("BM_model_parallel_memory/256:memory_ratio");
     if (m != counters_.end()) {
-      std::printf("model_parallel_memory ranks=%d bytes_per_rank=%.0f bytes_1rank=%.0f ratio=%.4f "
-                  "(target <= 0.55)\n",
-                  n, counters_["BM_model_parallel_memory/256:weight_bytes_per_rank"],
-                  counters_["BM_model_parallel_memory/256:weight_bytes_1rank"], m->second);
+      std::printf(
+          "model_parallel_memory ranks=%d bytes_per_rank=%.0f bytes_1rank=%.0f ratio=%.4f "
+          "(target <= 0.55)\n",
+          n, counters_["BM_model_parallel_memory/256:weight_bytes_per_rank"],
+          counters_["BM_model_parallel_memory/256:weight_bytes_1rank"], m->second);
     }
     std::fflush(stdout);
   }

@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
     if (o.mesh.empty()) o.mesh = {devices.size()};
     std::vector<std::string> names = o.mesh.size() == 1 ? std::vector<std::string>{"batch"}
                                                         : std::vector<std::string>{"data", "model"};
-    if (o.mesh.size() > 2) throw kdist::ValueError("--mesh takes one or two extents, e.g. --mesh 4");
-    auto dist = std::make_shared<kdist::DataParallel>(kdist::RuntimeDeviceMesh(o.mesh, names, devices));
+    if (o.mesh.size() > 2)
+      throw kdist::ValueError("--mesh takes one or two extents, e.g. --mesh 4");
+    auto dist =
+        std::make_shared<kdist::DataParallel>(kdist::RuntimeDeviceMesh(o.mesh, names, devices));
     kdist::set_distribution(dist);
     return kdist::examples::train_and_evaluate(dist, o, "DataParallel");
   });

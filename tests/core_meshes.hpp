@@ -43,14 +43,14 @@ using Variants = ::testing::Types<Mesh2<D, M, true, true>, Mesh2<D, M, false, tr
                                   Mesh2<D, M, true, false>, Mesh2<D, M, false, false>>;
 
 //! Every guide shape, each in its four variants (20 mesh types).
-using GuideMeshes = ::testing::Types<
-    Mesh2<8, 1, true, true>, Mesh2<8, 1, false, true>, Mesh2<8, 1, true, false>,
-    Mesh2<8, 1, false, false>, Mesh2<4, 2, true, true>, Mesh2<4, 2, false, true>,
-    Mesh2<4, 2, true, false>, Mesh2<4, 2, false, false>, Mesh2<2, 4, true, true>,
-    Mesh2<2, 4, false, true>, Mesh2<2, 4, true, false>, Mesh2<2, 4, false, false>,
-    Mesh2<1, 8, true, true>, Mesh2<1, 8, false, true>, Mesh2<1, 8, true, false>,
-    Mesh2<1, 8, false, false>, Mesh2<2, 1, true, true>, Mesh2<2, 1, false, true>,
-    Mesh2<2, 1, true, false>, Mesh2<2, 1, false, false>>;
+using GuideMeshes =
+    ::testing::Types<Mesh2<8, 1, true, true>, Mesh2<8, 1, false, true>, Mesh2<8, 1, true, false>,
+                     Mesh2<8, 1, false, false>, Mesh2<4, 2, true, true>, Mesh2<4, 2, false, true>,
+                     Mesh2<4, 2, true, false>, Mesh2<4, 2, false, false>, Mesh2<2, 4, true, true>,
+                     Mesh2<2, 4, false, true>, Mesh2<2, 4, true, false>, Mesh2<2, 4, false, false>,
+                     Mesh2<1, 8, true, true>, Mesh2<1, 8, false, true>, Mesh2<1, 8, true, false>,
+                     Mesh2<1, 8, false, false>, Mesh2<2, 1, true, true>, Mesh2<2, 1, false, true>,
+                     Mesh2<2, 1, true, false>, Mesh2<2, 1, false, false>>;
 
 //! Readable typed-test names: "s8xd1" = data static 8, model dynamic 1.
 struct Mesh2Name {

@@ -63,7 +63,7 @@ TEST(Layout, StaticShards) {
   EXPECT_EQ(LD::static_shards(0), kdist::dynamic_extent);  // "data" is dynamic
   EXPECT_EQ(LD::static_shards(1), 1u);
   using LD2 = kdist::TensorLayout<Dynamic2x4, replicated, "model">;
-  EXPECT_EQ(LD2::static_shards(1), 4u);                     // "model" is static
+  EXPECT_EQ(LD2::static_shards(1), 4u);  // "model" is static
 }
 
 TEST(Layout, ConstexprShardArithmeticOnStaticMeshes) {
@@ -236,9 +236,8 @@ TYPED_TEST(Layout2x4, StaticAndRuntimeLayoutsCompare) {
 
   const kdist::RuntimeTensorLayout other_axes({"model", replicated}, mesh.to_runtime());
   EXPECT_FALSE(kernel == other_axes);
-  const kdist::RuntimeTensorLayout other_mesh({replicated, "model"},
-                                              kdist::RuntimeDeviceMesh({4, 2}, {"data", "model"},
-                                                                       mesh.devices()));
+  const kdist::RuntimeTensorLayout other_mesh(
+      {replicated, "model"}, kdist::RuntimeDeviceMesh({4, 2}, {"data", "model"}, mesh.devices()));
   EXPECT_FALSE(kernel == other_mesh);
   const kdist::EvenTensorLayout<M, replicated, "model"> even(mesh);
   EXPECT_FALSE(kernel == even.to_runtime());  // same axes, another division rule

@@ -18,7 +18,9 @@ using kdist::RuntimeDeviceMesh;
 using kdist::RuntimeTensorLayout;
 using Sizes = std::vector<std::size_t>;
 
-RuntimeDeviceMesh mesh_2x4() { return RuntimeDeviceMesh({2, 4}, {"data", "model"}, 8); }
+RuntimeDeviceMesh mesh_2x4() {
+  return RuntimeDeviceMesh({2, 4}, {"data", "model"}, 8);
+}
 
 // Runs `f`, which must throw a kdist::ValueError whose message matches `pattern` (a search).
 template <class F>
@@ -117,11 +119,17 @@ TEST(RuntimeTensorLayout, SetAndWithDeviceMesh) {
 
 TEST(RuntimeTensorLayout, InvalidAxisNames) {
   // Keras: "Invalid axis names for Layout. Valid axis names: ..., Got ..."
-  expect_value_error([] { RuntimeTensorLayout({kdist::replicated, "modle"}, mesh_2x4()); },
-                     "^kdist::TensorLayout: Invalid axis names for Layout\\. Valid axis names: "
-                     "\\['data', 'model'\\], Got \\['modle'\\] in layout \\(None, 'modle'\\)$");
-  expect_value_error([] { RuntimeTensorLayout({"batch", DimAxes{"x", "model"}}, mesh_2x4()); },
-                     "Got \\['batch', 'x'\\]");
+  expect_value_error(
+      [] {
+        RuntimeTensorLayout({kdist::replicated, "modle"}, mesh_2x4());
+      },
+      "^kdist::TensorLayout: Invalid axis names for Layout\\. Valid axis names: "
+      "\\['data', 'model'\\], Got \\['modle'\\] in layout \\(None, 'modle'\\)$");
+  expect_value_error(
+      [] {
+        RuntimeTensorLayout({"batch", DimAxes{"x", "model"}}, mesh_2x4());
+      },
+      "Got \\['batch', 'x'\\]");
   // A failed set_device_mesh leaves the layout as it was.
   RuntimeTensorLayout layout({"batch"});
   const RuntimeDeviceMesh good({8}, {"batch"}, 8);
@@ -134,11 +142,17 @@ TEST(RuntimeTensorLayout, InvalidAxisNames) {
 }
 
 TEST(RuntimeTensorLayout, MeshAxisUsedTwice) {
-  expect_value_error([] { RuntimeTensorLayout({"model", "model"}, mesh_2x4()); },
-                     "mesh axis 'model' is used twice in \\('model', 'model'\\) \\(dimensions 0 "
-                     "and 1\\); a mesh axis can shard one dimension only");
-  expect_value_error([] { RuntimeTensorLayout({DimAxes{"data", "data"}}, mesh_2x4()); },
-                     "mesh axis 'data' is used twice .*\\(dimensions 0 and 0\\)");
+  expect_value_error(
+      [] {
+        RuntimeTensorLayout({"model", "model"}, mesh_2x4());
+      },
+      "mesh axis 'model' is used twice in \\('model', 'model'\\) \\(dimensions 0 "
+      "and 1\\); a mesh axis can shard one dimension only");
+  expect_value_error(
+      [] {
+        RuntimeTensorLayout({DimAxes{"data", "data"}}, mesh_2x4());
+      },
+      "mesh axis 'data' is used twice .*\\(dimensions 0 and 0\\)");
 }
 
 // ---- shard arithmetic ---------------------------------------------------------------------------
@@ -193,14 +207,20 @@ TEST(RuntimeTensorLayout, EvenDivision) {
   const RuntimeTensorLayout even({kdist::replicated, "model"}, mesh_2x4(), kdist::Division::even);
   EXPECT_EQ(even.division(), kdist::Division::even);
   EXPECT_NO_THROW(even.check_shape(Sizes{784, 200}));
-  expect_value_error([&] { even.check_shape(Sizes{784, 202}); },
-                     "dimension 1 of shape \\(784, 202\\) has extent 202, which the 4 shards of "
-                     "'model' cannot divide evenly, and layout \\(None, 'model'\\) demands even "
-                     "division; use a multiple of 4");
+  expect_value_error(
+      [&] {
+        even.check_shape(Sizes{784, 202});
+      },
+      "dimension 1 of shape \\(784, 202\\) has extent 202, which the 4 shards of "
+      "'model' cannot divide evenly, and layout \\(None, 'model'\\) demands even "
+      "division; use a multiple of 4");
   expect_value_error([&] { (void)even.local_extents(Sizes{784, 202}, 0); }, "cannot divide evenly");
   expect_value_error([&] { (void)even.offsets(Sizes{784, 202}, 0); }, "cannot divide evenly");
-  expect_value_error([&] { (void)even.owners(Sizes{784, 202}, Sizes{0, 0}); },
-                     "cannot divide evenly");
+  expect_value_error(
+      [&] {
+        (void)even.owners(Sizes{784, 202}, Sizes{0, 0});
+      },
+      "cannot divide evenly");
   // The chunk rule accepts it.
   const RuntimeTensorLayout chunk({kdist::replicated, "model"}, mesh_2x4());
   EXPECT_EQ(chunk.local_extents(Sizes{784, 202}, 3), (Sizes{784, 49}));
@@ -213,16 +233,28 @@ TEST(RuntimeTensorLayout, ShapeAndIndexErrors) {
                      "applied to a tensor of shape \\(784,\\) \\(rank 1\\); give one entry per "
                      "tensor dimension$");
   expect_value_error([&] { (void)kernel.local_extents(Sizes{1, 2, 3}, 0); }, "a layout of rank 2");
-  expect_value_error([&] { (void)kernel.owners(Sizes{784, 200}, Sizes{0, 200}); },
-                     "index \\(0, 200\\) is out of range for a tensor of shape \\(784, 200\\)");
-  expect_value_error([&] { (void)kernel.owners(Sizes{784, 200}, Sizes{0}); },
-                     "index \\(0,\\) is out of range");
-  expect_value_error([&] { (void)kernel.local_extents(Sizes{784, 200}, 8); },
-                     "device index 8 is out of range for a mesh of 8 devices");
+  expect_value_error(
+      [&] {
+        (void)kernel.owners(Sizes{784, 200}, Sizes{0, 200});
+      },
+      "index \\(0, 200\\) is out of range for a tensor of shape \\(784, 200\\)");
+  expect_value_error(
+      [&] {
+        (void)kernel.owners(Sizes{784, 200}, Sizes{0});
+      },
+      "index \\(0,\\) is out of range");
+  expect_value_error(
+      [&] {
+        (void)kernel.local_extents(Sizes{784, 200}, 8);
+      },
+      "device index 8 is out of range for a mesh of 8 devices");
   expect_value_error([&] { (void)kernel.shard_index(1, Sizes{0}); },
                      "1 mesh coordinates given for a mesh of rank 2");
-  expect_value_error([&] { (void)kernel.block(1, 200, Sizes{0, 0, 0}); },
-                     "3 mesh coordinates given for a mesh of rank 2");
+  expect_value_error(
+      [&] {
+        (void)kernel.block(1, 200, Sizes{0, 0, 0});
+      },
+      "3 mesh coordinates given for a mesh of rank 2");
 }
 
 TEST(RuntimeTensorLayout, MeshAxesOfAMissingDimension) {
@@ -247,8 +279,8 @@ TEST(RuntimeTensorLayout, EqualityMeansTheSameThing) {
   EXPECT_FALSE(a == RuntimeTensorLayout({kdist::replicated, "model"}));  // no mesh
   EXPECT_FALSE(a == RuntimeTensorLayout({kdist::replicated, "model"},
                                         RuntimeDeviceMesh({4, 2}, {"data", "model"}, 8)));
-  EXPECT_FALSE(a == RuntimeTensorLayout({kdist::replicated, "model"}, mesh_2x4(),
-                                        kdist::Division::even));
+  EXPECT_FALSE(
+      a == RuntimeTensorLayout({kdist::replicated, "model"}, mesh_2x4(), kdist::Division::even));
   EXPECT_EQ(RuntimeTensorLayout({"model"}), RuntimeTensorLayout({"model"}));
 }
 

@@ -96,20 +96,35 @@ TEST(RuntimeDeviceMesh, Equality) {
 TEST(RuntimeDeviceMesh, ConstructionErrors) {
   expect_value_error([] { RuntimeDeviceMesh({}, {}, 0); },
                      "kdist::DeviceMesh: shape and axis_names cannot be empty");
-  expect_value_error([] { RuntimeDeviceMesh({2, 4}, {"data"}, 8); },
-                     "shape and axis_names should have the same size, got shape=(2, 4) and "
-                     "axis_names=['data']");
-  expect_value_error([] { RuntimeDeviceMesh({2, 4}, {"data", ""}, 8); },
-                     "axis 1 has an empty name; give every axis a name");
-  expect_value_error([] { RuntimeDeviceMesh({2, 4}, {"data", "data"}, 8); },
-                     "axis name 'data' is used twice in ['data', 'data']; axis names must be "
-                     "unique");
-  expect_value_error([] { RuntimeDeviceMesh({2, 0}, {"data", "model"}, 0); },
-                     "axis 'model' has extent 0; every axis holds at least one device");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({2, 4}, {"data"}, 8);
+      },
+      "shape and axis_names should have the same size, got shape=(2, 4) and "
+      "axis_names=['data']");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({2, 4}, {"data", ""}, 8);
+      },
+      "axis 1 has an empty name; give every axis a name");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({2, 4}, {"data", "data"}, 8);
+      },
+      "axis name 'data' is used twice in ['data', 'data']; axis names must be "
+      "unique");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({2, 0}, {"data", "model"}, 0);
+      },
+      "axis 'model' has extent 0; every axis holds at least one device");
   // Keras: "Shape does not match the number of devices"; here with both numbers.
-  expect_value_error([] { RuntimeDeviceMesh({2, 4}, {"data", "model"}, 6); },
-                     "shape does not match the number of devices: shape (2, 4) holds 8 devices, "
-                     "but 6 were given");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({2, 4}, {"data", "model"}, 6);
+      },
+      "shape does not match the number of devices: shape (2, 4) holds 8 devices, "
+      "but 6 were given");
 }
 
 TEST(RuntimeDeviceMesh, IndexErrors) {
@@ -129,7 +144,8 @@ TEST(RuntimeDeviceMesh, IndexErrors) {
 TEST(RuntimeDeviceMesh, ExtentOfAMissingAxis) {
   RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
   EXPECT_EQ(mesh.extent(1), 4u);
-  expect_value_error([&] { (void)mesh.extent(2); }, "axis 2 does not exist in <DeviceMesh shape=(2, 4)");
+  expect_value_error([&] { (void)mesh.extent(2); },
+                     "axis 2 does not exist in <DeviceMesh shape=(2, 4)");
 }
 
 TEST(RuntimeDeviceMesh, ErrorsAreKdistErrors) {

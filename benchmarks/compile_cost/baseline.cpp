@@ -6,4 +6,6 @@
 
 #include <kdist/layout.hpp>
 
-std::size_t kdist_compile_cost() { return 0; }
+std::size_t kdist_compile_cost() {
+  return 0;
+}

@@ -57,8 +57,8 @@ std::size_t use_mesh() {
   sum += use_layout(kdist::TensorLayout<M, m, d>(mesh), std::array<std::size_t, 2>{8, 6});
   sum += use_layout(kdist::TensorLayout<M, d, replicated, replicated, replicated>(mesh),
                     std::array<std::size_t, 4>{16, 28, 28, 1});
-  sum += use_layout(kdist::TensorLayout<M, replicated, m>(mesh),
-                    std::array<std::size_t, 2>{784, 200});
+  sum +=
+      use_layout(kdist::TensorLayout<M, replicated, m>(mesh), std::array<std::size_t, 2>{784, 200});
   sum += use_layout(kdist::TensorLayout<M, m>(mesh), std::array<std::size_t, 1>{200});
   using Even = kdist::EvenTensorLayout<M, dm, replicated>;
   static_assert(Even::template check_static_shape<48, 10>());
@@ -74,4 +74,6 @@ std::size_t use_all(std::index_sequence<I...>) {
 
 }  // namespace
 
-std::size_t kdist_compile_cost() { return use_all(std::make_index_sequence<KDIST_CC_MESHES>{}); }
+std::size_t kdist_compile_cost() {
+  return use_all(std::make_index_sequence<KDIST_CC_MESHES>{});
+}

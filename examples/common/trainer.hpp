@@ -65,17 +65,28 @@ inline TrainerOptions parse_options(int argc, char** argv, const char* usage) {
       if (v.empty() || *end != '\0') throw ValueError(a + " " + v + " is not a number\n" + usage);
       return d;
     };
-    if (a == "--mesh") o.mesh = parse_mesh(value());
-    else if (a == "--epochs") o.epochs = static_cast<std::size_t>(number(value()));
-    else if (a == "--batch-size") o.batch_size = static_cast<std::size_t>(number(value()));
-    else if (a == "--learning-rate") o.learning_rate = number(value());
-    else if (a == "--optimizer") o.optimizer = value();
-    else if (a == "--loss") o.loss = value();
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(number(value()));
-    else if (a == "--steps") o.max_steps = static_cast<std::size_t>(number(value()));
-    else if (a == "--quiet") o.quiet = true;
-    else if (a == "--help" || a == "-h") throw ValueError(usage);
-    else throw ValueError("unknown flag " + a + "\n" + usage);
+    if (a == "--mesh")
+      o.mesh = parse_mesh(value());
+    else if (a == "--epochs")
+      o.epochs = static_cast<std::size_t>(number(value()));
+    else if (a == "--batch-size")
+      o.batch_size = static_cast<std::size_t>(number(value()));
+    else if (a == "--learning-rate")
+      o.learning_rate = number(value());
+    else if (a == "--optimizer")
+      o.optimizer = value();
+    else if (a == "--loss")
+      o.loss = value();
+    else if (a == "--seed")
+      o.seed = static_cast<std::uint64_t>(number(value()));
+    else if (a == "--steps")
+      o.max_steps = static_cast<std::size_t>(number(value()));
+    else if (a == "--quiet")
+      o.quiet = true;
+    else if (a == "--help" || a == "-h")
+      throw ValueError(usage);
+    else
+      throw ValueError("unknown flag " + a + "\n" + usage);
   }
   if (o.optimizer != "adam" && o.optimizer != "sgd") {
     throw ValueError("--optimizer " + o.optimizer + ": use adam or sgd");
@@ -137,15 +148,18 @@ inline Metrics run_epoch(Sequential& model, const FashionMnist& data, const Batc
     const auto now = std::chrono::steady_clock::now();
     if (tty && (now - last > std::chrono::milliseconds(100) || s + 1 == steps)) {
       last = now;
-      std::printf("\r%s", progress_line(s + 1, steps, std::chrono::duration<double>(now - t0).count(),
-                                        loss_sum / double(seen), correct / double(seen)).c_str());
+      std::printf("\r%s",
+                  progress_line(s + 1, steps, std::chrono::duration<double>(now - t0).count(),
+                                loss_sum / double(seen), correct / double(seen))
+                      .c_str());
       std::fflush(stdout);
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Metrics out{loss_sum / double(seen), correct / double(seen), seen};
   if (print) {
-    std::printf("%s%s\n", tty ? "\r" : "", progress_line(steps, steps, secs, out.loss, out.accuracy).c_str());
+    std::printf("%s%s\n", tty ? "\r" : "",
+                progress_line(steps, steps, secs, out.loss, out.accuracy).c_str());
     std::fflush(stdout);
   }
   return out;

@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <utility>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <kdist/detail/box.hpp>
 #include <kdist/detail/exchange.hpp>
@@ -32,8 +32,8 @@ Box<Tensor::rank> whole(const typename Tensor::shape_type& shape) {
 
 //! s may send to t when they agree on every mesh axis the source is replicated over (partial
 //! axes excepted: every partial contribution is sent and summed).
-inline std::vector<std::size_t> replicated_non_partial_axes(const RuntimeTensorLayout& layout,
-                                                            const std::vector<std::string>& partial) {
+inline std::vector<std::size_t> replicated_non_partial_axes(
+    const RuntimeTensorLayout& layout, const std::vector<std::string>& partial) {
   std::vector<std::size_t> out;
   const auto& mesh = *layout.device_mesh();
   for (auto a : layout.replicated_mesh_axes()) {
@@ -47,7 +47,8 @@ struct SameReplica {
   const RuntimeDeviceMesh* mesh;
   std::vector<std::size_t> axes;
   std::vector<std::vector<std::size_t>> coords;  // per device
-  SameReplica(const RuntimeDeviceMesh& m, std::vector<std::size_t> ax) : mesh(&m), axes(std::move(ax)) {
+  SameReplica(const RuntimeDeviceMesh& m, std::vector<std::size_t> ax)
+      : mesh(&m), axes(std::move(ax)) {
     coords.reserve(m.size());
     for (std::size_t d = 0; d < m.size(); ++d) coords.push_back(m.coords_of(d));
   }
@@ -81,8 +82,9 @@ void fill_from_function(const View& v, const std::array<std::size_t, sizeof...(I
   } else if constexpr (R == 2) {
     Kokkos::parallel_for(
         "kdist::distribute_tensor(fn)",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(v.extent(0)),
-                                                             static_cast<std::int64_t>(v.extent(1))}),
+        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>(
+            {0, 0},
+            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1))}),
         KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
           v(i, j) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1]);
         });
@@ -90,8 +92,9 @@ void fill_from_function(const View& v, const std::array<std::size_t, sizeof...(I
     Kokkos::parallel_for(
         "kdist::distribute_tensor(fn)",
         Kokkos::MDRangePolicy<exec, Kokkos::Rank<3>>(
-            {0, 0, 0}, {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
-                        static_cast<std::int64_t>(v.extent(2))}),
+            {0, 0, 0},
+            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
+             static_cast<std::int64_t>(v.extent(2))}),
         KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, const std::int64_t k) {
           v(i, j, k) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1],
                          static_cast<std::size_t>(k) + o[2]);
@@ -140,14 +143,15 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor(
 //! From a host View of the global tensor that every process holds (Keras:
 //! `distribute_tensor(tensor, layout)`).
 template <class GlobalView>
-  requires Kokkos::is_view<GlobalView>::value
-auto distribute_tensor(const GlobalView& global, const RuntimeTensorLayout& layout) {
+requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
+    const GlobalView& global, const RuntimeTensorLayout& layout) {
   using DataType = typename GlobalView::traits::non_const_data_type;
   using Tensor = DistributedTensor<DataType>;
   typename Tensor::shape_type shape{};
   for (std::size_t d = 0; d < Tensor::rank; ++d) shape[d] = global.extent(d);
   auto contiguous = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), global);
-  Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> right("kdist::global", global.layout());
+  Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> right("kdist::global",
+                                                                       global.layout());
   Kokkos::deep_copy(right, contiguous);
   return distribute_tensor<DataType>(right.data(), shape, layout);
 }
@@ -174,9 +178,8 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
   detail::exchange<R>(
       global_on_root, h.data(), n, t.device(),
       [&](std::size_t s) { return s == r ? detail::whole<Tensor>(shape) : detail::Box<R>{}; },
-      [&](std::size_t d) { return blocks[d]; },
-      [&](std::size_t s, std::size_t) { return s == r; }, false, MPI_COMM_WORLD,
-      "kdist::distribute_tensor_from_root");
+      [&](std::size_t d) { return blocks[d]; }, [&](std::size_t s, std::size_t) { return s == r; },
+      false, MPI_COMM_WORLD, "kdist::distribute_tensor_from_root");
   Kokkos::deep_copy(t.local(), h);
   Kokkos::Profiling::popRegion();
   return t;
@@ -188,11 +191,12 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
 //! Example: `kdist::distribute_tensor<float**>([](std::size_t i, std::size_t j) { return
 //! float(i * 200 + j); }, {784, 200}, layout);`
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
-  requires(detail::invocable_with_indices<F, typename DistributedTensor<DataType, MemorySpace>::value_type>(
-      std::make_index_sequence<DistributedTensor<DataType, MemorySpace>::rank>{}))
-DistributedTensor<DataType, MemorySpace> distribute_tensor(
-    F f, const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
-    const RuntimeTensorLayout& layout) {
+requires(detail::invocable_with_indices<
+         F, typename DistributedTensor<DataType, MemorySpace>::value_type>(
+    std::make_index_sequence<DistributedTensor<DataType, MemorySpace>::rank>{}))
+    DistributedTensor<DataType, MemorySpace> distribute_tensor(
+        F f, const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+        const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
@@ -218,7 +222,7 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
   std::array<std::size_t, R> ext{};
   if (here) ext = t.shape();
   Host out = detail::make_view<Host>("kdist::full_tensor", ext, std::make_index_sequence<R>{},
-                                    /*zero=*/t.is_partial());
+                                     /*zero=*/t.is_partial());
   auto src = detail::host_local(t);
   std::vector<detail::Box<R>> blocks;
   for (std::size_t d = 0; d < n; ++d) blocks.push_back(t.block_of(d));

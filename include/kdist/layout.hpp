@@ -197,18 +197,18 @@ class BasicTensorLayout {
   static_assert(detail::diagnose<!facts::overflow.found,
                                  error::dim_spec_over_limits<facts::overflow.dim>>::value,
                 "kdist::TensorLayout: a dimension names too many mesh axes or too long a name");
+  static_assert(detail::diagnose<
+                    !facts::unknown.found,
+                    typename detail::axis_not_in_mesh_error<
+                        Mesh_, detail::dim_axis_name<facts::dim_or_replicated(facts::unknown.dim),
+                                                     facts::unknown.k>>::type>::value,
+                "kdist::TensorLayout: the layout names an axis that is not an axis of the mesh");
   static_assert(
-      detail::diagnose<!facts::unknown.found,
-                       typename detail::axis_not_in_mesh_error<
-                           Mesh_, detail::dim_axis_name<facts::dim_or_replicated(facts::unknown.dim),
-                                                       facts::unknown.k>>::type>::value,
-      "kdist::TensorLayout: the layout names an axis that is not an axis of the mesh");
-  static_assert(
-      detail::diagnose<!facts::reused.found,
-                       error::mesh_axis_used_twice_in_layout<
-                           detail::dim_axis_name<facts::dim_or_replicated(facts::reused.dim),
-                                                 facts::reused.k>,
-                           detail::axes_repr_string<Dims...>()>>::value,
+      detail::diagnose<
+          !facts::reused.found,
+          error::mesh_axis_used_twice_in_layout<
+              detail::dim_axis_name<facts::dim_or_replicated(facts::reused.dim), facts::reused.k>,
+              detail::axes_repr_string<Dims...>()>>::value,
       "kdist::TensorLayout: a mesh axis is used twice; a mesh axis can shard one dimension only");
 
   static constexpr auto axis_indices_ = facts::axis_indices();
@@ -243,9 +243,10 @@ class BasicTensorLayout {
   //! for EvenTensorLayout on static mesh axes, even division.
   template <std::size_t... Shape>
   static constexpr bool check_static_shape() {
-    static_assert(detail::diagnose<sizeof...(Shape) == rank(),
-                                   error::layout_rank_mismatch<rank(), sizeof...(Shape), repr_>>::value,
-                  "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
+    static_assert(
+        detail::diagnose<sizeof...(Shape) == rank(),
+                         error::layout_rank_mismatch<rank(), sizeof...(Shape), repr_>>::value,
+        "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
     if constexpr (sizeof...(Shape) == rank() && Div == Division::even) {
       return check_even_division<Shape...>(std::make_index_sequence<rank()>{});
     }
@@ -275,9 +276,7 @@ class BasicTensorLayout {
   }
 
   //! A layout on a mesh of static extents (no mesh object needed).
-  BasicTensorLayout()
-    requires(Mesh_::is_static())
-      : mesh_() {}
+  BasicTensorLayout() requires(Mesh_::is_static()) : mesh_() {}
   explicit BasicTensorLayout(Mesh_ mesh) : mesh_(std::move(mesh)) {}
 
   const Mesh_& device_mesh() const { return mesh_; }
@@ -285,7 +284,8 @@ class BasicTensorLayout {
   std::size_t shards(std::size_t d) const {
     return detail::group_size(axis_indices_[d].idx, axis_indices_[d].count, mesh_extents());
   }
-  std::size_t shard_index(std::size_t d, const std::array<std::size_t, Mesh_::rank()>& coords) const {
+  std::size_t shard_index(std::size_t d,
+                          const std::array<std::size_t, Mesh_::rank()>& coords) const {
     return detail::group_index(axis_indices_[d].idx, axis_indices_[d].count, mesh_extents(),
                                coords);
   }
@@ -331,8 +331,8 @@ class BasicTensorLayout {
 
   //! `<TensorLayout axes=('model', 'data'), device_mesh=<DeviceMesh ...>>`, as Keras prints it.
   std::string to_string() const {
-    return "<TensorLayout axes=" + std::string(axes_repr()) +
-           ", device_mesh=" + mesh_.to_string() + ">";
+    return "<TensorLayout axes=" + std::string(axes_repr()) + ", device_mesh=" + mesh_.to_string() +
+           ">";
   }
   friend std::ostream& operator<<(std::ostream& os, const BasicTensorLayout& l) {
     return os << l.to_string();
@@ -353,8 +353,9 @@ class BasicTensorLayout {
   }
   template <std::size_t R>
   static constexpr bool check_rank() {
-    static_assert(detail::diagnose<R == rank(), error::layout_rank_mismatch<rank(), R, repr_>>::value,
-                  "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
+    static_assert(
+        detail::diagnose<R == rank(), error::layout_rank_mismatch<rank(), R, repr_>>::value,
+        "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
     return true;  // the static_assert above is the one error; callers need not repeat it
   }
   template <std::size_t... D>
@@ -369,9 +370,8 @@ class BasicTensorLayout {
   static constexpr bool check_even_division(std::index_sequence<D...>) {
     constexpr std::array<std::size_t, rank()> shape{Shape...};
     static_assert(
-        (detail::diagnose<static_shards(D) == dynamic_extent || shape[D] % static_shards(D) == 0,
-                          error::extent_not_divisible<D, shape[D], static_shards(D), repr_>>::value &&
-         ...),
+        (detail::diagnose < static_shards(D) == dynamic_extent || shape[D] % static_shards(D) == 0,
+         error::extent_not_divisible < D, shape[D], static_shards(D), repr_ >> ::value && ...),
         "kdist::EvenTensorLayout: a static extent is not divisible by its number of shards");
     return true;
   }
@@ -398,7 +398,8 @@ class BasicTensorLayout {
       // One block() per dimension with a constant d, so static mesh extents fold.
       return [&]<std::size_t... D>(std::index_sequence<D...>) {
         return std::array<std::size_t, R>{f(block(D, shape[D], coords))...};
-      }(std::make_index_sequence<R>{});
+      }
+      (std::make_index_sequence<R>{});
     }
   }
 

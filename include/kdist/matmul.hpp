@@ -114,8 +114,8 @@ DistributedTensor<T**, MemorySpace> matmul(
   const std::size_t rows = A.local_extents()[a_m], cols = B.local_extents()[b_n];
   typename Tensor::view_type c = reuse;
   if (c.extent(0) != rows || c.extent(1) != cols || c.data() == nullptr) {
-    c = typename Tensor::view_type(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"), rows, cols);
+    c = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"),
+                                   rows, cols);
   }
   if (c.size() != 0) {
     if ((op_a == ops::Op::none ? a_local.extent(1) : a_local.extent(0)) == 0) {

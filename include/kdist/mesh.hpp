@@ -108,9 +108,9 @@ struct mesh_checks {
   };
   template <int Dummy>
   struct error_for<false, Dummy> {
-    using type = error::duplicate_axis_name<
-        fixed_string<axis_name_views<Axes...>[dup].size() + 1>(axis_name_views<Axes...>[dup]),
-        Axes...>;
+    using type = error::duplicate_axis_name<fixed_string<axis_name_views<Axes...>[dup].size() + 1>(
+                                                axis_name_views<Axes...>[dup]),
+                                            Axes...>;
   };
   using diagnostic = typename error_for<unique>::type;
 };
@@ -133,9 +133,9 @@ template <class... Axes>
 class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes...>, Axes...> {
   static_assert(detail::diagnose<(sizeof...(Axes) > 0), error::mesh_has_no_axes<DeviceMesh>>::value,
                 "kdist::DeviceMesh: a mesh needs at least one axis");
-  static_assert((detail::diagnose<is_axis_v<Axes>, error::mesh_argument_is_not_an_axis<Axes>>::value &&
-                 ...),
-                "kdist::DeviceMesh: every template argument must be a kdist::axis<\"name\", extent>");
+  static_assert(
+      (detail::diagnose<is_axis_v<Axes>, error::mesh_argument_is_not_an_axis<Axes>>::value && ...),
+      "kdist::DeviceMesh: every template argument must be a kdist::axis<\"name\", extent>");
   static_assert(detail::diagnose<detail::mesh_checks<Axes...>::unique,
                                  typename detail::mesh_checks<Axes...>::diagnostic>::value,
                 "kdist::DeviceMesh: an axis name is used twice; axis names must be unique");
@@ -162,8 +162,9 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   template <detail::fixed_string Name>
   static constexpr std::size_t axis_index = [] {
     constexpr std::size_t i = detail::find_axis<Axes...>(Name.view());
-    static_assert(detail::diagnose<(i < sizeof...(Axes)), error::axis_not_in_mesh<Name, Axes...>>::value,
-                  "kdist::DeviceMesh::axis_index: no axis of that name in the mesh");
+    static_assert(
+        detail::diagnose<(i < sizeof...(Axes)), error::axis_not_in_mesh<Name, Axes...>>::value,
+        "kdist::DeviceMesh::axis_index: no axis of that name in the mesh");
     return i;
   }();
   //! Index of the axis called `name`, or nullopt.
@@ -174,9 +175,7 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   }
 
   //! A mesh of static extents over devices "device:0"... (only when every extent is static).
-  DeviceMesh()
-    requires(is_static())
-      : DeviceMesh(static_size()) {}
+  DeviceMesh() requires(is_static()) : DeviceMesh(static_size()) {}
   //! Devices "device:0" ... "device:N-1"; a dynamic extent is inferred from N.
   explicit DeviceMesh(std::size_t device_count)
       : DeviceMesh(detail::numbered_devices(device_count)) {}

@@ -22,7 +22,8 @@ namespace kdist {
 namespace detail {
 struct CommunicatorCache {
   std::mutex mutex;
-  std::map<std::pair<std::vector<int>, std::vector<std::string>>, std::unique_ptr<MeshCommunicators>>
+  std::map<std::pair<std::vector<int>, std::vector<std::string>>,
+           std::unique_ptr<MeshCommunicators>>
       meshes;
   bool hooked = false;
 };

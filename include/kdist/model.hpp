@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <kdist/collectives.hpp>
 #include <kdist/distribution.hpp>
@@ -69,8 +69,8 @@ class Sequential {
       }
     }
     auto& last = std::get<layers::Dense>(layers_.back());
-    fused_softmax_ = loss_ == Loss::categorical_crossentropy &&
-                     last.activation() == layers::Activation::softmax;
+    fused_softmax_ =
+        loss_ == Loss::categorical_crossentropy && last.activation() == layers::Activation::softmax;
     slots_.clear();
     for_each_variable([&](auto& v) {
       slots_.push_back(Slots{make_slot(v.value.local(), v.path + "/m"),
@@ -125,11 +125,10 @@ class Sequential {
     typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
                                     h.local().extent(0), h.local().extent(1));
     const float scale = 1.0f / static_cast<float>(global_batch);
-    double local_sum = fused_softmax_
-                           ? ops::softmax_cross_entropy(h.local(), labels, grad, scale)
-                           : loss_ == Loss::mean_squared_error
-                                 ? ops::mean_squared_error(h.local(), labels, grad, scale)
-                                 : ops::cross_entropy(h.local(), labels, grad, scale);
+    double local_sum = fused_softmax_ ? ops::softmax_cross_entropy(h.local(), labels, grad, scale)
+                       : loss_ == Loss::mean_squared_error
+                           ? ops::mean_squared_error(h.local(), labels, grad, scale)
+                           : ops::cross_entropy(h.local(), labels, grad, scale);
     const auto correct = static_cast<double>(ops::count_correct(h.local(), labels));
     Matrix dh = Matrix::from_local(grad, h.shape(), h.layout());
     // backward
@@ -191,7 +190,8 @@ class Sequential {
     double buf[2] = {local_sum, correct};
     const auto& row_axes = out.layout().axes()[0].names();
     if (!row_axes.empty()) {
-      const auto& comm = communicators(out.device_mesh()).comm(std::span<const std::string>(row_axes));
+      const auto& comm =
+          communicators(out.device_mesh()).comm(std::span<const std::string>(row_axes));
       MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_DOUBLE, MPI_SUM, comm.get());
     }
     return {buf[0] / static_cast<double>(global_batch), buf[1] / static_cast<double>(global_batch),

@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <vector>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <kdist/collectives.hpp>
 #include <kdist/detail/exchange.hpp>
@@ -95,8 +95,8 @@ void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
 //! Errors (ValueError, on every process alike): a target without a mesh or on another mesh, a
 //! target of another rank, a shape the target's even-division rule forbids.
 template <class DataType, class MemorySpace>
-DistributedTensor<DataType, MemorySpace> redistribute(const DistributedTensor<DataType, MemorySpace>& t,
-                                                      RuntimeTensorLayout target) {
+DistributedTensor<DataType, MemorySpace> redistribute(
+    const DistributedTensor<DataType, MemorySpace>& t, RuntimeTensorLayout target) {
   using Tensor = DistributedTensor<DataType, MemorySpace>;
   if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
   detail::check_same_mesh(t, target);

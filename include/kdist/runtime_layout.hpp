@@ -28,9 +28,9 @@ namespace kdist {
 class DimAxes {
  public:
   DimAxes() = default;
-  DimAxes(std::nullopt_t) {}                                   // NOLINT: Keras' None
-  DimAxes(const char* name) : names_{std::string(name)} {}     // NOLINT
-  DimAxes(std::string name) : names_{std::move(name)} {}       // NOLINT
+  DimAxes(std::nullopt_t) {}                                     // NOLINT: Keras' None
+  DimAxes(const char* name) : names_{std::string(name)} {}       // NOLINT
+  DimAxes(std::string name) : names_{std::move(name)} {}         // NOLINT
   DimAxes(std::string_view name) : names_{std::string(name)} {}  // NOLINT
   DimAxes(std::initializer_list<std::string> names) : names_(names) {}
   explicit DimAxes(std::vector<std::string> names) : names_(std::move(names)) {}

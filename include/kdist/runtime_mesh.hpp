@@ -142,9 +142,9 @@ class RuntimeDeviceMesh {
   }
   //! Equal when shape, axis names and devices are equal.
   friend bool operator==(const RuntimeDeviceMesh& a, const RuntimeDeviceMesh& b) {
-    return a.impl_ == b.impl_ || (a.impl_->shape == b.impl_->shape &&
-                                  a.impl_->axis_names == b.impl_->axis_names &&
-                                  a.impl_->devices == b.impl_->devices);
+    return a.impl_ == b.impl_ ||
+           (a.impl_->shape == b.impl_->shape && a.impl_->axis_names == b.impl_->axis_names &&
+            a.impl_->devices == b.impl_->devices);
   }
 
  private:
@@ -165,9 +165,10 @@ class RuntimeDeviceMesh {
       throw ValueError("kdist::DeviceMesh: shape and axis_names cannot be empty");
     }
     if (s.size() != n.size()) {
-      throw ValueError("kdist::DeviceMesh: shape and axis_names should have the same size, got "
-                       "shape=" + detail::shape_repr(s) + " and axis_names=" +
-                       detail::join_quoted(n));
+      throw ValueError(
+          "kdist::DeviceMesh: shape and axis_names should have the same size, got "
+          "shape=" +
+          detail::shape_repr(s) + " and axis_names=" + detail::join_quoted(n));
     }
     for (std::size_t r = 0; r < n.size(); ++r) {
       if (n[r].empty()) {
@@ -187,8 +188,7 @@ class RuntimeDeviceMesh {
     if (detail::product(s) != impl_->devices.size()) {
       throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
                        detail::shape_repr(s) + " holds " + std::to_string(detail::product(s)) +
-                       " devices, but " + std::to_string(impl_->devices.size()) +
-                       " were given");
+                       " devices, but " + std::to_string(impl_->devices.size()) + " were given");
     }
   }
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <kdist/detail/box.hpp>
 #include <kdist/detail/python_repr.hpp>
@@ -142,8 +142,8 @@ class DistributedTensor {
   std::string to_string() const {
     std::vector<std::size_t> s(shape_.begin(), shape_.end());
     std::string out = "<DistributedTensor shape=" + detail::shape_repr(s) +
-                      ", layout=" + layout_.axes_repr() + ", device_mesh=" +
-                      device_mesh().to_string();
+                      ", layout=" + layout_.axes_repr() +
+                      ", device_mesh=" + device_mesh().to_string();
     if (is_partial()) out += ", partial=" + detail::join_quoted(partial_);
     return out + ">";
   }
@@ -173,7 +173,8 @@ class DistributedTensor {
     device_ = static_cast<std::size_t>(detail::world_rank());
     block_ = block_of(device_);
     if (allocate) {
-      local_ = detail::make_view<view_type>(label, block_.ext, std::make_index_sequence<rank>{}, zero);
+      local_ =
+          detail::make_view<view_type>(label, block_.ext, std::make_index_sequence<rank>{}, zero);
     }
   }
 

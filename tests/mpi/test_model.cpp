@@ -25,7 +25,8 @@ int world() {
   return s;
 }
 
-std::shared_ptr<const kdist::Distribution> make_dist(bool model_parallel, std::vector<std::size_t> shape) {
+std::shared_ptr<const kdist::Distribution> make_dist(bool model_parallel,
+                                                     std::vector<std::size_t> shape) {
   kdist::RuntimeDeviceMesh mesh(shape, {"data", "model"}, kdist::list_devices());
   if (!model_parallel) return std::make_shared<kdist::DataParallel>(mesh);
   kdist::LayoutMap map(mesh);
@@ -53,8 +54,9 @@ void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, 
                                           : kdist::Sequential::Optimizer(kdist::SGD(0.1));
   model.compile(dist, loss, opt, 1337);
   kdist::reference::MlpConfig cfg;
-  cfg.loss = loss == kdist::Loss::mean_squared_error ? kdist::reference::Loss::mean_squared_error
-                                                     : kdist::reference::Loss::categorical_crossentropy;
+  cfg.loss = loss == kdist::Loss::mean_squared_error
+                 ? kdist::reference::Loss::mean_squared_error
+                 : kdist::reference::Loss::categorical_crossentropy;
   kdist::reference::OptimizerConfig ocfg;
   if (!adam) {
     ocfg.kind = kdist::reference::OptimizerConfig::Kind::sgd;
@@ -111,11 +113,13 @@ std::vector<std::vector<std::size_t>> meshes() {
 }  // namespace
 
 TEST(ShardedTrainer, ModelParallelMatchesReferenceOnEveryMesh) {
-  for (const auto& m : meshes()) run_against_reference(true, m, kdist::Loss::categorical_crossentropy, true);
+  for (const auto& m : meshes())
+    run_against_reference(true, m, kdist::Loss::categorical_crossentropy, true);
 }
 
 TEST(ShardedTrainer, DataParallelMatchesReferenceOnEveryMesh) {
-  for (const auto& m : meshes()) run_against_reference(false, m, kdist::Loss::categorical_crossentropy, true);
+  for (const auto& m : meshes())
+    run_against_reference(false, m, kdist::Loss::categorical_crossentropy, true);
 }
 
 TEST(ShardedTrainer, MeanSquaredErrorWithSgd) {

@@ -36,11 +36,13 @@ std::vector<std::vector<std::size_t>> meshes_for(std::size_t n) {
 std::vector<std::vector<kdist::DimAxes>> all_layouts_2d() {
   using kdist::DimAxes;
   const DimAxes none, data("data"), model("model"), dm({"data", "model"}), md({"model", "data"});
-  return {{none, none}, {data, none}, {model, none}, {none, data}, {none, model}, {data, model},
-          {model, data}, {dm, none},  {md, none},    {none, dm},   {none, md}};
+  return {{none, none},  {data, none}, {model, none}, {none, data}, {none, model}, {data, model},
+          {model, data}, {dm, none},   {md, none},    {none, dm},   {none, md}};
 }
 
-double value_at(std::size_t i, std::size_t j) { return static_cast<double>(i * 1000 + j) + 0.5; }
+double value_at(std::size_t i, std::size_t j) {
+  return static_cast<double>(i * 1000 + j) + 0.5;
+}
 
 std::vector<double> global_data(std::size_t rows, std::size_t cols) {
   std::vector<double> g(rows * cols);
@@ -88,11 +90,14 @@ TEST(DistributedTensor, RoundTripEveryLayoutEveryMesh) {
         if (n <= 4) {  // keep the collective count low at 8 ranks
           const int root = static_cast<int>(n - 1);
           auto b = kdist::distribute_tensor_from_root<double**>(
-              a.device() == static_cast<std::size_t>(root) ? g.data() : nullptr, shape, layout, root);
+              a.device() == static_cast<std::size_t>(root) ? g.data() : nullptr, shape, layout,
+              root);
           expect_local_is_block(b, what + " from root");
           auto f = kdist::full_tensor(b, 0);
-          if (b.device() == 0) expect_whole(f, shape[0], shape[1], what + " full to root");
-          else EXPECT_EQ(f.size(), 0u);
+          if (b.device() == 0)
+            expect_whole(f, shape[0], shape[1], what + " full to root");
+          else
+            EXPECT_EQ(f.size(), 0u);
         }
       }
     }
@@ -106,7 +111,8 @@ TEST(DistributedTensor, RedistributeEveryPairEqualsFreshDistribute) {
   auto fn = [](std::size_t i, std::size_t j) { return value_at(i, j); };
   for (auto shape : shapes) {
     for (const auto& from : all_layouts_2d()) {
-      auto src = kdist::distribute_tensor<double**>(fn, shape, kdist::RuntimeTensorLayout(from, mesh));
+      auto src =
+          kdist::distribute_tensor<double**>(fn, shape, kdist::RuntimeTensorLayout(from, mesh));
       for (const auto& to : all_layouts_2d()) {
         kdist::RuntimeTensorLayout target(to, mesh);
         auto moved = kdist::redistribute(src, target);
@@ -137,7 +143,8 @@ TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
     auto p = kdist::DistributedTensor<double**>::from_local(part, shape, rows_on_data, {"model"});
     EXPECT_EQ(p.is_partial(), ms[1] > 1);  // a sum over one device is complete
     expect_whole(kdist::full_tensor(p), shape[0], shape[1], "partial full");
-    auto rep = kdist::redistribute(p, kdist::RuntimeTensorLayout({kdist::replicated, kdist::replicated}, mesh));
+    auto rep = kdist::redistribute(
+        p, kdist::RuntimeTensorLayout({kdist::replicated, kdist::replicated}, mesh));
     EXPECT_FALSE(rep.is_partial());
     expect_local_is_block(rep, "partial -> replicated");
     auto sh = kdist::redistribute(p, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
@@ -149,7 +156,8 @@ TEST(DistributedTensor, VisualizeSharding) {
   const auto n = static_cast<std::size_t>(world());
   if (n != 4) GTEST_SKIP() << "picture checked on 4 processes";
   kdist::RuntimeDeviceMesh mesh({2, 2}, {"data", "model"}, kdist::detail::numbered_devices(4));
-  auto t = kdist::DistributedTensor<float**>::zeros({8, 4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh));
+  auto t = kdist::DistributedTensor<float**>::zeros(
+      {8, 4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh));
   const std::string pic = kdist::visualize_sharding(t);
   EXPECT_EQ(pic,
             "shape=(8, 4) layout=('data', None)\n"
@@ -158,7 +166,8 @@ TEST(DistributedTensor, VisualizeSharding) {
             "├────────────┤\n"
             "│ device:2,3 │\n"
             "└────────────┘\n");
-  auto u = kdist::DistributedTensor<float**>::zeros({8, 4}, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
+  auto u = kdist::DistributedTensor<float**>::zeros(
+      {8, 4}, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
   EXPECT_NE(kdist::visualize_sharding(u).find("│ device:0 │ device:1 │"), std::string::npos)
       << kdist::visualize_sharding(u);
 }
@@ -168,10 +177,12 @@ TEST(DistributedTensor, ErrorsAreRaisedOnEveryRank) {
   kdist::RuntimeDeviceMesh wrong({n + 1}, {"data"}, n + 1);
   kdist::RuntimeDeviceMesh mesh({n}, {"data"}, n);
   // mesh of another size than the world
-  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}, wrong))),
-               kdist::ValueError);
+  EXPECT_THROW(
+      (kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}, wrong))),
+      kdist::ValueError);
   // rank mismatch
-  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh))),
+  EXPECT_THROW((kdist::DistributedTensor<float*>::zeros(
+                   {4}, kdist::RuntimeTensorLayout({"data", kdist::replicated}, mesh))),
                kdist::ValueError);
   // layout without mesh
   EXPECT_THROW((kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}))),
@@ -189,17 +200,21 @@ TEST(DistributedTensor, ErrorsAreRaisedOnEveryRank) {
   // redistribute to a layout on another mesh
   auto t = kdist::DistributedTensor<float*>::zeros({4}, kdist::RuntimeTensorLayout({"data"}, mesh));
   kdist::RuntimeDeviceMesh other({n}, {"batch"}, n);
-  EXPECT_THROW((void)kdist::redistribute(t, kdist::RuntimeTensorLayout({"batch"}, other)), kdist::ValueError);
+  EXPECT_THROW((void)kdist::redistribute(t, kdist::RuntimeTensorLayout({"batch"}, other)),
+               kdist::ValueError);
   // from_local with wrong extents
   Kokkos::View<float*, Kokkos::LayoutRight> bad("bad", 99);
-  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(bad, {4}, kdist::RuntimeTensorLayout({"data"}, mesh)),
+  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(
+                   bad, {4}, kdist::RuntimeTensorLayout({"data"}, mesh)),
                kdist::ValueError);
   // unknown partial axis
   Kokkos::View<float*, Kokkos::LayoutRight> ok("ok", t.local().extent(0));
-  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(ok, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), {"modle"}),
+  EXPECT_THROW((void)kdist::DistributedTensor<float*>::from_local(
+                   ok, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), {"modle"}),
                kdist::ValueError);
   // root out of range
-  EXPECT_THROW((void)kdist::distribute_tensor_from_root<float*>(nullptr, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), static_cast<int>(n)),
+  EXPECT_THROW((void)kdist::distribute_tensor_from_root<float*>(
+                   nullptr, {4}, kdist::RuntimeTensorLayout({"data"}, mesh), static_cast<int>(n)),
                kdist::ValueError);
   // the world is still in step: one more collective completes
   int one = 1, sum = 0;
@@ -213,15 +228,22 @@ TEST(DistributedTensor, StaticLayoutAndHigherRanks) {
   Mesh mesh(n);
   kdist::TensorLayout<Mesh, "data", kdist::replicated, kdist::replicated> layout(mesh);
   auto t = kdist::distribute_tensor<int***>(
-      [](std::size_t i, std::size_t j, std::size_t k) { return static_cast<int>(i * 100 + j * 10 + k); },
+      [](std::size_t i, std::size_t j, std::size_t k) {
+        return static_cast<int>(i * 100 + j * 10 + k);
+      },
       {5, 3, 2}, layout);
   auto f = kdist::full_tensor(t);
   for (std::size_t i = 0; i < 5; ++i)
     for (std::size_t j = 0; j < 3; ++j)
-      for (std::size_t k = 0; k < 2; ++k) ASSERT_EQ(f(i, j, k), static_cast<int>(i * 100 + j * 10 + k));
+      for (std::size_t k = 0; k < 2; ++k)
+        ASSERT_EQ(f(i, j, k), static_cast<int>(i * 100 + j * 10 + k));
   auto r4 = kdist::distribute_tensor<float****>(
-      [](std::size_t a, std::size_t b, std::size_t c, std::size_t d) { return float(a + b + c + d); },
-      {3, 2, 2, 2}, kdist::RuntimeTensorLayout({"data", kdist::replicated, kdist::replicated, kdist::replicated}, Mesh(n).to_runtime()));
+      [](std::size_t a, std::size_t b, std::size_t c, std::size_t d) {
+        return float(a + b + c + d);
+      },
+      {3, 2, 2, 2},
+      kdist::RuntimeTensorLayout({"data", kdist::replicated, kdist::replicated, kdist::replicated},
+                                 Mesh(n).to_runtime()));
   auto f4 = kdist::full_tensor(r4);
   EXPECT_EQ(f4(2, 1, 1, 1), 5.0f);
 }

@@ -70,8 +70,8 @@ static_assert(kdist::TensorLayout<DataDyn, replicated, "model">::static_local_ex
 
 // Every guide mesh: the kernel's local columns are 200 / model-extent.
 template <std::size_t D, std::size_t M>
-using GuideKernel = kdist::TensorLayout<kdist::DeviceMesh<axis<"data", D>, axis<"model", M>>,
-                                        replicated, "model">;
+using GuideKernel =
+    kdist::TensorLayout<kdist::DeviceMesh<axis<"data", D>, axis<"model", M>>, replicated, "model">;
 static_assert(GuideKernel<8, 1>::static_local_extents<784, 200>({7, 0}) == Shape<2>{784, 200});
 static_assert(GuideKernel<4, 2>::static_local_extents<784, 200>({3, 1}) == Shape<2>{784, 100});
 static_assert(GuideKernel<2, 4>::static_local_extents<784, 200>({1, 3}) == Shape<2>{784, 50});

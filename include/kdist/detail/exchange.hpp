@@ -46,7 +46,8 @@ bool contiguous_offset(const Box<R>& box, const Box<R>& block, std::size_t& offs
 
 //! dst[box] += src[box] (both row-major blocks of the global index space).
 template <std::size_t R, class T>
-void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box, const Box<R>& box) {
+void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+             const Box<R>& box) {
   if (box.volume() == 0) return;
   std::array<std::size_t, R> ss{}, ds{};
   if constexpr (R > 0) {

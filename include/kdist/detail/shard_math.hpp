@@ -58,7 +58,8 @@ constexpr std::size_t group_index(const Axes& axes, std::size_t count, const Ext
                                   const Coords& coords) {
   std::size_t idx = 0;
   for (std::size_t k = 0; k < count; ++k) {
-    idx = idx * static_cast<std::size_t>(extents[axes[k]]) + static_cast<std::size_t>(coords[axes[k]]);
+    idx = idx * static_cast<std::size_t>(extents[axes[k]]) +
+          static_cast<std::size_t>(coords[axes[k]]);
   }
   return idx;
 }

@@ -106,7 +106,8 @@ class Dense {
     if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(y_.local(), dz.local());
     } else if (activation_ == Activation::softmax && !skip_softmax_) {
-      typename Matrix::view_type d("kdist::Dense::dsoftmax", dz.local().extent(0), dz.local().extent(1));
+      typename Matrix::view_type d("kdist::Dense::dsoftmax", dz.local().extent(0),
+                                   dz.local().extent(1));
       ops::softmax_backward(y_.local(), dz.local(), d);
       dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     }

@@ -28,8 +28,8 @@ class Dropout {
   //! Training: drops with probability rate and scales the rest by 1/(1-rate). `step` is the
   //! optimizer's iteration count.
   Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step) {
-    params_ = ops::DropoutParams{seed, stream_id(name_), step, rate_, x.offsets()[0],
-                                 x.offsets()[1], x.shape()[1]};
+    params_ = ops::DropoutParams{seed,           stream_id(name_), step,        rate_,
+                                 x.offsets()[0], x.offsets()[1],   x.shape()[1]};
     typename Matrix::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
                                  x.local().extent(0), x.local().extent(1));
     ops::dropout(x.local(), y, params_);
