@@ -5,6 +5,7 @@
 // count small.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include "mpi_test_util.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -21,16 +22,8 @@ namespace {
 using Space = Kokkos::DefaultHostExecutionSpace;
 using kdist::ReduceOp;
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using kdist::test::world_rank;
+using kdist::test::world_size;
 
 // The value rank r holds at element i: exact in double, distinct over ranks, not monotonic in r.
 double value(int r, std::size_t i) {
@@ -55,23 +48,8 @@ void fill(const V& v, int r) {
   }
 }
 
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using kdist::test::contains;
+using kdist::test::message_of;
 
 const char* name(ReduceOp op) {
   switch (op) {

@@ -3,6 +3,7 @@
 // errors on every rank. Collectives at 8 ranks cost ~50-90 ms on 2 cores: each shape is built once.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include "mpi_test_util.hpp"
 
 #include <kdist/mesh_communicators.hpp>
 #include <numeric>
@@ -11,16 +12,8 @@
 
 namespace {
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using kdist::test::world_rank;
+using kdist::test::world_size;
 
 // Row-major coordinates of `index` in `shape` (numpy's unravel_index).
 std::vector<int> unravel(int index, const std::vector<int>& shape) {

@@ -2,6 +2,7 @@
 // kdist/mpi/communicator.hpp, kdist/mpi/agree.hpp, kdist/mpi/datatype.hpp.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include "mpi_test_util.hpp"
 
 #include <complex>
 #include <cstdint>
@@ -12,16 +13,8 @@
 
 namespace {
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using kdist::test::world_rank;
+using kdist::test::world_size;
 
 // True when `comm` is a communicator MPI still knows (not freed).
 bool is_live(MPI_Comm comm) {

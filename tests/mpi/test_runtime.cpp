@@ -3,6 +3,7 @@
 // ScopeGuard, list_devices, get_device_count, process_count, process_id.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include "mpi_test_util.hpp"
 
 #include <cstdlib>
 #include <kdist/runtime.hpp>
@@ -11,16 +12,8 @@
 
 namespace {
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using kdist::test::world_rank;
+using kdist::test::world_size;
 
 // Sets (or unsets, with nullptr) an environment variable for the scope, then restores it.
 class ScopedEnv {
@@ -51,24 +44,8 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Runs f, expects exception E on this rank, returns its message ("" and a failure if none).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using kdist::test::contains;
+using kdist::test::message_of;
 
 // No KERAS_DISTRIBUTION_* variable from the environment leaks into the tests.
 class Runtime : public ::testing::Test {
