@@ -116,8 +116,11 @@ inline std::string progress_line(std::size_t step, std::size_t steps, double sec
   for (std::size_t i = 0; i < width; ++i) bar += i < done ? "━" : "─";
   char buf[256];
   const double per_step_ms = step ? seconds * 1000.0 / static_cast<double>(step) : 0.0;
-  std::snprintf(buf, sizeof buf, "%zu/%zu %s %.0fs %.0fms/step - loss: %.4f - accuracy: %.4f", step,
-                steps, bar.c_str(), seconds, per_step_ms, loss, accuracy);
+  // Keras switches to microseconds below one millisecond per step ("977us/step").
+  const bool micro = per_step_ms < 1.0;
+  std::snprintf(buf, sizeof buf, "%zu/%zu %s %.0fs %.0f%s/step - loss: %.4f - accuracy: %.4f", step,
+                steps, bar.c_str(), seconds, micro ? per_step_ms * 1000.0 : per_step_ms,
+                micro ? "us" : "ms", loss, accuracy);
   return buf;
 }
 
