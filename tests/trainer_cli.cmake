@@ -32,3 +32,10 @@ kdist_trainer_error(unknown_flag "unknown flag --epoch" ${_mp} --epoch 3)
 kdist_trainer_error(bad_optimizer "--optimizer adamw: use adam or sgd" ${_mp} --optimizer adamw)
 set(_env KDIST_FASHION_MNIST_DIR=/nonexistent/fashion)
 kdist_trainer_error(missing_dataset "/nonexistent/fashion.*dataset-fashion-mnist" ${_mp} --mesh 1x2)
+
+# The guide's mesh shapes at 8 processes give the same losses (more ranks than cores: slow, few steps).
+add_test(NAME trainer.guide_meshes_agree
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/run_guide_meshes.cmake)
+set_tests_properties(trainer.guide_meshes_agree PROPERTIES PASS_REGULAR_EXPRESSION "guide meshes agree"
+                     PROCESSORS 8 RESOURCE_LOCK mpi TIMEOUT 900)
