@@ -7,12 +7,15 @@
 //!   shard(i) -> shard(j)       all-to-all (each device sends each other exactly the overlap)
 //!   partial -> replicated      all-reduce (sum of every pending contribution)
 //!   partial -> shard           reduce-scatter (each device receives only its block's sums)
-//! A partial tensor resolved into its own layout is one MPI_Allreduce over the partial axes'
-//! communicator; every other case is one MPI_Alltoallv of exactly the overlapping boxes (summing
-//! partial contributions), or no MPI call when no device needs another's data; an unchanged
-//! layout shares the block.
+//! A partial tensor resolved into its own layout is one MPI_Allreduce, and into a layout that
+//! shards one replicated dimension over exactly the partial axes one MPI_Reduce_scatter, both over
+//! the partial axes' communicator; every other case is one MPI_Alltoallv of exactly the
+//! overlapping boxes (summing partial contributions), or no MPI call when no device needs
+//! another's data; an unchanged layout shares the block.
 
+#include <algorithm>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -38,6 +41,26 @@ void check_same_mesh(const Tensor& t, const RuntimeTensorLayout& target) {
                      ", which is on another mesh; redistribute within one mesh");
   }
 }
+//! The dimension a partial tensor `t` can be reduce-scattered along into `out`'s layout: `out`
+//! equals `t`'s layout except that one dimension, replicated in `t`, is sharded over exactly the
+//! mesh axes of the pending sum. Returns rank (no such dimension) otherwise.
+template <class Tensor>
+std::size_t reduce_scatter_dim(const Tensor& t, const RuntimeTensorLayout& out) {
+  constexpr std::size_t R = Tensor::rank;
+  if (!t.is_partial() || out.division() != t.layout().division()) return R;
+  std::size_t found = R;
+  for (std::size_t d = 0; d < R; ++d) {
+    const auto& src = t.layout().axes()[d];
+    const auto& dst = out.axes()[d];
+    if (src == dst) continue;
+    if (found != R || !src.is_replicated()) return R;
+    auto names = dst.names();
+    std::sort(names.begin(), names.end());
+    if (names != t.partial_axes()) return R;
+    found = d;
+  }
+  return found;
+}
 }  // namespace detail
 
 //! Writes `t`, laid out as `out` is, into `out`'s existing local block (no allocation on the
@@ -58,7 +81,38 @@ void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
   const bool same_dims =
       out.layout().axes() == t.layout().axes() && out.layout().division() == t.layout().division();
   using space = typename MemorySpace::execution_space;
-  if (same_dims && t.is_partial()) {  // one all-reduce over the partial axes, into out
+  const std::size_t scatter_dim = detail::reduce_scatter_dim(t, out.layout());
+  if (scatter_dim < R && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
+    // partial -> sharded over the partial axes: one MPI_Reduce_scatter over those axes, in the
+    // order the target lists them (the group communicator ranks row-major over that list).
+    const auto& names = out.layout().axes()[scatter_dim].names();
+    const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(names));
+    const std::size_t g = static_cast<std::size_t>(comm.size());
+    std::vector<detail::Box<R>> parts(g, t.block());
+    std::vector<int> counts(g);
+    std::size_t total = 0;
+    for (std::size_t j = 0; j < g; ++j) {
+      const Block b = detail::chunk_block(t.shape()[scatter_dim], g, j);
+      parts[j].lo[scatter_dim] = b.offset;
+      parts[j].ext[scatter_dim] = b.extent;
+      counts[j] = static_cast<int>(parts[j].volume());
+      total += parts[j].volume();
+    }
+    Kokkos::fence();
+    const auto* src = t.local().data();
+    std::vector<typename Tensor::value_type> packed;
+    if (scatter_dim != 0) {  // blocks along dimension 0 are contiguous already
+      packed.resize(total);
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < g; ++j) {
+        detail::copy_box(src, t.block(), packed.data() + at, parts[j], parts[j]);
+        at += parts[j].volume();
+      }
+      src = packed.data();
+    }
+    MPI_Reduce_scatter(src, out.local().data(), counts.data(),
+                       mpi::datatype<typename Tensor::value_type>(), MPI_SUM, comm.get());
+  } else if (same_dims && t.is_partial()) {  // one all-reduce over the partial axes, into out
     const auto& comm =
         communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
     if (out.local().data() == t.local().data()) {

@@ -149,6 +149,46 @@ TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
     expect_local_is_block(rep, "partial -> replicated");
     auto sh = kdist::redistribute(p, kdist::RuntimeTensorLayout({"data", "model"}, mesh));
     expect_local_is_block(sh, "partial -> sharded");
+    // the same pending sum with rows replicated: reduce-scatter along dimension 0 (contiguous)
+    // and along dimension 1 (packed), over one axis and over both axes in either order
+    auto full = kdist::full_tensor(base);
+    const auto& c = coords;
+    auto pending = [&](const kdist::RuntimeTensorLayout& layout, std::vector<std::string> over) {
+      // each device holds value / (product of the partial extents) + a shift that sums to zero
+      // over the partial axes (the sum of the centred coordinates)
+      double parts = 1, shift2 = 0;
+      for (const auto& a : over) {
+        const std::size_t i = mesh.axis_index(a);
+        parts *= static_cast<double>(ms[i]);
+        shift2 += static_cast<double>(c[i]) - (static_cast<double>(ms[i]) - 1) / 2;
+      }
+      auto t0 = kdist::DistributedTensor<double**>::zeros(shape, layout);
+      auto l = t0.local();
+      for (std::size_t i = 0; i < l.extent(0); ++i)
+        for (std::size_t j = 0; j < l.extent(1); ++j)
+          l(i, j) = full(i + t0.offsets()[0], j + t0.offsets()[1]) / parts + shift2;
+      return kdist::DistributedTensor<double**>::from_local(l, shape, layout, over);
+    };
+    kdist::RuntimeTensorLayout replicated({kdist::replicated, kdist::replicated}, mesh);
+    auto q = pending(replicated, {"model"});
+    expect_local_is_block(
+        kdist::redistribute(q, kdist::RuntimeTensorLayout({"model", kdist::replicated}, mesh)),
+        "partial(model) -> (model, None)");
+    expect_local_is_block(
+        kdist::redistribute(q, kdist::RuntimeTensorLayout({kdist::replicated, "model"}, mesh)),
+        "partial(model) -> (None, model)");
+    auto both = pending(replicated, {"data", "model"});
+    expect_local_is_block(
+        kdist::redistribute(
+            both, kdist::RuntimeTensorLayout({kdist::DimAxes({"model", "data"}), kdist::replicated},
+                                             mesh)),
+        "partial(data, model) -> ((model, data), None)");
+    expect_local_is_block(
+        kdist::redistribute(
+            both, kdist::RuntimeTensorLayout({kdist::replicated, kdist::DimAxes({"data", "model"})},
+                                             mesh)),
+        "partial(data, model) -> (None, (data, model))");
+    expect_whole(kdist::full_tensor(both), shape[0], shape[1], "partial(data, model) full");
   }
 }
 
