@@ -6,7 +6,7 @@
 #ifdef KDIST_BAD
 using Kernel = kdist::TensorLayout<kdist::RuntimeDeviceMesh, kdist::replicated, "model">;
 #else
-using Kernel = kdist::TensorLayout<kdist::DeviceMesh<kdist::axis<"model", 4>>, kdist::replicated,
-                                   "model">;
+using Kernel =
+    kdist::TensorLayout<kdist::DeviceMesh<kdist::axis<"model", 4>>, kdist::replicated, "model">;
 #endif
 [[maybe_unused]] constexpr std::size_t rank = Kernel::rank();

@@ -9,4 +9,6 @@ using T = std::string;
 #else
 using T = long long;
 #endif
-MPI_Datatype f() { return kdist::mpi::datatype<T>(); }
+MPI_Datatype f() {
+  return kdist::mpi::datatype<T>();
+}
