@@ -130,39 +130,13 @@ void reduce_scatter_kdist(benchmark::State& state) {
 // ---- paired: raw and kdist alternate within one run (order flipped every iteration), so load
 // changes on a shared machine hit both alike; medians of the per-iteration times resist preemption
 // outliers. Counters: raw_us, kdist_us (medians), ratio = kdist_us / raw_us, added_us.
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
+using kdist::bench::median;
 
 template <class Raw, class Lib>
 void paired_loop(benchmark::State& state, Raw&& raw, Lib&& lib) {
-  for (int i = 0; i < 3; ++i) {
-    raw();
-    lib();
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::vector<double> raw_times, lib_times;
-  raw_times.reserve(static_cast<std::size_t>(state.max_iterations));
-  lib_times.reserve(static_cast<std::size_t>(state.max_iterations));
-  bool raw_first = true;
-  for (auto _ : state) {
-    double t[2];
-    const double t0 = MPI_Wtime();
-    raw_first ? raw() : lib();
-    const double t1 = MPI_Wtime();
-    raw_first ? lib() : raw();
-    const double t2 = MPI_Wtime();
-    t[0] = raw_first ? t1 - t0 : t2 - t1;  // raw
-    t[1] = raw_first ? t2 - t1 : t1 - t0;  // kdist
-    MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    raw_times.push_back(t[0]);
-    lib_times.push_back(t[1]);
-    state.SetIterationTime(t[1]);
-    raw_first = !raw_first;
-  }
-  const double r = median(raw_times) * 1e6;
-  const double k = median(lib_times) * 1e6;
+  const auto m = kdist::bench::paired_medians(state, raw, lib);
+  const double r = m.base * 1e6;
+  const double k = m.lib * 1e6;
   state.counters["raw_us"] = r;
   state.counters["kdist_us"] = k;
   state.counters["ratio"] = k / r;

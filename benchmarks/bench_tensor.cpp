@@ -55,11 +55,6 @@ benchmark::IterationCount iterations_for(std::int64_t side) {
   return std::clamp<std::int64_t>((std::int64_t{256} << 20) / bytes, 8, 400);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 template <class Op>
 void timed_loop(benchmark::State& state, Op&& op) {
   for (int i = 0; i < 2; ++i) op();  // warm-up: page faults, connections
@@ -74,27 +69,8 @@ void timed_loop(benchmark::State& state, Op&& op) {
 
 template <class Raw, class Lib>
 void paired_loop(benchmark::State& state, Raw&& raw, Lib&& lib) {
-  for (int i = 0; i < 2; ++i) {
-    raw();
-    lib();
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::vector<double> raw_t, lib_t;
-  bool raw_first = true;
-  for (auto _ : state) {
-    const double t0 = MPI_Wtime();
-    raw_first ? raw() : lib();
-    const double t1 = MPI_Wtime();
-    raw_first ? lib() : raw();
-    const double t2 = MPI_Wtime();
-    double t[2] = {raw_first ? t1 - t0 : t2 - t1, raw_first ? t2 - t1 : t1 - t0};
-    MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    raw_t.push_back(t[0]);
-    lib_t.push_back(t[1]);
-    state.SetIterationTime(t[1]);
-    raw_first = !raw_first;
-  }
-  const double r = median(raw_t) * 1e3, k = median(lib_t) * 1e3;
+  const auto m = kdist::bench::paired_medians(state, raw, lib);
+  const double r = m.base * 1e3, k = m.lib * 1e3;
   state.counters["base_ms"] = r;
   state.counters["kdist_ms"] = k;
   state.counters["ratio"] = k / r;

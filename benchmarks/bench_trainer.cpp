@@ -129,11 +129,6 @@ struct EigenStep {
   void operator()() { benchmark::DoNotOptimize(ref.train_step(x, labels)); }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 //! Times one step per iteration (slowest rank); returns the mean time per step.
 template <class Op>
 double timed_loop(benchmark::State& state, Op& op) {
@@ -172,26 +167,8 @@ void step_paired(benchmark::State& state) {
   const Batch batch(static_cast<std::size_t>(state.range(0)));
   KdistStep lib(ModelParallel, batch);
   EigenStep ref(batch);
-  for (int i = 0; i < 3; ++i) {
-    lib();
-    ref();
-  }
-  std::vector<double> lib_t, ref_t;
-  bool lib_first = true;
-  for (auto _ : state) {
-    const double t0 = MPI_Wtime();
-    lib_first ? lib() : ref();
-    const double t1 = MPI_Wtime();
-    lib_first ? ref() : lib();
-    const double t2 = MPI_Wtime();
-    const double tl = kdist::bench::slowest_rank(lib_first ? t1 - t0 : t2 - t1);
-    const double tr = kdist::bench::slowest_rank(lib_first ? t2 - t1 : t1 - t0);
-    lib_t.push_back(tl);
-    ref_t.push_back(tr);
-    state.SetIterationTime(tl);
-    lib_first = !lib_first;
-  }
-  const double l = median(lib_t) * 1e3, r = median(ref_t) * 1e3;
+  const auto m = kdist::bench::paired_medians(state, ref, lib);
+  const double l = m.lib * 1e3, r = m.base * 1e3;
   state.counters["kdist_ms"] = l;
   state.counters["eigen_ms"] = r;
   state.counters["ratio"] = l / r;

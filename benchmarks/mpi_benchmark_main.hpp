@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -18,6 +19,46 @@ namespace kdist::bench {
 inline double slowest_rank(double seconds) {
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return seconds;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+//! Median seconds per call of a baseline and of kdist, timed alternately within one run (which goes
+//! first flips every iteration), so load changes on a shared machine hit both alike; each call's
+//! time is the slowest rank's. The iteration time reported to Google Benchmark is kdist's.
+struct PairedMedians {
+  double base = 0;
+  double lib = 0;
+};
+template <class Base, class Lib>
+PairedMedians paired_medians(benchmark::State& state, Base&& base, Lib&& lib) {
+  for (int i = 0; i < 3; ++i) {  // warm up both
+    base();
+    lib();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<double> base_t, lib_t;
+  base_t.reserve(static_cast<std::size_t>(state.max_iterations));
+  lib_t.reserve(static_cast<std::size_t>(state.max_iterations));
+  bool base_first = true;
+  for (auto _ : state) {
+    const double t0 = MPI_Wtime();
+    base_first ? base() : lib();
+    const double t1 = MPI_Wtime();
+    base_first ? lib() : base();
+    const double t2 = MPI_Wtime();
+    double t[2] = {base_first ? t1 - t0 : t2 - t1, base_first ? t2 - t1 : t1 - t0};
+    MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    base_t.push_back(t[0]);
+    lib_t.push_back(t[1]);
+    state.SetIterationTime(t[1]);
+    base_first = !base_first;
+  }
+  return {median(base_t), median(lib_t)};
 }
 
 class NullReporter : public benchmark::BenchmarkReporter {
