@@ -12,3 +12,8 @@ pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
 # Random123 (librandom123-dev) is header-only and ships no CMake config.
 find_path(KDIST_RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED
           DOC "Random123 headers (Debian: librandom123-dev)")
+# Kokkos with CUDA: device GEMMs go to cuBLAS (kdist/ops/detail/cublas.hpp). The CUDA toolkit
+# that built Kokkos has it.
+if(Kokkos_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()

@@ -90,6 +90,24 @@ TEST(Random, SeedStreamAndStepChangeTheNumbers) {
   EXPECT_LE(equal, 2);
 }
 
+// Rows [r0, r1) x cols [c0, c1) of a rows x cols glorot_uniform kernel, drawn in a Kokkos kernel
+// in the default execution space and copied to the host. (A free function: nvcc allows no device
+// lambda in a GoogleTest body, a private member function.)
+Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> glorot_shard_in_kernel(
+    const kdist::RandomKey& key, std::size_t rows, std::size_t cols, std::size_t r0, std::size_t r1,
+    std::size_t c0, std::size_t c1) {
+  Kokkos::View<float**, Kokkos::LayoutRight> shard("shard", r1 - r0, c1 - c0);
+  Kokkos::parallel_for(
+      Kokkos::MDRangePolicy<Kokkos::Rank<2>>(
+          {0, 0}, {static_cast<std::int64_t>(r1 - r0), static_cast<std::int64_t>(c1 - c0)}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        const auto gi = static_cast<std::uint64_t>(i) + r0;
+        const auto gj = static_cast<std::uint64_t>(j) + c0;
+        shard(i, j) = kdist::glorot_uniform(key, rows, cols, gi * cols + gj);
+      });
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
+}
+
 TEST(Random, IndependentOfOrderAndSlicing) {
   // A 64x50 "global" kernel filled in row order, and a shard (rows 16..39, cols 10..34) filled in
   // reverse order from global indices: the shard's values are the global ones, bit for bit.
@@ -110,18 +128,7 @@ TEST(Random, IndependentOfOrderAndSlicing) {
     }
   }
   // Inside a Kokkos kernel (the same function on any backend).
-  Kokkos::View<float**, Kokkos::LayoutRight> shard("shard", r1 - r0, c1 - c0);
-  const auto key = random_key(42, stream);
-  Kokkos::parallel_for(
-      Kokkos::MDRangePolicy<Kokkos::Rank<2>>(
-          {0, 0}, {static_cast<std::int64_t>(r1 - r0), static_cast<std::int64_t>(c1 - c0)}),
-      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
-        const auto gi = static_cast<std::uint64_t>(i) + r0;
-        const auto gj = static_cast<std::uint64_t>(j) + c0;
-        shard(i, j) = glorot_uniform(key, rows, cols, gi * cols + gj);
-      });
-  Kokkos::fence();
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), shard);
+  auto host = glorot_shard_in_kernel(random_key(42, stream), rows, cols, r0, r1, c0, c1);
   for (std::size_t i = r0; i < r1; ++i) {
     for (std::size_t j = c0; j < c1; ++j) {
       ASSERT_EQ(host(i - r0, j - c0), full[i * cols + j]);

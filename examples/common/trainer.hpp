@@ -18,6 +18,7 @@
 #include <kdist/model.hpp>
 #include <kdist/runtime.hpp>
 
+#include "common/batch_loader.hpp"
 #include "common/fashion_mnist.hpp"
 
 namespace kdist::examples {
@@ -135,15 +136,11 @@ inline Metrics run_epoch(Sequential& model, const FashionMnist& data, const Batc
   std::size_t seen = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
+  BatchLoader loader(steps ? plan.local_indices(order, 0).size() : 0, data.features);
   for (std::size_t s = 0; s < steps; ++s) {
     const auto idx = plan.local_indices(order, s);
     const std::size_t global = plan.global_batch_size_at(s);
-    Kokkos::View<float**, Kokkos::LayoutRight> x("x", idx.size(), data.features);
-    Kokkos::View<std::int32_t*, Kokkos::LayoutRight> y("y", idx.size());
-    for (std::size_t r = 0; r < idx.size(); ++r) {
-      std::copy_n(data.image(idx[r]), data.features, &x(r, 0));
-      y(r) = data.labels[idx[r]];
-    }
+    const auto [x, y] = loader.load(data, idx);
     const Metrics m = train ? model.train_step(x, y, global) : model.evaluate_batch(x, y, global);
     loss_sum += m.loss * static_cast<double>(global);
     correct += m.accuracy * static_cast<double>(global);

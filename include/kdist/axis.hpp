@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include <kdist/detail/fixed_string.hpp>
 #include <kdist/error.hpp>
@@ -34,14 +35,22 @@ struct axis {
   static_assert(detail::diagnose<Extent != 0, error::axis_extent_is_zero<Name>>::value,
                 "kdist::axis: an axis extent must be at least 1");
 
+  using kdist_axis_type = axis;  // what detail::axis_type recognises
+
   static constexpr detail::fixed_string name = Name;
   static constexpr std::size_t static_extent = Extent;
   static constexpr bool is_dynamic = Extent == dynamic_extent;
 };
 
+namespace detail {
+//! Whether T is an `axis<...>` (and not a class derived from one). Not a partial specialization
+//! on `axis<Name, Extent>`: nvcc's front end cannot deduce a class-type template argument such as
+//! `fixed_string Name` from a partial specialization's pattern, so such a trait is false there.
 template <class T>
-inline constexpr bool is_axis_v = false;
-template <detail::fixed_string Name, std::size_t Extent>
-inline constexpr bool is_axis_v<axis<Name, Extent>> = true;
+concept axis_type = std::is_same_v<typename T::kdist_axis_type, T>;
+}  // namespace detail
+
+template <class T>
+inline constexpr bool is_axis_v = detail::axis_type<T>;
 
 }  // namespace kdist

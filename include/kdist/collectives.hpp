@@ -12,9 +12,11 @@
 //!   LayoutRight (P, n) View. Two Views of rank >= 2 passed together must share their layout.
 //! - Every call fences `space` before MPI touches a buffer, so work enqueued on `space` that
 //!   writes the send View is complete. On return the results are in place.
-//! - A View in memory MPI can read directly (host-accessible memory, or any memory when
-//!   `KDIST_MPI_GPU_AWARE` is defined) is passed to MPI as it is: no allocation, no copy. Other
-//!   Views (device memory, MPI not GPU-aware) go through a host copy.
+//! - A View in memory MPI can read directly is passed to MPI as it is: no allocation, no copy.
+//!   That is host-accessible memory, device memory when the MPI library says it takes device
+//!   pointers (kdist::mpi::gpu_aware(), asked once at run time; `KDIST_MPI_GPU_AWARE=0|1` in the
+//!   environment overrides it), and any memory when the macro `KDIST_MPI_GPU_AWARE` is defined.
+//!   Other Views (device memory, MPI not GPU-aware) go through a host copy.
 //! - Each entry point is a Kokkos profiling region named "kdist::all_reduce" etc.
 //! - Checks made on one rank only (contiguity, sizes, root) throw kdist::ValueError on that rank
 //!   before any communication; pass the same sizes on every rank, as MPI requires.
@@ -35,6 +37,7 @@
 #include <kdist/error.hpp>
 #include <kdist/mpi/communicator.hpp>
 #include <kdist/mpi/datatype.hpp>
+#include <kdist/mpi/gpu_aware.hpp>
 #include <string>
 #include <type_traits>
 
@@ -71,7 +74,8 @@ inline int size_of(const mpi::Communicator& comm) noexcept {
   return comm.size();
 }
 
-//! True when MPI may be handed a pointer into View V's memory.
+//! True when MPI may be handed a pointer into View V's memory whatever the MPI library: host
+//! memory, or any memory when KDIST_MPI_GPU_AWARE is defined at compile time.
 template <class V>
 inline constexpr bool mpi_can_access_v =
 #if defined(KDIST_MPI_GPU_AWARE)
@@ -80,6 +84,34 @@ inline constexpr bool mpi_can_access_v =
     Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace,
                                typename V::memory_space>::accessible;
 #endif
+
+//! Whether View V goes through a host copy: never for memory MPI can always read; for device
+//! memory, unless the MPI library takes device pointers (mpi::gpu_aware(), asked at run time).
+template <class V>
+bool must_stage() {
+  if constexpr (mpi_can_access_v<V>) {
+    return false;
+  } else {
+    return !mpi::gpu_aware();
+  }
+}
+
+//! Calls `f(stage_send, stage_recv)` with the staging decision of each View as a
+//! std::bool_constant, so the collective is compiled for it; for host memory only the direct
+//! path is compiled.
+template <class S, class R, class F>
+void with_staging(F&& f) {
+  if constexpr (mpi_can_access_v<S> && mpi_can_access_v<R>) {
+    f(std::false_type{}, std::false_type{});
+  } else {
+    const bool s = must_stage<S>();
+    const bool r = must_stage<R>();
+    if (s && r) f(std::true_type{}, std::true_type{});
+    if (s && !r) f(std::true_type{}, std::false_type{});
+    if (!s && r) f(std::false_type{}, std::true_type{});
+    if (!s && !r) f(std::false_type{}, std::false_type{});
+  }
+}
 
 //! A Kokkos profiling region for the lifetime of the object.
 class Region {
@@ -406,8 +438,9 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
                                      "; they must have the same number");
     }
     const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
-    dc::all_reduce<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
-        space, send, recv, op, dc::raw(comm), size);
+    dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
+      dc::all_reduce<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, op, dc::raw(comm), size);
+    });
   }
 }
 
@@ -426,7 +459,9 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
     dc::Region region(dc::all_reduce_name());
     dc::check_contiguous(view, "kdist::all_reduce", "in-place");
     const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
-    dc::all_reduce_in_place<!dc::mpi_can_access_v<View>>(space, view, op, dc::raw(comm), size);
+    dc::with_staging<View, View>([&](auto stage, auto) {
+      dc::all_reduce_in_place<decltype(stage)::value>(space, view, op, dc::raw(comm), size);
+    });
   }
 }
 
@@ -457,8 +492,9 @@ void all_gather(const Space& space, const SendView& send, const RecvView& recv, 
                                      " = " +
                                      std::to_string(send.size() * static_cast<std::size_t>(size)));
     }
-    dc::all_gather<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
-        space, send, recv, dc::raw(comm));
+    dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
+      dc::all_gather<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, dc::raw(comm));
+    });
   }
 }
 
@@ -487,8 +523,9 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
                                      " = " +
                                      std::to_string(recv.size() * static_cast<std::size_t>(size)));
     }
-    dc::reduce_scatter<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
-        space, send, recv, op, dc::raw(comm), size);
+    dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
+      dc::reduce_scatter<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, op, dc::raw(comm), size);
+    });
   }
 }
 
@@ -519,7 +556,9 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
     } else {
       mpi::detail::check_mpi(MPI_Comm_rank(comm, &rank), "kdist::broadcast: MPI_Comm_rank");
     }
-    dc::broadcast<!dc::mpi_can_access_v<View>>(space, view, root, dc::raw(comm), rank);
+    dc::with_staging<View, View>([&](auto stage, auto) {
+      dc::broadcast<decltype(stage)::value>(space, view, root, dc::raw(comm), rank);
+    });
   }
 }
 
@@ -550,8 +589,9 @@ void all_to_all(const Space& space, const SendView& send, const RecvView& recv, 
                                      " elements, which do not split into " + std::to_string(size) +
                                      " equal blocks (one per rank of the communicator)");
     }
-    dc::all_to_all<!dc::mpi_can_access_v<SendView>, !dc::mpi_can_access_v<RecvView>>(
-        space, send, recv, dc::raw(comm), size);
+    dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
+      dc::all_to_all<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, dc::raw(comm), size);
+    });
   }
 }
 

@@ -31,6 +31,15 @@ struct DimSpec {
     push(std::string_view(name, N - 1));
   }
 
+  //! Member-wise, as nvcc's front end spells a DimSpec template argument in the host code it
+  //! hands to the host compiler (`kdist::DimSpec{{{'m', ...}, ...}, 1UL, false}`); DimSpec is not
+  //! an aggregate (it converts from "model"), so without this constructor g++ rejects that code.
+  constexpr DimSpec(const char (&axis_names)[max_axes][max_name + 1], std::size_t axis_count,
+                    bool over_limits)
+      : count(axis_count), overflow(over_limits) {
+    for (std::size_t a = 0; a < max_axes; ++a) std::copy_n(axis_names[a], max_name + 1, names[a]);
+  }
+
   template <class... Views>
   static constexpr DimSpec of(Views... views) {
     DimSpec d;

@@ -8,6 +8,8 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <mpi.h>
@@ -68,49 +70,80 @@ auto host_local(const Tensor& t) {
   return h;
 }
 
-template <class View, class F, std::size_t... I>
-void fill_from_function(const View& v, const std::array<std::size_t, sizeof...(I)>& offset, F f,
-                        std::index_sequence<I...>) {
-  constexpr std::size_t R = sizeof...(I);
-  using exec = typename View::execution_space;
+//! Writes `v(i, ...) = f(offset + (i, ...))` for every element of v. Functors, not lambdas: a
+//! KOKKOS_LAMBDA that captures a user's lambda `f` makes nvcc reject the user's code ("a type
+//! local to a function cannot be used in the template argument of the enclosing parent function
+//! of an extended lambda").
+template <class View, class F, std::size_t R>
+struct FillFromIndices {  // on the host: F may be any host callable
+  View v;
+  F f;
+  std::array<std::size_t, R> o;
+  void operator()(std::int64_t i) const { v(i) = f(std::size_t(i) + o[0]); }
+  void operator()(std::int64_t i, std::int64_t j) const {
+    v(i, j) = f(std::size_t(i) + o[0], std::size_t(j) + o[1]);
+  }
+  void operator()(std::int64_t i, std::int64_t j, std::int64_t k) const {
+    v(i, j, k) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2]);
+  }
+  void operator()(std::int64_t i, std::int64_t j, std::int64_t k, std::int64_t l) const {
+    v(i, j, k, l) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
+                      std::size_t(l) + o[3]);
+  }
+};
+template <class View, class F, std::size_t R>
+struct FillFromIndicesOnDevice {  // where the View lives: F is callable there
+  View v;
+  F f;
+  std::array<std::size_t, R> o;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { v(i) = f(std::size_t(i) + o[0]); }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
+    v(i, j) = f(std::size_t(i) + o[0], std::size_t(j) + o[1]);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j, std::int64_t k) const {
+    v(i, j, k) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2]);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j, std::int64_t k,
+                                         std::int64_t l) const {
+    v(i, j, k, l) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
+                      std::size_t(l) + o[3]);
+  }
+};
+
+//! The iteration space of View v in execution space Exec (rank 1 to 4).
+template <class Exec, class View>
+auto index_policy(const View& v) {
+  constexpr std::size_t R = View::rank;
   static_assert(R >= 1 && R <= 4, "kdist::distribute_tensor from a function supports ranks 1 to 4");
-  const std::array<std::size_t, R> o = offset;
+  using I = Kokkos::IndexType<std::int64_t>;
   if constexpr (R == 1) {
-    Kokkos::parallel_for(
-        "kdist::distribute_tensor(fn)", Kokkos::RangePolicy<exec>(0, v.extent(0)),
-        KOKKOS_LAMBDA(const std::size_t i) { v(i) = f(i + o[0]); });
-  } else if constexpr (R == 2) {
-    Kokkos::parallel_for(
-        "kdist::distribute_tensor(fn)",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<2>>(
-            {0, 0},
-            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1))}),
-        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
-          v(i, j) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1]);
-        });
-  } else if constexpr (R == 3) {
-    Kokkos::parallel_for(
-        "kdist::distribute_tensor(fn)",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<3>>(
-            {0, 0, 0},
-            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
-             static_cast<std::int64_t>(v.extent(2))}),
-        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, const std::int64_t k) {
-          v(i, j, k) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1],
-                         static_cast<std::size_t>(k) + o[2]);
-        });
+    return Kokkos::RangePolicy<Exec, I>(0, static_cast<std::int64_t>(v.extent(0)));
   } else {
-    Kokkos::parallel_for(
-        "kdist::distribute_tensor(fn)",
-        Kokkos::MDRangePolicy<exec, Kokkos::Rank<4>>(
-            {0, 0, 0, 0},
-            {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
-             static_cast<std::int64_t>(v.extent(2)), static_cast<std::int64_t>(v.extent(3))}),
-        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j, const std::int64_t k,
-                      const std::int64_t l) {
-          v(i, j, k, l) = f(static_cast<std::size_t>(i) + o[0], static_cast<std::size_t>(j) + o[1],
-                            static_cast<std::size_t>(k) + o[2], static_cast<std::size_t>(l) + o[3]);
-        });
+    using Policy = Kokkos::MDRangePolicy<Exec, Kokkos::Rank<R>, I>;
+    typename Policy::point_type lower{}, upper{};
+    for (std::size_t d = 0; d < R; ++d) {
+      lower[d] = 0;
+      upper[d] = static_cast<std::int64_t>(v.extent(d));
+    }
+    return Policy(lower, upper);
+  }
+}
+
+//! Fills v from f: in v's own execution space when `on_device`, else on the host into a mirror
+//! that is then copied to v (no copy when v is host memory).
+template <bool OnDevice, class View, class F, std::size_t R>
+void fill_from_function(const View& v, const std::array<std::size_t, R>& offset, const F& f) {
+  if constexpr (OnDevice) {
+    using Exec = typename View::execution_space;
+    Kokkos::parallel_for("kdist::distribute_tensor(fn) in place", index_policy<Exec>(v),
+                         FillFromIndicesOnDevice<View, F, R>{v, f, offset});
+  } else {
+    auto h = Kokkos::create_mirror_view(v);
+    using Host = Kokkos::DefaultHostExecutionSpace;
+    Kokkos::parallel_for("kdist::distribute_tensor(fn) on the host", index_policy<Host>(h),
+                         FillFromIndices<decltype(h), F, R>{h, f, offset});
+    Kokkos::fence();
+    Kokkos::deep_copy(v, h);
   }
   Kokkos::fence();
 }
@@ -185,11 +218,70 @@ DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
   return t;
 }
 
-//! From a function of the global index, evaluated where each block lives (in a Kokkos kernel on
-//! the tensor's execution space): no process ever holds the whole tensor.
+//! `kdist::on_device(f)`: says that `f` can run where the tensor lives (a device function, e.g.
+//! a `KOKKOS_LAMBDA` or a functor with `KOKKOS_INLINE_FUNCTION` operator()), so
+//! `distribute_tensor` evaluates it there, in place. Needed only where kdist cannot see it for
+//! itself: functors, and every callable under HIP. See evaluates_on_device_v.
+template <class F>
+struct DeviceFunction {
+  F f;
+  template <class... I>
+  KOKKOS_INLINE_FUNCTION auto operator()(I... i) const {
+    return f(i...);
+  }
+};
+template <class F>
+DeviceFunction<F> on_device(F f) {
+  return {std::move(f)};
+}
+
+//! `kdist::on_host(f)`: evaluate `f` on the host (into a mirror, then one copy to the device),
+//! even where it could run on the device.
+template <class F>
+struct HostFunction {
+  F f;
+  template <class... I>
+  auto operator()(I... i) const {
+    return f(i...);
+  }
+};
+template <class F>
+HostFunction<F> on_host(F f) {
+  return {std::move(f)};
+}
+
+namespace detail {
+template <class F>
+inline constexpr bool is_device_callable_v =
+#if defined(__CUDACC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
+    __nv_is_extended_host_device_lambda_closure_type(F) ||
+    __nv_is_extended_device_lambda_closure_type(F) ||
+#endif
+    false;
+template <class F>
+inline constexpr bool is_device_callable_v<DeviceFunction<F>> = true;
+template <class F>
+inline constexpr bool is_device_callable_v<HostFunction<F>> = false;
+}  // namespace detail
+
+//! Whether `distribute_tensor(f, ...)` into `MemorySpace` evaluates `f` where the tensor lives
+//! (true) or on the host followed by one copy (false). Host memory: always in place. Device
+//! memory: in place for a `KOKKOS_LAMBDA` (nvcc tells an extended `__host__ __device__` lambda
+//! by its type) and for `kdist::on_device(f)`; on the host for any other callable (a plain
+//! lambda, a std::function, a functor) and for `kdist::on_host(f)`.
+template <class F, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+inline constexpr bool evaluates_on_device_v =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible ||
+    detail::is_device_callable_v<F>;
+
+//! From a function of the global index, evaluated for each block only (no process ever holds
+//! the whole tensor): where the block lives when `f` can run there, else on the host and then
+//! copied (evaluates_on_device_v says which, at compile time).
 //!
 //! Example: `kdist::distribute_tensor<float**>([](std::size_t i, std::size_t j) { return
-//! float(i * 200 + j); }, {784, 200}, layout);`
+//! float(i * 200 + j); }, {784, 200}, layout);` (a host lambda: evaluated on the host);
+//! `kdist::distribute_tensor<float**>(KOKKOS_LAMBDA(std::size_t i, std::size_t j) { return
+//! float(i * 200 + j); }, {784, 200}, layout);` (evaluated on the device).
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
 requires(detail::invocable_with_indices<
          F, typename DistributedTensor<DataType, MemorySpace>::value_type>(
@@ -200,7 +292,7 @@ requires(detail::invocable_with_indices<
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
   using Tensor = DistributedTensor<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
-  detail::fill_from_function(t.local(), t.offsets(), f, std::make_index_sequence<Tensor::rank>{});
+  detail::fill_from_function<evaluates_on_device_v<F, MemorySpace>>(t.local(), t.offsets(), f);
   Kokkos::Profiling::popRegion();
   return t;
 }

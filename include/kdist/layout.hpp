@@ -95,11 +95,18 @@ template <DimSpec D, std::size_t K>
 inline constexpr auto dim_axis_name = fixed_string<(K < D.size() ? D.axis(K).size() : 0) + 1>(
     K < D.size() ? D.axis(K) : std::string_view{});
 
-template <class Mesh, fixed_string Name>
-struct axis_not_in_mesh_error;
-template <class... Axes, fixed_string Name>
-struct axis_not_in_mesh_error<DeviceMesh<Axes...>, Name> {
+// Specialized on the mesh alone: nvcc cannot deduce a `fixed_string` from a partial
+// specialization's pattern (see is_axis_v).
+template <class Mesh>
+struct axis_not_in_mesh_error_of;
+template <class... Axes>
+struct axis_not_in_mesh_error_of<DeviceMesh<Axes...>> {
+  template <fixed_string Name>
   using type = error::axis_not_in_mesh<Name, Axes...>;
+};
+template <class Mesh, fixed_string Name>
+struct axis_not_in_mesh_error {
+  using type = typename axis_not_in_mesh_error_of<Mesh>::template type<Name>;
 };
 
 struct DimAxisRef {
@@ -406,35 +413,36 @@ class BasicTensorLayout {
   Mesh_ mesh_;
 };
 
-namespace detail {
-// TensorLayout and EvenTensorLayout name BasicTensorLayout through this struct, not directly:
-// GCC 12 crashes (internal compiler error) when a variable template such as kdist::axes<...> is
-// the argument of an alias template over a DimSpec pack in a dependent context (a template's
-// body, e.g. `TensorLayout<M, kdist::axes<"data", "model">>` with M a template parameter).
-template <class Mesh, DimSpec... Dims>
-struct tensor_layouts {
-  using chunk = BasicTensorLayout<Mesh, Division::chunk, Dims...>;
-  using even = BasicTensorLayout<Mesh, Division::even, Dims...>;
-};
-}  // namespace detail
-
-//! A layout with ceil-division blocks for sizes the shards do not divide (torch.chunk).
-//! (An alias of BasicTensorLayout<Mesh, Division::chunk, Dims...>; function templates deduce
-//! that spelling.)
+//! A layout with ceil-division blocks for sizes the shards do not divide (torch.chunk): a
+//! BasicTensorLayout<Mesh, Division::chunk, Dims...> (its base; function templates deduce it).
 //!
 //! Example (the guide's kernel layout): `kdist::TensorLayout<Mesh, kdist::replicated, "model">`.
+//!
+//! (A class, not an alias of BasicTensorLayout: nvcc's front end spells an alias template over a
+//! DimSpec pack, named as a template argument in host code, with objects the host compiler never
+//! sees ('__T0'), and GCC 12 crashes on such an alias in dependent contexts.)
 template <class Mesh, DimSpec... Dims>
-using TensorLayout = typename detail::tensor_layouts<Mesh, Dims...>::chunk;
+class TensorLayout : public BasicTensorLayout<Mesh, Division::chunk, Dims...> {
+ public:
+  using BasicTensorLayout<Mesh, Division::chunk, Dims...>::BasicTensorLayout;
+};
 
 //! A layout that demands even division: a static_assert where extents are static
-//! (check_static_shape), a ValueError at run time otherwise. (An alias of
-//! BasicTensorLayout<Mesh, Division::even, Dims...>.)
+//! (check_static_shape), a ValueError at run time otherwise. A BasicTensorLayout<Mesh,
+//! Division::even, Dims...> (its base).
 template <class Mesh, DimSpec... Dims>
-using EvenTensorLayout = typename detail::tensor_layouts<Mesh, Dims...>::even;
+class EvenTensorLayout : public BasicTensorLayout<Mesh, Division::even, Dims...> {
+ public:
+  using BasicTensorLayout<Mesh, Division::even, Dims...>::BasicTensorLayout;
+};
 
 template <class T>
 inline constexpr bool is_tensor_layout_v = false;
 template <class Mesh, Division Div, DimSpec... Dims>
 inline constexpr bool is_tensor_layout_v<BasicTensorLayout<Mesh, Div, Dims...>> = true;
+template <class Mesh, DimSpec... Dims>
+inline constexpr bool is_tensor_layout_v<TensorLayout<Mesh, Dims...>> = true;
+template <class Mesh, DimSpec... Dims>
+inline constexpr bool is_tensor_layout_v<EvenTensorLayout<Mesh, Dims...>> = true;
 
 }  // namespace kdist

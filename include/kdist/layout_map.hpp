@@ -39,9 +39,6 @@
 //! std::optional<kdist::RuntimeTensorLayout> l = layout_map.get("d1/kernel");  // (None, 'model')
 //! \endcode
 
-#include <re2/re2.h>
-#include <re2/set.h>
-
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -49,6 +46,7 @@
 #include <functional>
 #include <initializer_list>
 #include <kdist/detail/python_repr.hpp>
+#include <kdist/detail/re2.hpp>
 #include <kdist/error.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/runtime_mesh.hpp>
@@ -536,7 +534,7 @@ class LayoutMap {
   std::vector<std::size_t> all_matches(std::string_view path) const {
     std::vector<std::size_t> out;
     for (std::size_t i = 0; i < items_.size(); ++i) {
-      if (items_[i].first == path || RE2::FullMatch(path, *regexes_[i])) out.push_back(i);
+      if (items_[i].first == path || detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
     }
     return out;
   }
@@ -558,7 +556,7 @@ class LayoutMap {
       // match key by key below.
     }
     for (std::size_t i = 0; i < regexes_.size(); ++i) {
-      if (RE2::FullMatch(path, *regexes_[i])) out.push_back(i);
+      if (detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
     }
     return out;
   }
@@ -607,7 +605,7 @@ class LayoutMap {
   std::vector<std::size_t> regex_matches_for_error(std::string_view path) const {
     std::vector<std::size_t> out;
     for (std::size_t i = 0; i < regexes_.size(); ++i) {
-      if (RE2::FullMatch(path, *regexes_[i])) out.push_back(i);
+      if (detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
     }
     return out;
   }

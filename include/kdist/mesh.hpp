@@ -62,13 +62,13 @@ template <class Seq, class... Axes>
 struct instantiate_axes;
 template <std::size_t... I, class... Axes>
 struct instantiate_axes<std::index_sequence<I...>, Axes...> : axis_slot<I, Axes>... {};
-template <fixed_string Name, std::size_t Extent>
-struct axis_traits<axis<Name, Extent>> {
-  // From the template arguments, not the axis' members: an axis that failed its own checks
-  // (empty name, zero extent) must not fail again here.
-  static constexpr std::string_view name = Name.view();
-  static constexpr std::size_t static_extent = Extent;
-  static constexpr bool is_dynamic = Extent == dynamic_extent;
+template <axis_type A>
+struct axis_traits<A> {
+  // An axis' members are its template arguments; one that failed its own checks (empty name,
+  // zero extent) still has them, so nothing fails again here.
+  static constexpr std::string_view name = A::name.view();
+  static constexpr std::size_t static_extent = A::static_extent;
+  static constexpr bool is_dynamic = A::is_dynamic;
 };
 
 template <class... Axes>

@@ -19,7 +19,11 @@
 
 namespace {
 
+// The host-side checks read and write Views directly, so their Views are host memory; the
+// default space (a GPU's, under Kokkos CUDA) has its own test, DeviceViewsThroughMirrors.
 using Space = Kokkos::DefaultHostExecutionSpace;
+template <class DataType>
+using HostView = Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace>;
 using kdist::ReduceOp;
 
 using kdist::test::world_rank;
@@ -70,8 +74,8 @@ const char* name(ReduceOp op) {
 TEST(Collectives, AllReduceEveryOpMatchesTheSerialReference) {
   const int p = world_size();
   const int r = world_rank();
-  Kokkos::View<double**, Kokkos::LayoutRight> send("send", 3, 5);
-  Kokkos::View<double**, Kokkos::LayoutRight> recv("recv", 3, 5);
+  HostView<double**> send("send", 3, 5);
+  HostView<double**> recv("recv", 3, 5);
   fill(send, r);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::mean}) {
     kdist::all_reduce(Space(), send, recv, op, MPI_COMM_WORLD);
@@ -86,7 +90,7 @@ TEST(Collectives, AllReduceIntegersAndComplex) {
   const int p = world_size();
   const int r = world_rank();
   // Integer mean is integer division of the sum.
-  Kokkos::View<std::int64_t*> ints("ints", 4);
+  HostView<std::int64_t*> ints("ints", 4);
   for (int i = 0; i < 4; ++i) {
     ints(i) = r + i;
   }
@@ -96,7 +100,7 @@ TEST(Collectives, AllReduceIntegersAndComplex) {
         static_cast<std::int64_t>(p) * (p - 1) / 2 + static_cast<std::int64_t>(p) * i;
     EXPECT_EQ(ints(i), sum / p);
   }
-  Kokkos::View<std::complex<double>*> z("z", 2);
+  HostView<std::complex<double>*> z("z", 2);
   z(0) = {1.0, static_cast<double>(r)};
   z(1) = {static_cast<double>(r), -1.0};
   kdist::all_reduce(Space(), z, ReduceOp::sum, MPI_COMM_WORLD);
@@ -107,7 +111,7 @@ TEST(Collectives, AllReduceIntegersAndComplex) {
 
 TEST(Collectives, AllReduceInPlaceAndAliased) {
   const int p = world_size();
-  Kokkos::View<float*> v("v", 6);
+  HostView<float*> v("v", 6);
   fill(v, world_rank());
   kdist::all_reduce(Space(), v, ReduceOp::mean, MPI_COMM_WORLD);
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -123,11 +127,11 @@ TEST(Collectives, AllReduceInPlaceAndAliased) {
 
 TEST(Collectives, AllGatherIsRankMajor) {
   const int p = world_size();
-  Kokkos::View<int*> send("send", 3);
+  HostView<int*> send("send", 3);
   for (int i = 0; i < 3; ++i) {
     send(i) = 100 * world_rank() + i;
   }
-  Kokkos::View<int**, Kokkos::LayoutRight> recv("recv", p, 3);  // row q from rank q
+  HostView<int**> recv("recv", p, 3);  // row q from rank q
   kdist::all_gather(Space(), send, recv, MPI_COMM_WORLD);
   for (int q = 0; q < p; ++q) {
     for (int i = 0; i < 3; ++i) {
@@ -140,8 +144,8 @@ TEST(Collectives, ReduceScatterGivesEachRankItsBlock) {
   const int p = world_size();
   const int r = world_rank();
   const std::size_t block = 4;
-  Kokkos::View<double*> send("send", block * static_cast<std::size_t>(p));
-  Kokkos::View<double*> recv("recv", block);
+  HostView<double*> send("send", block * static_cast<std::size_t>(p));
+  HostView<double*> recv("recv", block);
   fill(send, r);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
     kdist::reduce_scatter(Space(), send, recv, op, MPI_COMM_WORLD);
@@ -163,7 +167,7 @@ TEST(Collectives, ReduceScatterGivesEachRankItsBlock) {
 
 TEST(Collectives, BroadcastFromAnyRoot) {
   const int p = world_size();
-  Kokkos::View<double***> v("v", 2, 2, 2);
+  HostView<double***> v("v", 2, 2, 2);
   for (int root : {p - 1, 0}) {
     fill(v, world_rank());
     kdist::broadcast(Space(), v, root, MPI_COMM_WORLD);
@@ -180,8 +184,8 @@ TEST(Collectives, AllToAllExchangesBlocks) {
   const int p = world_size();
   const int r = world_rank();
   const int block = 2;
-  Kokkos::View<int*> send("send", static_cast<std::size_t>(block * p));
-  Kokkos::View<int*> recv("recv", static_cast<std::size_t>(block * p));
+  HostView<int*> send("send", static_cast<std::size_t>(block * p));
+  HostView<int*> recv("recv", static_cast<std::size_t>(block * p));
   for (int j = 0; j < p; ++j) {
     for (int k = 0; k < block; ++k) {
       send(j * block + k) = 1000 * r + 10 * j + k;  // block j goes to rank j
@@ -202,36 +206,64 @@ TEST(Collectives, ThroughAHostCopyAsForDeviceMemory) {
   const int p = world_size();
   const int r = world_rank();
   const MPI_Comm comm = MPI_COMM_WORLD;
-  Kokkos::View<double*> send("send", 2 * static_cast<std::size_t>(p));
-  Kokkos::View<double*> recv("recv", 2 * static_cast<std::size_t>(p));
+  HostView<double*> send("send", 2 * static_cast<std::size_t>(p));
+  HostView<double*> recv("recv", 2 * static_cast<std::size_t>(p));
   fill(send, r);
   dc::all_reduce<true, true>(Space(), send, recv, ReduceOp::mean, comm, p);
   for (std::size_t i = 0; i < recv.size(); ++i) {
     EXPECT_DOUBLE_EQ(recv(i), reference(ReduceOp::mean, p, i));
   }
-  Kokkos::View<double*> inplace("inplace", 3);
+  HostView<double*> inplace("inplace", 3);
   fill(inplace, r);
   dc::all_reduce_in_place<true>(Space(), inplace, ReduceOp::sum, comm, p);
   EXPECT_DOUBLE_EQ(inplace(2), reference(ReduceOp::sum, p, 2));
-  Kokkos::View<double*> mine("mine", 2);
+  HostView<double*> mine("mine", 2);
   fill(mine, r);
   dc::all_gather<true, true>(Space(), mine, recv, comm);
   for (int q = 0; q < p; ++q) {
     EXPECT_EQ(recv(2 * q + 1), value(q, 1));
   }
   if (p <= 4) {
-    Kokkos::View<double*> block("block", 2);
+    HostView<double*> block("block", 2);
     dc::reduce_scatter<true, true>(Space(), send, block, ReduceOp::sum, comm, p);
     EXPECT_DOUBLE_EQ(block(1), reference(ReduceOp::sum, p, 2 * static_cast<std::size_t>(r) + 1));
     fill(mine, r);
     dc::broadcast<true>(Space(), mine, 0, comm, r);
     EXPECT_EQ(mine(1), value(0, 1));
-    Kokkos::View<double*> out("out", 2 * static_cast<std::size_t>(p));
+    HostView<double*> out("out", 2 * static_cast<std::size_t>(p));
     dc::all_to_all<true, true>(Space(), send, out, comm, p);
     for (int q = 0; q < p; ++q) {
       EXPECT_EQ(out(2 * q), value(q, 2 * static_cast<std::size_t>(r)));
     }
   }
+}
+
+// Views in the default execution space's memory (device memory under Kokkos CUDA, where kdist
+// stages through the host unless MPI is CUDA-aware), written and read only through host mirrors.
+TEST(Collectives, DeviceViewsThroughMirrors) {
+  using Exec = Kokkos::DefaultExecutionSpace;
+  using DeviceView = Kokkos::View<double*, Kokkos::LayoutRight, Exec::memory_space>;
+  const int p = world_size();
+  const int r = world_rank();
+  const auto n = 2 * static_cast<std::size_t>(p);
+  DeviceView send("send", n), recv("recv", n);
+  auto host_send = Kokkos::create_mirror_view(send);
+  fill(host_send, r);
+  Kokkos::deep_copy(send, host_send);
+
+  kdist::all_reduce(Exec(), send, recv, ReduceOp::sum, MPI_COMM_WORLD);
+  auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), recv);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(got(i), reference(ReduceOp::sum, p, i));
+
+  DeviceView mine("mine", 2);
+  Kokkos::deep_copy(mine, Kokkos::subview(send, std::make_pair(0, 2)));
+  kdist::all_gather(Exec(), mine, recv, MPI_COMM_WORLD);
+  Kokkos::deep_copy(got, recv);
+  for (int q = 0; q < p; ++q) EXPECT_EQ(got(2 * static_cast<std::size_t>(q) + 1), value(q, 1));
+
+  kdist::broadcast(Exec(), send, 0, MPI_COMM_WORLD);
+  Kokkos::deep_copy(got, send);
+  EXPECT_EQ(got(1), value(0, 1));
 }
 
 TEST(Collectives, OverMeshAxes) {
@@ -241,7 +273,7 @@ TEST(Collectives, OverMeshAxes) {
   }
   kdist::MeshCommunicators mesh({2, p / 2}, {"data", "model"});
   // Sum of world ranks over the "model" axis: the ranks of one row of the mesh.
-  Kokkos::View<int*> v("v", 1);
+  HostView<int*> v("v", 1);
   v(0) = world_rank();
   kdist::all_reduce(Space(), v, ReduceOp::sum, mesh.comm("model"));
   const int q = p / 2;
@@ -250,8 +282,8 @@ TEST(Collectives, OverMeshAxes) {
 }
 
 TEST(Collectives, ZeroSizedViews) {
-  Kokkos::View<double*> empty("empty", 0);
-  Kokkos::View<double*> also("also", 0);
+  HostView<double*> empty("empty", 0);
+  HostView<double*> also("also", 0);
   EXPECT_NO_THROW(kdist::all_reduce(Space(), empty, also, ReduceOp::sum, MPI_COMM_WORLD));
   EXPECT_NO_THROW(kdist::all_gather(Space(), empty, also, MPI_COMM_WORLD));
 }
@@ -265,9 +297,9 @@ TEST(Collectives, ProfilingRegions) {
       [](const char* n) { regions.emplace_back(n); });
   Kokkos::Tools::Experimental::set_pop_region_callback([] { ++pops; });
   const int p = world_size();
-  Kokkos::View<double*> a("a", static_cast<std::size_t>(p));
-  Kokkos::View<double*> b("b", static_cast<std::size_t>(p));
-  Kokkos::View<double*> one("one", 1);
+  HostView<double*> a("a", static_cast<std::size_t>(p));
+  HostView<double*> b("b", static_cast<std::size_t>(p));
+  HostView<double*> one("one", 1);
   kdist::all_reduce(Space(), a, b, ReduceOp::sum, MPI_COMM_WORLD);
   kdist::all_reduce(Space(), a, ReduceOp::sum, MPI_COMM_WORLD);
   kdist::all_gather(Space(), one, a, MPI_COMM_WORLD);
@@ -275,7 +307,7 @@ TEST(Collectives, ProfilingRegions) {
   kdist::broadcast(Space(), a, 0, MPI_COMM_WORLD);
   kdist::all_to_all(Space(), a, b, MPI_COMM_WORLD);
   // An error still closes its region.
-  Kokkos::View<double*> longer("longer", static_cast<std::size_t>(p) + 1);
+  HostView<double*> longer("longer", static_cast<std::size_t>(p) + 1);
   EXPECT_THROW(kdist::all_reduce(Space(), a, longer, ReduceOp::sum, MPI_COMM_WORLD),
                kdist::ValueError);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
@@ -291,13 +323,13 @@ TEST(Collectives, ProfilingRegions) {
 
 TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
   const int p = world_size();
-  Kokkos::View<double*> five("five", 5);
-  Kokkos::View<double*> four("four", 4);
+  HostView<double*> five("five", 5);
+  HostView<double*> four("four", 4);
   auto m = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), five, four, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_reduce: send has 5 elements but recv has 4")) << m;
 
-  Kokkos::View<double*> gathered("gathered", 5 * static_cast<std::size_t>(p) + 1);
+  HostView<double*> gathered("gathered", 5 * static_cast<std::size_t>(p) + 1);
   m = message_of<kdist::ValueError>(
       [&] { kdist::all_gather(Space(), five, gathered, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_gather: recv has " + std::to_string(5 * p + 1) +
@@ -316,8 +348,8 @@ TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
       [&] { kdist::all_to_all(Space(), five, four, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_to_all: send has 5 elements but recv has 4")) << m;
   if (p > 1) {
-    Kokkos::View<double*> odd("odd", static_cast<std::size_t>(p) + 1);
-    Kokkos::View<double*> odd2("odd2", static_cast<std::size_t>(p) + 1);
+    HostView<double*> odd("odd", static_cast<std::size_t>(p) + 1);
+    HostView<double*> odd2("odd2", static_cast<std::size_t>(p) + 1);
     m = message_of<kdist::ValueError>(
         [&] { kdist::all_to_all(Space(), odd, odd2, MPI_COMM_WORLD); });
     EXPECT_TRUE(contains(m, "do not split into " + std::to_string(p) + " equal blocks")) << m;
@@ -326,7 +358,7 @@ TEST(CollectiveErrors, SizeMismatchesNameTheSizes) {
 
 TEST(CollectiveErrors, BroadcastRootOutsideTheCommunicator) {
   const int p = world_size();
-  Kokkos::View<double*> v("v", 2);
+  HostView<double*> v("v", 2);
   for (int root : {-1, p}) {
     const auto m =
         message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
@@ -336,9 +368,9 @@ TEST(CollectiveErrors, BroadcastRootOutsideTheCommunicator) {
 }
 
 TEST(CollectiveErrors, NonContiguousViews) {
-  Kokkos::View<double**, Kokkos::LayoutRight> m2("matrix", 4, 4);
+  HostView<double**> m2("matrix", 4, 4);
   auto column = Kokkos::subview(m2, Kokkos::ALL, 1);  // stride 4
-  Kokkos::View<double*> four("four", 4);
+  HostView<double*> four("four", 4);
   auto m = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), column, four, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "the send View (\"matrix\") is not contiguous")) << m;
@@ -353,7 +385,7 @@ TEST(CollectiveErrors, NonContiguousViews) {
 }
 
 TEST(CollectiveErrors, MaxOfComplexIsAValueError) {
-  Kokkos::View<std::complex<float>*> z("z", 2);
+  HostView<std::complex<float>*> z("z", 2);
   const auto m = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), z, ReduceOp::max, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "ReduceOp::max is not defined for complex values")) << m;
@@ -368,7 +400,7 @@ TEST(CollectiveErrors, CountsBeyondMpisIntAndUnknownOps) {
                               " elements per message is more than MPI's int count allows"))
       << m;
   EXPECT_EQ(dc::to_count(static_cast<std::size_t>(INT_MAX), "x"), INT_MAX);
-  Kokkos::View<double*> v("v", 1);
+  HostView<double*> v("v", 1);
   const auto u = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), v, static_cast<ReduceOp>(42), MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(u, "unknown ReduceOp 42")) << u;

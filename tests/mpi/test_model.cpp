@@ -11,6 +11,7 @@
 #include <kdist/model.hpp>
 #include <kdist/model_parallel.hpp>
 
+#include "common/batch_loader.hpp"
 #include "common/fashion_mnist.hpp"
 #include "common/trainer.hpp"
 #include "reference_mlp.hpp"
@@ -70,12 +71,8 @@ void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, 
   for (std::size_t s = 0; s < steps; ++s) {
     // the sharded step on this process's rows
     const auto idx = plan.local_indices(order, s);
-    Kokkos::View<float**, Kokkos::LayoutRight> x("x", idx.size(), 784);
-    Kokkos::View<std::int32_t*, Kokkos::LayoutRight> y("y", idx.size());
-    for (std::size_t r = 0; r < idx.size(); ++r) {
-      std::copy_n(data().image(idx[r]), 784, &x(r, 0));
-      y(r) = data().labels[idx[r]];
-    }
+    kdist::examples::BatchLoader loader(idx.size(), 784);
+    const auto [x, y] = loader.load(data(), idx);
     const auto m = model.train_step(x, y, B);
     // the reference on the whole global batch
     const auto gidx = plan.global_indices(order, s);

@@ -69,7 +69,68 @@ void expect_local_is_block(const T& t, const std::string& what) {
 
 const std::vector<std::array<std::size_t, 2>> shapes = {{8, 12}, {7, 5}};  // divides, does not
 
+// value_at as a device function (a functor: usable as kdist::on_device(...)).
+struct ValueAt {
+  KOKKOS_INLINE_FUNCTION double operator()(std::size_t i, std::size_t j) const {
+    return static_cast<double>(i * 1000 + j) + 0.5;
+  }
+};
+
+// A KOKKOS_LAMBDA source: in a free function, as nvcc wants (not in a GoogleTest body).
+kdist::DistributedTensor<double**> from_device_lambda(const std::array<std::size_t, 2>& shape,
+                                                      const kdist::RuntimeTensorLayout& layout) {
+  return kdist::distribute_tensor<double**>(
+      KOKKOS_LAMBDA(std::size_t i, std::size_t j) { return static_cast<double>(i * 1000 + j) + 0.5; },
+      shape, layout);
+}
+
 }  // namespace
+
+// Which callables are evaluated where: host memory always in place; a plain lambda and
+// kdist::on_host(f) are host callables, kdist::on_device(f) a device one.
+TEST(DistributedTensor, FunctionFormsSayWhereTheyRun) {
+  auto host_lambda = [](std::size_t i, std::size_t j) { return value_at(i, j); };
+  using HostLambda = decltype(host_lambda);
+  static_assert(!kdist::detail::is_device_callable_v<HostLambda>);
+  static_assert(!kdist::detail::is_device_callable_v<kdist::HostFunction<ValueAt>>);
+  static_assert(kdist::detail::is_device_callable_v<kdist::DeviceFunction<ValueAt>>);
+  static_assert(kdist::evaluates_on_device_v<HostLambda, Kokkos::HostSpace>);
+  static_assert(kdist::evaluates_on_device_v<kdist::HostFunction<ValueAt>, Kokkos::HostSpace>);
+  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                            Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
+    // A GPU: a plain lambda runs on the host and is copied, a device function in place.
+    EXPECT_FALSE(kdist::evaluates_on_device_v<HostLambda>);
+    EXPECT_TRUE(kdist::evaluates_on_device_v<kdist::DeviceFunction<ValueAt>>);
+  }
+}
+
+// Every function form gives the same shards as the global array: a plain (host) lambda, the same
+// wrapped in kdist::on_host, a functor wrapped in kdist::on_device, a KOKKOS_LAMBDA; and the
+// host-evaluation path itself, forced on whatever memory the default space has.
+TEST(DistributedTensor, FunctionFormsAgree) {
+  const auto n = static_cast<std::size_t>(world());
+  for (const auto& mesh_shape : meshes_for(n)) {
+    kdist::RuntimeDeviceMesh mesh(mesh_shape, {"data", "model"}, n);
+    const kdist::RuntimeTensorLayout layout({kdist::DimAxes("data"), kdist::DimAxes("model")}, mesh);
+    for (auto shape : shapes) {
+      const std::string what = mesh.to_string() + " " + std::to_string(shape[0]) + "x" +
+                               std::to_string(shape[1]);
+      auto host_lambda = [](std::size_t i, std::size_t j) { return value_at(i, j); };
+      expect_local_is_block(kdist::distribute_tensor<double**>(host_lambda, shape, layout),
+                            what + " host lambda");
+      expect_local_is_block(
+          kdist::distribute_tensor<double**>(kdist::on_host(host_lambda), shape, layout),
+          what + " on_host");
+      expect_local_is_block(
+          kdist::distribute_tensor<double**>(kdist::on_device(ValueAt{}), shape, layout),
+          what + " on_device");
+      expect_local_is_block(from_device_lambda(shape, layout), what + " KOKKOS_LAMBDA");
+      auto t = kdist::DistributedTensor<double**>::uninitialized(shape, layout);
+      kdist::detail::fill_from_function<false>(t.local(), t.offsets(), host_lambda);
+      expect_local_is_block(t, what + " host path");
+    }
+  }
+}
 
 TEST(DistributedTensor, RoundTripEveryLayoutEveryMesh) {
   const auto n = static_cast<std::size_t>(world());

@@ -60,8 +60,9 @@ class Dense {
     const std::size_t fan_out = units_;
     const std::size_t fan_in = input_dim;
     kernel_.path = kpath;
+    // A device lambda: each block is drawn where it lives (on a GPU, in place).
     kernel_.value = distribute_tensor<float**>(
-        [=](std::size_t i, std::size_t j) {
+        KOKKOS_LAMBDA(std::size_t i, std::size_t j) {
           return glorot_uniform(seed, stream, fan_in, fan_out, i * fan_out + j);
         },
         {input_dim, units_}, klayout);

@@ -85,6 +85,29 @@ void check_grad(const char* op, const PV& p, const GV& g) {
   }
 }
 
+//! Target of row i, column j inside a kernel: one-hot from integer labels, or the target
+//! matrix. (A function, not an `if constexpr` in the kernel: nvcc's extended lambdas cannot first
+//! capture a variable inside `if constexpr`.)
+template <class T, class TV>
+KOKKOS_INLINE_FUNCTION T target_at(const TV& target, std::int64_t i, std::int64_t j) {
+  if constexpr (is_labels_v<TV>) {
+    return static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
+  } else {
+    return target(i, j);
+  }
+}
+
+//! `g(i, j) = value` when the kernel computes a gradient (Grad), nothing otherwise (g is then the
+//! prediction View, possibly const). A function for the reason given at target_at.
+template <bool Grad, class GV, class T>
+KOKKOS_INLINE_FUNCTION void store_grad(const GV& g, std::int64_t i, std::int64_t j, T value) {
+  if constexpr (Grad) {
+    g(i, j) = value;
+  } else {
+    (void)g, (void)i, (void)j, (void)value;
+  }
+}
+
 // ---- mean squared error -------------------------------------------------------------------------
 
 template <bool Grad, bool Eigen, class PV, class TV, class GV, class T>
@@ -125,15 +148,9 @@ double mse_impl(const PV& p, const TV& target, const GV& g, T scale) {
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           double row = 0.0;
           for (std::int64_t j = 0; j < cols; ++j) {
-            T t;
-            if constexpr (is_labels_v<TV>) {
-              t = static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
-            } else {
-              t = target(i, j);
-            }
-            const T d = p(i, j) - t;
+            const T d = p(i, j) - target_at<T>(target, i, j);
             row += static_cast<double>(d) * d;
-            if constexpr (Grad) g(i, j) = d * gscale;
+            store_grad<Grad>(g, i, j, d * gscale);
           }
           acc += row * inv_cols;
         },
@@ -187,24 +204,15 @@ double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
           T tsum = 0;
           double row = 0.0;
           for (std::int64_t j = 0; j < cols; ++j) {
-            T t;
-            if constexpr (is_labels_v<TV>) {
-              t = static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
-            } else {
-              t = target(i, j);
-            }
+            const T t = target_at<T>(target, i, j);
             tsum += t;
             row += static_cast<double>(t * (lse - z(i, j)));
           }
-          if constexpr (Grad) {
+          if (Grad) {
             for (std::int64_t j = 0; j < cols; ++j) {
-              T t;
-              if constexpr (is_labels_v<TV>) {
-                t = static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
-              } else {
-                t = target(i, j);
-              }
-              g(i, j) = (kdist::detail::kmath::exp(z(i, j) - lse) * tsum - t) * scale;
+              const T t = target_at<T>(target, i, j);
+              store_grad<Grad>(g, i, j,
+                               (kdist::detail::kmath::exp(z(i, j) - lse) * tsum - t) * scale);
             }
           }
           acc += row;
@@ -267,12 +275,7 @@ double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
           T dot = 0;
           double row = 0.0;
           for (std::int64_t j = 0; j < cols; ++j) {
-            T t;
-            if constexpr (is_labels_v<TV>) {
-              t = static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
-            } else {
-              t = target(i, j);
-            }
+            const T t = target_at<T>(target, i, j);
             const T q = p(i, j) / s;
             const T c = q < lo ? lo : (q > hi ? hi : q);
             if (t != T(0))
@@ -280,18 +283,13 @@ double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
             const T gq = (q > lo && q < hi) ? -t / c : T(0);
             dot += gq * q;
           }
-          if constexpr (Grad) {
+          if (Grad) {
             for (std::int64_t j = 0; j < cols; ++j) {
-              T t;
-              if constexpr (is_labels_v<TV>) {
-                t = static_cast<std::int64_t>(target(i)) == j ? T(1) : T(0);
-              } else {
-                t = target(i, j);
-              }
+              const T t = target_at<T>(target, i, j);
               const T q = p(i, j) / s;
               const T c = q < lo ? lo : (q > hi ? hi : q);
               const T gq = (q > lo && q < hi) ? -t / c : T(0);
-              g(i, j) = (gq - dot) / s * scale;
+              store_grad<Grad>(g, i, j, (gq - dot) / s * scale);
             }
           }
           acc += row;

@@ -2,14 +2,16 @@
 //! \file ops/matmul.hpp
 //! Local matrix product `C = alpha * op(A) * op(B) + beta * C` on rank-2 LayoutRight Views, the
 //! three products of a Dense layer: forward `Y = X * W`, backward `dW = X^T * dY`,
-//! `dX = dY * W^T`. Host memory goes through Eigen's GEMM over the Views' data; other memory
-//! spaces through a Kokkos MDRange kernel.
+//! `dX = dY * W^T`. Host memory goes through Eigen's GEMM over the Views' data, CUDA device memory
+//! through cuBLAS (ops/detail/cublas.hpp), other memory spaces (or `backend::kokkos`) through a
+//! Kokkos MDRange kernel.
 
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/cublas.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <string>
 
@@ -77,6 +79,33 @@ void matmul_kokkos(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T al
       });
 }
 
+//! Whether the product goes to the vendor BLAS: the automatic backend, every View in CUDA device
+//! memory, kdist built with cuBLAS (ops/detail/cublas.hpp).
+template <class Backend, class AV, class BV, class CV>
+inline constexpr bool uses_vendor_blas_v =
+    cublas_enabled && std::is_same_v<Backend, AutoBackend> && in_cuda_memory_v<AV> &&
+    in_cuda_memory_v<BV> && in_cuda_memory_v<CV>;
+
+template <class AV, class BV, class CV, class T>
+void matmul_cublas(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta,
+                   std::size_t m, std::size_t n, std::size_t k) {
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KDIST_ENABLE_CUBLAS)
+  // LayoutRight: elements of a row are adjacent, rows stride(0) apart (>= the row length; a
+  // row stride below 1 only happens for an empty or one-row View, where any valid value works).
+  auto ld = [](const auto& v) {
+    const auto row = static_cast<std::size_t>(v.stride(0));
+    return static_cast<int>(row > v.extent(1) ? row : (v.extent(1) > 0 ? v.extent(1) : 1));
+  };
+  const char* who = "kdist::ops::matmul";
+  gemm_cublas<T>(typename CV::execution_space(), op_a == Op::transpose, op_b == Op::transpose,
+                 to_blas_int(m, who), to_blas_int(n, who), to_blas_int(k, who), alpha, A.data(),
+                 ld(A), B.data(), ld(B), beta, C.data(), ld(C));
+#else
+  (void)A, (void)B, (void)C, (void)op_a, (void)op_b, (void)alpha, (void)beta, (void)m, (void)n,
+      (void)k;
+#endif
+}
+
 }  // namespace detail
 
 //! `C = alpha * op_a(A) * op_b(B) + beta * C`.
@@ -124,6 +153,8 @@ void matmul(const AV& A, const BV& B, const CV& C, Op op_a = Op::none, Op op_b =
   if (m == 0 || n == 0) return;
   if constexpr (eigen) {
     detail::matmul_eigen(A, B, C, op_a, op_b, alpha, beta);
+  } else if constexpr (detail::uses_vendor_blas_v<Backend, AV, BV, CV>) {
+    detail::matmul_cublas(A, B, C, op_a, op_b, alpha, beta, m, n, ka);
   } else {
     detail::matmul_kokkos(A, B, C, op_a, op_b, alpha, beta);
   }

@@ -89,6 +89,17 @@ void require_length(const char* op, const char* what, const V& v, std::size_t n)
 
 // ---- Eigen maps over host Views ----------------------------------------------------------------
 
+//! Eigen reads a View's memory from the host: device memory (CudaSpace, HIPSpace) is a compile
+//! error here, never a crash at run time.
+template <class V>
+constexpr bool check_host_accessible() {
+  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible,
+                "kdist::ops: an Eigen map of a View in memory the host cannot read (device "
+                "memory); use the View's own execution space (backend::automatic) or copy it to a "
+                "host mirror first (Kokkos::create_mirror_view_and_copy)");
+  return true;
+}
+
 template <class T>
 using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
@@ -98,6 +109,7 @@ using RowVector = Eigen::Matrix<T, 1, Eigen::Dynamic, Eigen::RowMajor>;
 //! View's row stride (a padded View maps correctly).
 template <class V>
 auto eigen_map(const V& v) {
+  static_assert(check_host_accessible<V>());
   using T = typename V::value_type;
   using M = RowMajorMatrix<std::remove_const_t<T>>;
   using Target = std::conditional_t<std::is_const_v<T>, const M, M>;
@@ -113,6 +125,7 @@ auto eigen_map(const V& v) {
 //! (precondition: `is_packed(v)`); lets Eigen pick its unit-stride kernels.
 template <class V>
 auto eigen_map_packed(const V& v) {
+  static_assert(check_host_accessible<V>());
   using T = typename V::value_type;
   using M = RowMajorMatrix<std::remove_const_t<T>>;
   using Target = std::conditional_t<std::is_const_v<T>, const M, M>;
@@ -129,6 +142,7 @@ bool is_packed(const V& v) {
 //! A row-vector Eigen::Map over a contiguous rank-1 host View.
 template <class V>
 auto eigen_row(const V& v) {
+  static_assert(check_host_accessible<V>());
   using T = typename V::value_type;
   using M = RowVector<std::remove_const_t<T>>;
   using Target = std::conditional_t<std::is_const_v<T>, const M, M>;

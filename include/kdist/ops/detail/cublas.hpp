@@ -1,0 +1,84 @@
+#pragma once
+//! \file ops/detail/cublas.hpp
+//! The vendor BLAS behind `kdist::ops::matmul` on CUDA device memory: cuBLAS sgemm/dgemm on the
+//! stream of the Kokkos::Cuda instance. The only file of kdist that calls a CUDA library.
+//!
+//! On when Kokkos has the CUDA backend and `KDIST_ENABLE_CUBLAS` is defined (kdist's CMake target
+//! defines it and links CUDA::cublas when it finds Kokkos CUDA); otherwise `cublas_enabled` is
+//! false and matmul uses its Kokkos kernel.
+
+#include <Kokkos_Core.hpp>
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KDIST_ENABLE_CUBLAS)
+#include <cublas_v2.h>
+
+#include <climits>
+#include <cstddef>
+#include <kdist/error.hpp>
+#include <string>
+#include <type_traits>
+#endif
+
+namespace kdist::ops::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KDIST_ENABLE_CUBLAS)
+inline constexpr bool cublas_enabled = true;
+
+inline void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw RuntimeError(std::string("kdist::ops::matmul: ") + what + " failed: " +
+                       cublasGetStatusString(status));
+  }
+}
+
+//! A dimension as BLAS' int; kdist::ValueError when it does not fit.
+inline int to_blas_int(std::size_t n, const char* who) {
+  if (n > static_cast<std::size_t>(INT_MAX)) {
+    throw ValueError(std::string(who) + ": a dimension of " + std::to_string(n) +
+                     " is more than cuBLAS' int allows (" + std::to_string(INT_MAX) + ")");
+  }
+  return static_cast<int>(n);
+}
+
+//! One cuBLAS handle per process, created at the first GEMM and destroyed when Kokkos finalises
+//! (before the CUDA context goes).
+inline cublasHandle_t cublas_handle() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    check_cublas(cublasCreate(&h), "cublasCreate");
+    Kokkos::push_finalize_hook([h] { cublasDestroy(h); });
+    return h;
+  }();
+  return handle;
+}
+
+//! Row-major `C[m,n] = alpha * op(A) * op(B) + beta * C` with row strides lda, ldb, ldc, on the
+//! stream of `exec`. cuBLAS is column-major: a row-major matrix is its transpose there, so this
+//! is the column-major product `C^T = op(B)^T * op(A)^T`, the operands swapped.
+template <class T>
+void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k,
+                 T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  cublasHandle_t h = cublas_handle();
+  check_cublas(cublasSetStream(h, exec.cuda_stream()), "cublasSetStream");
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>) {
+    check_cublas(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
+                 "cublasSgemm");
+  } else {
+    check_cublas(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
+                 "cublasDgemm");
+  }
+}
+
+//! Whether View V's kernels run on the GPU (CudaSpace, CudaUVMSpace): its GEMM is cuBLAS'.
+template <class V>
+inline constexpr bool in_cuda_memory_v = std::is_same_v<typename V::execution_space, Kokkos::Cuda>;
+#else
+inline constexpr bool cublas_enabled = false;
+template <class V>
+inline constexpr bool in_cuda_memory_v = false;
+#endif
+
+}  // namespace kdist::ops::detail

@@ -1,0 +1,49 @@
+# Plain nvcc (no Kokkos CUDA): every public header, alone, compiles in a .cu file, and so do the
+# static_assert translation units and a static mesh/layout program, which is also linked and run.
+# A user's GPU code includes kdist; these tests keep any header from breaking under nvcc's front
+# end unnoticed where no Kokkos CUDA is at hand (CI). The extended-lambda rules need Kokkos CUDA:
+# ../shared/gpu/build-kdist-cuda.sh checks those (docs/gpu.md).
+# Included at the end of tests/CMakeLists.txt. KDIST_NVCC names the compiler (found on PATH, in
+# $CUDA_HOME/bin or /usr/local/cuda/bin); without one the tests are reported as skipped.
+find_program(KDIST_NVCC nvcc HINTS ENV CUDA_HOME PATH_SUFFIXES bin PATHS /usr/local/cuda/bin
+             DOC "nvcc for the plain-nvcc header checks (tests/nvcc.cmake)")
+if(Kokkos_ENABLE_CUDA)
+  return()  # the whole build is nvcc's already
+endif()
+if(NOT KDIST_NVCC)
+  add_test(NAME nvcc.skipped COMMAND ${CMAKE_COMMAND} -E echo
+           "nvcc not found (PATH, CUDA_HOME, /usr/local/cuda/bin): the nvcc header checks are skipped")
+  set_tests_properties(nvcc.skipped PROPERTIES SKIP_REGULAR_EXPRESSION "skipped")
+  return()
+endif()
+
+# The include directories of kdist and of everything it links (transitive), as nvcc flags.
+set(_incs "$<TARGET_PROPERTY:kdist_test_deps,INTERFACE_INCLUDE_DIRECTORIES>")
+set(_nvcc ${KDIST_NVCC} -std=c++20 -x cu "-I$<JOIN:${_incs},$<SEMICOLON>-I>")
+set(_dir ${CMAKE_CURRENT_BINARY_DIR}/nvcc)
+file(MAKE_DIRECTORY ${_dir})
+
+foreach(_h IN LISTS _headers)  # _headers: the public headers, from tests/CMakeLists.txt
+  string(MAKE_C_IDENTIFIER ${_h} _id)
+  set(_cu ${_dir}/${_id}.cu)
+  file(CONFIGURE OUTPUT ${_cu} CONTENT "#include <${_h}>\n#include <${_h}> // include guard works\n")
+  add_test(NAME nvcc.header.${_h} COMMAND ${_nvcc} -c ${_cu} -o ${_dir}/${_id}.o
+           COMMAND_EXPAND_LISTS)
+  set_tests_properties(nvcc.header.${_h} PROPERTIES LABELS nvcc TIMEOUT 300)
+endforeach()
+
+foreach(_src IN LISTS _static)  # tests/static/*.cpp
+  get_filename_component(_name ${_src} NAME_WE)
+  add_test(NAME nvcc.static.${_name} COMMAND ${_nvcc} -c ${_src} -o ${_dir}/static_${_name}.o
+           COMMAND_EXPAND_LISTS)
+  set_tests_properties(nvcc.static.${_name} PROPERTIES LABELS nvcc TIMEOUT 300)
+endforeach()
+
+add_test(NAME nvcc.program.build
+         COMMAND ${_nvcc} ${CMAKE_CURRENT_SOURCE_DIR}/nvcc/static_mesh_layout.cu -o
+                 ${_dir}/static_mesh_layout COMMAND_EXPAND_LISTS)
+set_tests_properties(nvcc.program.build PROPERTIES LABELS nvcc TIMEOUT 300
+                     FIXTURES_SETUP nvcc_program)
+add_test(NAME nvcc.program.run COMMAND ${_dir}/static_mesh_layout)
+set_tests_properties(nvcc.program.run PROPERTIES LABELS nvcc FIXTURES_REQUIRED nvcc_program
+                     PASS_REGULAR_EXPRESSION "static mesh and layout ok under nvcc")

@@ -1,0 +1,39 @@
+// kdist/mpi/gpu_aware.hpp: the environment override, its error, and the library's answer (false
+// without a GPU backend: there are no device pointers to hand over).
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <kdist/mpi/gpu_aware.hpp>
+#include <string>
+
+namespace {
+
+using kdist::mpi::detail::gpu_aware_from;
+
+TEST(MpiGpuAware, EnvironmentOverridesTheLibrary) {
+  EXPECT_TRUE(gpu_aware_from("1"));
+  EXPECT_FALSE(gpu_aware_from("0"));
+}
+
+TEST(MpiGpuAware, UnsetOrEmptyAsksTheLibrary) {
+  EXPECT_EQ(gpu_aware_from(nullptr), kdist::mpi::detail::library_gpu_aware());
+  EXPECT_EQ(gpu_aware_from(""), kdist::mpi::detail::library_gpu_aware());
+#if !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP)
+  EXPECT_FALSE(kdist::mpi::detail::library_gpu_aware());
+#endif
+}
+
+TEST(MpiGpuAware, AnyOtherValueIsAnErrorNamingIt) {
+  for (const char* bad : {"yes", "true", "2", " 1"}) {
+    try {
+      (void)gpu_aware_from(bad);
+      ADD_FAILURE() << "no error for KDIST_MPI_GPU_AWARE=" << bad;
+    } catch (const kdist::ValueError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("KDIST_MPI_GPU_AWARE is '" + std::string(bad) + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find("set it to 1"), std::string::npos) << m;
+    }
+  }
+}
+
+}  // namespace
