@@ -11,7 +11,9 @@ int main(int argc, char** argv) {
         "usage: data_parallel_trainer [--mesh N | NxM] [--epochs N] [--batch-size N] "
         "[--learning-rate X] [--optimizer adam|sgd] [--loss crossentropy|mse] [--seed N] "
         "[--steps N] [--quiet]";
-    auto o = kdist::examples::parse_options(ac, av, usage);
+    auto parsed = kdist::examples::parse_options(ac, av, usage, kdist::process_id() == 0);
+    if (!parsed) return 0;  // --help
+    auto o = *parsed;
     const auto devices = kdist::list_devices();
     if (o.mesh.empty()) o.mesh = {devices.size()};
     std::vector<std::string> names = o.mesh.size() == 1 ? std::vector<std::string>{"batch"}

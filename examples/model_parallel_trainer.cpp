@@ -13,7 +13,9 @@ int main(int argc, char** argv) {
         "usage: model_parallel_trainer [--mesh DATAxMODEL] [--epochs N] [--batch-size N] "
         "[--learning-rate X] [--optimizer adam|sgd] [--loss crossentropy|mse] [--seed N] "
         "[--steps N] [--quiet]";
-    auto o = kdist::examples::parse_options(ac, av, usage);
+    auto parsed = kdist::examples::parse_options(ac, av, usage, kdist::process_id() == 0);
+    if (!parsed) return 0;  // --help
+    auto o = *parsed;
     const auto devices = kdist::list_devices();
     if (o.mesh.empty()) o.mesh = {1, devices.size()};
     if (o.mesh.size() != 2) {

@@ -580,4 +580,30 @@ TEST(GlobalDistributionTest, ReadersNeverSeeATornValue) {
   EXPECT_GT(reads.load(), 0);
 }
 
+TEST(DistributionThreads, ScopesFromManyThreadsLeaveNothingBehind) {
+  // 8 threads each open and close scopes of their own distribution, interleaved: each sees its
+  // own inside its scope, and afterwards the global distribution is what it was before.
+  RuntimeDeviceMesh mesh({8}, {"batch"}, cpu_devices(8));
+  std::shared_ptr<const Distribution> global = std::make_shared<DataParallel>(mesh);
+  kdist::set_distribution(global);
+  std::vector<std::shared_ptr<const Distribution>> own;
+  for (int t = 0; t < 8; ++t) own.push_back(std::make_shared<DataParallel>(mesh));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        auto scope = own[static_cast<std::size_t>(t)]->scope();
+        if (kdist::distribution() != own[static_cast<std::size_t>(t)]) ++wrong;
+        std::this_thread::yield();
+      }
+      if (kdist::distribution() != global) ++wrong;  // this thread's scopes are closed
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(kdist::distribution(), global);
+  kdist::set_distribution(nullptr);
+}
+
 }  // namespace

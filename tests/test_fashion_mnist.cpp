@@ -276,16 +276,98 @@ TEST(FashionMnistErrors, CorruptHeaders) {
 }
 
 TEST(FashionMnistErrors, TruncatedData) {
-  // The header promises 4 images; the file holds 2.5.
+  // The header promises 4 images; the file holds 2.5: an error before anything is read or
+  // allocated, even for a range the file holds (bad data never trains).
   TempDir dir;
   write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(4, 28, 28, 0x803, 784 * 5 / 2));
   write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(4));
-  EXPECT_EQ(load_fashion_mnist(Split::test, 0, 2, dir.str()).count, 2u);  // the first 2 are there
+  for (std::size_t count : {2, 4}) {
+    expect_error<kdist::RuntimeError>(
+        [&] { load_fashion_mnist(Split::test, 0, count, dir.str()); },
+        {(dir.path / "t10k-images-idx3-ubyte.gz").string(),
+         "is corrupt: its header declares 4 images of 28x28 (3152 bytes), but the file holds "
+         "1976 bytes (gzip trailer, modulo 2^32)",
+         "apt-get install --reinstall dataset-fashion-mnist"});
+  }
+}
+
+TEST(FashionMnistErrors, HugeDeclaredCountsFailBeforeAllocating) {
+  // Headers declaring 2^32 - 1 images (3.4 TB) or 3 M labels in files of a few bytes: the
+  // documented error, at once (no bad_alloc, no gigabytes per rank).
+  TempDir dir;
+  write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(0xffffffffu, 28, 28, 0x803, 100));
+  write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(3));
+  expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 1, dir.str()); },
+                                    {"t10k-images-idx3-ubyte.gz is corrupt: its header declares "
+                                     "4294967295 images of 28x28"});
+  TempDir dir2;
+  write_gz(dir2.path / "t10k-images-idx3-ubyte.gz", images_idx(3));
+  std::vector<std::uint8_t> labels;
+  put_u32(labels, 0x801);
+  put_u32(labels, 3'000'000);
+  labels.push_back(1);
+  write_gz(dir2.path / "t10k-labels-idx1-ubyte.gz", labels);
   expect_error<kdist::RuntimeError>(
-      [&] { load_fashion_mnist(Split::test, 0, 4, dir.str()); },
-      {(dir.path / "t10k-images-idx3-ubyte.gz").string(),
-       "is truncated: it ended while reading the image pixels (1960 of 3136 bytes)",
-       "apt-get install --reinstall dataset-fashion-mnist"});
+      [&] { load_fashion_mnist(Split::test, 0, 1, dir2.str()); },
+      {"t10k-labels-idx1-ubyte.gz is corrupt: its header declares 3000000 labels"});
+  expect_error<kdist::RuntimeError>([&] { (void)fashion_mnist_size(Split::test, dir2.str()); },
+                                    {"declares 3000000 labels"});
+}
+
+TEST(FashionMnistErrors, FlippedBytesFailTheGzipCheckWhateverTheRange) {
+  // 64 bytes flipped inside the deflate stream: inflate either fails or yields other bytes, whose
+  // CRC-32 then differs from the trailer's. Either way an error naming the file, also when only
+  // the first example is asked for (the whole file is checked).
+  TempDir dir;
+  const auto images = dir.path / "t10k-images-idx3-ubyte.gz";
+  write_gz(images, images_idx(400));
+  write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels_idx(400));
+  std::vector<char> bytes;
+  {
+    std::ifstream in(images, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 200u);
+  for (std::size_t k = 0; k < 64; ++k) bytes[bytes.size() / 2 + k] ^= 0x5a;
+  {
+    std::ofstream out(images, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  for (std::size_t count : {1, 400}) {
+    expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, count, dir.str()); },
+                                      {images.string(), "is corrupt"});
+  }
+}
+
+TEST(FashionMnistErrors, DataBeyondTheDeclaredCount) {
+  TempDir dir;
+  auto labels = labels_idx(5);
+  labels.push_back(7);  // a sixth label the header does not declare
+  write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(5));
+  write_gz(dir.path / "t10k-labels-idx1-ubyte.gz", labels);
+  expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 5, dir.str()); },
+                                    {"t10k-labels-idx1-ubyte.gz is corrupt: its header declares 5 "
+                                     "labels (13 bytes), but the file holds 14 bytes"});
+}
+
+TEST(FashionMnistErrors, TrailerThatDoesNotMatchTheData) {
+  // A gzip file whose CRC-32 is wrong (the data decompresses, the check fails at the end).
+  TempDir dir;
+  const auto labels = dir.path / "t10k-labels-idx1-ubyte.gz";
+  write_gz(dir.path / "t10k-images-idx3-ubyte.gz", images_idx(5));
+  write_gz(labels, labels_idx(5));
+  std::vector<char> bytes;
+  {
+    std::ifstream in(labels, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 8] ^= 0x01;  // first byte of the CRC-32
+  {
+    std::ofstream out(labels, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  expect_error<kdist::RuntimeError>([&] { load_fashion_mnist(Split::test, 0, 2, dir.str()); },
+                                    {labels.string(), "is corrupt: zlib error", "check"});
 }
 
 TEST(FashionMnistErrors, CorruptCompressedStream) {

@@ -28,8 +28,10 @@ kdist_trainer_error(mesh_does_not_parse "--mesh '2y2' does not parse" ${_mp} --m
 kdist_trainer_error(mesh_needs_two_extents "--mesh needs two extents" ${_mp} --mesh 2)
 kdist_trainer_error(mesh_vs_processes "does not match the number of devices" ${_mp} --mesh 2x2)
 kdist_trainer_error(batch_not_divisible "127.*2|2.*127" ${_dp} --mesh 2 --batch-size 127)
-kdist_trainer_error(unknown_flag "unknown flag --epoch" ${_mp} --epoch 3)
-kdist_trainer_error(bad_optimizer "--optimizer adamw: use adam or sgd" ${_mp} --optimizer adamw)
+kdist_trainer_error(unknown_flag "not expected: .*--epoch" ${_mp} --epoch 3)
+kdist_trainer_error(bad_optimizer "--optimizer: adamw not in" ${_mp} --optimizer adamw)
+kdist_trainer_error(epochs_not_an_integer "--epochs '1e30' is not a whole number in \\[1, 1000000\\]" ${_mp} --epochs 1e30)
+kdist_trainer_error(negative_batch "--batch-size '-1' is not a whole number" ${_dp} --batch-size -1)
 set(_env KDIST_FASHION_MNIST_DIR=/nonexistent/fashion)
 kdist_trainer_error(missing_dataset "/nonexistent/fashion.*dataset-fashion-mnist" ${_mp} --mesh 1x2)
 

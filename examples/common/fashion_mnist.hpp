@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <kdist/error.hpp>
@@ -88,12 +89,45 @@ class GzFile {
                          " is not a regular file; it should be the gzip'd IDX file of Debian's "
                          "dataset-fashion-mnist");
     }
+    read_stored_size(path);
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
       throw RuntimeError("kdist: cannot open Fashion-MNIST file " + path +
                          " for reading; check its permissions");
     }
     gzbuffer(file_, 1u << 17);
+  }
+
+  //! Checks, before anything is allocated, that a header declaring `declared` bytes in all
+  //! (`items` of something) fits the file: a plain file's size, or a gzip file's trailer (the
+  //! uncompressed size modulo 2^32) and deflate's best ratio (1032:1) over its compressed size.
+  void check_declared_size(std::uint64_t declared, const std::string& items) const {
+    bool fits = false;
+    if (gzip_) {
+      fits = (declared & 0xffffffffu) == stored_ && declared <= compressed_ * 1032u + 1024u;
+    } else {
+      fits = declared == stored_;
+    }
+    if (!fits) {
+      throw RuntimeError("kdist: Fashion-MNIST file " + path_ + " is corrupt: its header declares " +
+                         items + " (" + std::to_string(declared) + " bytes), but the file holds " +
+                         std::to_string(stored_) + " bytes" +
+                         (gzip_ ? " (gzip trailer, modulo 2^32)" : "") +
+                         ". Reinstall it (apt-get install --reinstall dataset-fashion-mnist)");
+    }
+  }
+
+  //! Reads to the end of the file, so that zlib checks the gzip CRC-32 and length, and checks
+  //! that nothing follows the declared data.
+  void finish() {
+    unsigned char extra = 0;
+    const int got = gzread(file_, &extra, 1);
+    if (got < 0) read(&extra, 1, "the gzip trailer");  // throws with zlib's message
+    if (got > 0) {
+      throw RuntimeError("kdist: Fashion-MNIST file " + path_ +
+                         " is corrupt: it holds more data than its header declares. Reinstall it "
+                         "(apt-get install --reinstall dataset-fashion-mnist)");
+    }
   }
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
@@ -150,8 +184,38 @@ class GzFile {
   const std::string& path() const { return path_; }
 
  private:
+  //! gzip: the trailer's ISIZE (little-endian, last 4 bytes); plain: the file size.
+  void read_stored_size(const std::string& path) {
+    std::error_code ec;
+    compressed_ = static_cast<std::uint64_t>(std::filesystem::file_size(path, ec));
+    if (ec) compressed_ = 0;
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      throw RuntimeError("kdist: cannot open Fashion-MNIST file " + path +
+                         " for reading; check its permissions");
+    }
+    unsigned char head[2] = {0, 0};
+    gzip_ = std::fread(head, 1, 2, f) == 2 && head[0] == 0x1f && head[1] == 0x8b;
+    stored_ = compressed_;
+    if (gzip_) {
+      unsigned char tail[4] = {0, 0, 0, 0};
+      if (compressed_ < 18 || std::fseek(f, -4, SEEK_END) != 0 || std::fread(tail, 1, 4, f) != 4) {
+        std::fclose(f);
+        throw RuntimeError("kdist: Fashion-MNIST file " + path +
+                           " is truncated: too short for a gzip file. Reinstall it (apt-get "
+                           "install --reinstall dataset-fashion-mnist)");
+      }
+      stored_ = std::uint64_t{tail[0]} | (std::uint64_t{tail[1]} << 8) |
+                (std::uint64_t{tail[2]} << 16) | (std::uint64_t{tail[3]} << 24);
+    }
+    std::fclose(f);
+  }
+
   std::string path_;
   gzFile file_ = nullptr;
+  bool gzip_ = false;
+  std::uint64_t stored_ = 0;      // uncompressed bytes (gzip: modulo 2^32)
+  std::uint64_t compressed_ = 0;  // bytes on disk
 };
 
 inline std::string hex32(std::uint32_t x) {
@@ -180,14 +244,19 @@ inline std::uint32_t read_idx_header(GzFile& f, std::uint32_t expected_magic) {
 //! Errors: as load_fashion_mnist.
 inline std::size_t fashion_mnist_size(Split split, const std::string& dir = {}) {
   detail::GzFile labels(fashion_mnist_path(split, true, dir));
-  return detail::read_idx_header(labels, 0x00000801);
+  const std::size_t n = detail::read_idx_header(labels, 0x00000801);
+  labels.check_declared_size(8 + std::uint64_t{n}, std::to_string(n) + " labels");
+  return n;
 }
 
 //! Reads `count` examples of `split` starting at example `first` (count = max: to the end).
 //! Images are float [count, 784] with pixel / 255 in [0, 1], labels uint8 in 0..9.
 //! Errors: kdist::RuntimeError for a missing file (naming the path and `apt-get install
 //! dataset-fashion-mnist`), a corrupt one (bad magic number, image size other than 28x28, image
-//! and label counts that differ, a label above 9, zlib errors) or a truncated one;
+//! and label counts that differ, a count its file cannot hold (checked before anything is
+//! allocated), a label above 9, zlib errors, a gzip CRC-32 or length that does not match, data
+//! beyond the declared count) or a truncated one. The whole file is read, whatever the range, so
+//! the gzip checks cover every byte;
 //! kdist::ValueError if [first, first + count) is not inside the split. Example: `auto test =
 //! kdist::examples::load_fashion_mnist(Split::test);`
 inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
@@ -202,7 +271,11 @@ inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
     throw RuntimeError("kdist: Fashion-MNIST file " + images.path() + " is corrupt: images are " +
                        std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
   }
+  // Header bytes + data; n is at most 2^32 - 1, so these cannot overflow 64 bits.
+  images.check_declared_size(16 + std::uint64_t{n_images} * fashion_mnist_features,
+                             std::to_string(n_images) + " images of 28x28");
   const std::size_t n_labels = detail::read_idx_header(labels, 0x00000801);
+  labels.check_declared_size(8 + std::uint64_t{n_labels}, std::to_string(n_labels) + " labels");
   if (n_images != n_labels) {
     throw RuntimeError("kdist: Fashion-MNIST files " + images.path() + " and " + labels.path() +
                        " do not match: " + std::to_string(n_images) + " images but " +
@@ -229,9 +302,16 @@ inline FashionMnist load_fashion_mnist(Split split, std::size_t first = 0,
   out.images.resize(pixels);
   for (std::size_t i = 0; i < pixels; ++i) out.images[i] = static_cast<float>(raw[i]) / 255.0f;
 
+  // The rest of the file too: the gzip CRC and length cover the whole file.
+  images.skip((n_images - first - count) * fashion_mnist_features,
+              "the images after the requested range");
+  images.finish();
+
   labels.skip(first, "the labels before the requested range");
   out.labels.resize(count);
   labels.read(out.labels.data(), count, "the labels");
+  labels.skip(n_labels - first - count, "the labels after the requested range");
+  labels.finish();
   for (std::size_t i = 0; i < count; ++i) {
     if (out.labels[i] >= fashion_mnist_classes) {
       throw RuntimeError("kdist: Fashion-MNIST file " + labels.path() + " is corrupt: label " +

@@ -16,87 +16,14 @@
 
 #include <kdist/data_sharding.hpp>
 #include <kdist/model.hpp>
+#include <kdist/run.hpp>
 #include <kdist/runtime.hpp>
 
 #include "common/batch_loader.hpp"
 #include "common/fashion_mnist.hpp"
+#include "common/trainer_flags.hpp"
 
 namespace kdist::examples {
-
-struct TrainerOptions {
-  std::vector<std::size_t> mesh;  // empty: the trainer's default
-  std::size_t epochs = 5;
-  std::size_t batch_size = 128;
-  double learning_rate = 0.001;
-  std::string optimizer = "adam";
-  std::string loss = "crossentropy";
-  std::uint64_t seed = 1337;
-  std::size_t max_steps = 0;  // per epoch; 0: all
-  bool quiet = false;
-};
-
-inline std::vector<std::size_t> parse_mesh(const std::string& text) {
-  std::vector<std::size_t> shape;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, 'x')) {
-    char* end = nullptr;
-    const unsigned long v = part.empty() ? 0 : std::strtoul(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v == 0) {
-      throw ValueError("--mesh '" + text +
-                       "' does not parse: give extents >= 1 separated by 'x', e.g. --mesh 2x4");
-    }
-    shape.push_back(v);
-  }
-  if (shape.empty()) throw ValueError("--mesh is empty: give e.g. --mesh 2x4");
-  return shape;
-}
-
-inline TrainerOptions parse_options(int argc, char** argv, const char* usage) {
-  TrainerOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError(a + " needs a value\n" + usage);
-      return argv[++i];
-    };
-    auto number = [&](const std::string& v) {
-      char* end = nullptr;
-      const double d = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0') throw ValueError(a + " " + v + " is not a number\n" + usage);
-      return d;
-    };
-    if (a == "--mesh")
-      o.mesh = parse_mesh(value());
-    else if (a == "--epochs")
-      o.epochs = static_cast<std::size_t>(number(value()));
-    else if (a == "--batch-size")
-      o.batch_size = static_cast<std::size_t>(number(value()));
-    else if (a == "--learning-rate")
-      o.learning_rate = number(value());
-    else if (a == "--optimizer")
-      o.optimizer = value();
-    else if (a == "--loss")
-      o.loss = value();
-    else if (a == "--seed")
-      o.seed = static_cast<std::uint64_t>(number(value()));
-    else if (a == "--steps")
-      o.max_steps = static_cast<std::size_t>(number(value()));
-    else if (a == "--quiet")
-      o.quiet = true;
-    else if (a == "--help" || a == "-h")
-      throw ValueError(usage);
-    else
-      throw ValueError("unknown flag " + a + "\n" + usage);
-  }
-  if (o.optimizer != "adam" && o.optimizer != "sgd") {
-    throw ValueError("--optimizer " + o.optimizer + ": use adam or sgd");
-  }
-  if (o.loss != "crossentropy" && o.loss != "mse") {
-    throw ValueError("--loss " + o.loss + ": use crossentropy or mse");
-  }
-  return o;
-}
 
 //! The seeds' model: Flatten -> Dense(200, relu, no bias, "d1") -> Dropout(0.4) ->
 //! Dense(10, softmax, "d2").
@@ -196,16 +123,10 @@ inline int train_and_evaluate(std::shared_ptr<const Distribution> dist, const Tr
   return 0;
 }
 
-//! main() of a trainer: errors are printed once (from process 0) and exit non-zero on every
-//! process, so none is left waiting.
+//! main() of a trainer: kdist::run, so an error on every process is printed once and an error
+//! on some processes only ends the whole job (MPI_Abort) with the failing process' message.
 inline int trainer_main(int argc, char** argv, const std::function<int(int, char**)>& body) {
-  kdist::ScopeGuard guard(argc, argv);
-  try {
-    return body(argc, argv);
-  } catch (const std::exception& e) {
-    if (kdist::process_id() == 0) std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  return kdist::run(argc, argv, body);
 }
 
 }  // namespace kdist::examples

@@ -30,16 +30,21 @@
 
 #include <Kokkos_Core.hpp>
 #include <climits>
+#include <cstdlib>
 #include <complex>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <kdist/error.hpp>
+#include <kdist/mpi/agree.hpp>
 #include <kdist/mpi/communicator.hpp>
 #include <kdist/mpi/datatype.hpp>
 #include <kdist/mpi/gpu_aware.hpp>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace kdist {
 
@@ -185,6 +190,74 @@ consteval bool check_reducible() {
 
 [[noreturn]] inline void throw_value_error(const char* who, const std::string& what) {
   throw ValueError(std::string(who) + ": " + what);
+}
+
+//! KDIST_CHECK_COLLECTIVES's value (nullptr when unset) as a switch: unset, empty or "0" off,
+//! "1" on; anything else is a kdist::ValueError naming it.
+inline bool checking_from(const char* v) {
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "0") return false;
+  if (std::string_view(v) == "1") return true;
+  throw ValueError(std::string("kdist: KDIST_CHECK_COLLECTIVES is '") + v +
+                   "'; set it to 1 (check collectives' arguments across processes) or 0");
+}
+
+//! Whether collectives check their arguments across processes (KDIST_CHECK_COLLECTIVES=1 in the
+//! environment, or the macro KDIST_CHECK_COLLECTIVES at compile time); read once.
+inline bool checking_across_processes() {
+#if defined(KDIST_CHECK_COLLECTIVES)
+  return true;
+#else
+  static const bool on = checking_from(std::getenv("KDIST_CHECK_COLLECTIVES"));
+  return on;
+#endif
+}
+
+//! One argument of a collective that every process must pass alike (a size, a root, an op).
+struct SameEverywhere {
+  const char* name;
+  long long value;
+};
+
+//! Runs a collective's local argument checks. Normally they throw on the process that fails
+//! them (a caller contract: every process passes the same sizes and root, as MPI requires). In
+//! checking mode (checking_across_processes()) the processes first agree: a check failed on one
+//! process is the same kdist::ValueError on all (mpi::agree), and arguments that differ between
+//! processes (`same`) are an error naming them, where MPI would hang or read the wrong memory.
+//! Costs two small MPI_Allreduce per call in checking mode, nothing otherwise.
+template <class Checks>
+void check_arguments(MPI_Comm comm, const char* who, std::initializer_list<SameEverywhere> same,
+                     Checks&& local_checks) {
+  if (!checking_across_processes()) {
+    local_checks();
+    return;
+  }
+  bool ok = true;
+  std::string message;
+  try {
+    local_checks();
+  } catch (const ValueError& e) {
+    ok = false;
+    message = e.what();
+  }
+  mpi::agree(comm, ok, message);
+  std::vector<long long> mins;
+  for (const auto& f : same) mins.push_back(f.value);
+  for (const auto& f : same) mins.push_back(-f.value);  // MIN of -x is -MAX of x
+  mpi::detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, mins.data(), static_cast<int>(mins.size()),
+                                       MPI_LONG_LONG, MPI_MIN, comm),
+                         "kdist collectives: MPI_Allreduce (KDIST_CHECK_COLLECTIVES)");
+  std::size_t i = 0;
+  for (const auto& f : same) {
+    const long long lo = mins[i];
+    const long long hi = -mins[i + same.size()];
+    if (lo != hi) {
+      throw_value_error(who, std::string("the processes disagree on ") + f.name + " (from " +
+                                 std::to_string(lo) + " to " + std::to_string(hi) +
+                                 "); every process of the communicator must pass the same "
+                                 "(found by KDIST_CHECK_COLLECTIVES)");
+    }
+    ++i;
+  }
 }
 
 template <class V>
@@ -430,13 +503,19 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
     dc::Region region(dc::all_reduce_name());
     constexpr const char* who = "kdist::all_reduce";
-    dc::check_contiguous(send, who, "send");
-    dc::check_contiguous(recv, who, "recv");
-    if (send.size() != recv.size()) [[unlikely]] {
-      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                     " elements but recv has " + std::to_string(recv.size()) +
-                                     "; they must have the same number");
-    }
+    dc::check_arguments(
+        dc::raw(comm), who,
+        {{"the reduction", static_cast<long long>(op)},
+         {"the element count", static_cast<long long>(recv.size())}},
+        [&] {
+          dc::check_contiguous(send, who, "send");
+          dc::check_contiguous(recv, who, "recv");
+          if (send.size() != recv.size()) [[unlikely]] {
+            dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                           " elements but recv has " + std::to_string(recv.size()) +
+                                           "; they must have the same number");
+          }
+        });
     const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
     dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
       dc::all_reduce<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, op, dc::raw(comm), size);
@@ -457,7 +536,10 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
   if constexpr (dc::check_view_type<View>() && dc::check_writable<View>() &&
                 dc::check_reducible<View>()) {
     dc::Region region(dc::all_reduce_name());
-    dc::check_contiguous(view, "kdist::all_reduce", "in-place");
+    dc::check_arguments(dc::raw(comm), "kdist::all_reduce",
+                        {{"the reduction", static_cast<long long>(op)},
+                         {"the element count", static_cast<long long>(view.size())}},
+                        [&] { dc::check_contiguous(view, "kdist::all_reduce", "in-place"); });
     const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
     dc::with_staging<View, View>([&](auto stage, auto) {
       dc::all_reduce_in_place<decltype(stage)::value>(space, view, op, dc::raw(comm), size);
@@ -482,16 +564,22 @@ void all_gather(const Space& space, const SendView& send, const RecvView& recv, 
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
     dc::Region region(dc::all_gather_name());
     constexpr const char* who = "kdist::all_gather";
-    dc::check_contiguous(send, who, "send");
-    dc::check_contiguous(recv, who, "recv");
     const int size = dc::size_of(comm);
-    if (recv.size() != send.size() * static_cast<std::size_t>(size)) [[unlikely]] {
-      dc::throw_value_error(who, "recv has " + std::to_string(recv.size()) +
-                                     " elements but must have send.size() * communicator size = " +
-                                     std::to_string(send.size()) + " * " + std::to_string(size) +
-                                     " = " +
-                                     std::to_string(send.size() * static_cast<std::size_t>(size)));
-    }
+    dc::check_arguments(
+        dc::raw(comm), who,
+        {{"the send element count", static_cast<long long>(send.size())},
+         {"the recv element count", static_cast<long long>(recv.size())}},
+        [&] {
+          dc::check_contiguous(send, who, "send");
+          dc::check_contiguous(recv, who, "recv");
+          if (recv.size() != send.size() * static_cast<std::size_t>(size)) [[unlikely]] {
+            dc::throw_value_error(
+                who, "recv has " + std::to_string(recv.size()) +
+                         " elements but must have send.size() * communicator size = " +
+                         std::to_string(send.size()) + " * " + std::to_string(size) + " = " +
+                         std::to_string(send.size() * static_cast<std::size_t>(size)));
+          }
+        });
     dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
       dc::all_gather<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, dc::raw(comm));
     });
@@ -513,16 +601,23 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
     dc::Region region(dc::reduce_scatter_name());
     constexpr const char* who = "kdist::reduce_scatter";
-    dc::check_contiguous(send, who, "send");
-    dc::check_contiguous(recv, who, "recv");
     const int size = dc::size_of(comm);
-    if (send.size() != recv.size() * static_cast<std::size_t>(size)) [[unlikely]] {
-      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                     " elements but must have recv.size() * communicator size = " +
-                                     std::to_string(recv.size()) + " * " + std::to_string(size) +
-                                     " = " +
-                                     std::to_string(recv.size() * static_cast<std::size_t>(size)));
-    }
+    dc::check_arguments(
+        dc::raw(comm), who,
+        {{"the reduction", static_cast<long long>(op)},
+         {"the send element count", static_cast<long long>(send.size())},
+         {"the recv element count", static_cast<long long>(recv.size())}},
+        [&] {
+          dc::check_contiguous(send, who, "send");
+          dc::check_contiguous(recv, who, "recv");
+          if (send.size() != recv.size() * static_cast<std::size_t>(size)) [[unlikely]] {
+            dc::throw_value_error(
+                who, "send has " + std::to_string(send.size()) +
+                         " elements but must have recv.size() * communicator size = " +
+                         std::to_string(recv.size()) + " * " + std::to_string(size) + " = " +
+                         std::to_string(recv.size() * static_cast<std::size_t>(size)));
+          }
+        });
     dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
       dc::reduce_scatter<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, op, dc::raw(comm), size);
     });
@@ -543,13 +638,19 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
   if constexpr (dc::check_view_type<View>() && writable) {
     dc::Region region(dc::broadcast_name());
     constexpr const char* who = "kdist::broadcast";
-    dc::check_contiguous(view, who, "broadcast");
     const int size = dc::size_of(comm);
-    if (root < 0 || root >= size) [[unlikely]] {
-      dc::throw_value_error(who, "root " + std::to_string(root) +
-                                     " is not a rank of the communicator (ranks 0 to " +
-                                     std::to_string(size - 1) + ")");
-    }
+    dc::check_arguments(dc::raw(comm), who,
+                        {{"the root", static_cast<long long>(root)},
+                         {"the element count", static_cast<long long>(view.size())}},
+                        [&] {
+                          dc::check_contiguous(view, who, "broadcast");
+                          if (root < 0 || root >= size) [[unlikely]] {
+                            dc::throw_value_error(
+                                who, "root " + std::to_string(root) +
+                                         " is not a rank of the communicator (ranks 0 to " +
+                                         std::to_string(size - 1) + ")");
+                          }
+                        });
     int rank = 0;
     if constexpr (std::is_same_v<Comm, mpi::Communicator>) {
       rank = comm.rank();
@@ -576,19 +677,23 @@ void all_to_all(const Space& space, const SendView& send, const RecvView& recv, 
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
     dc::Region region(dc::all_to_all_name());
     constexpr const char* who = "kdist::all_to_all";
-    dc::check_contiguous(send, who, "send");
-    dc::check_contiguous(recv, who, "recv");
     const int size = dc::size_of(comm);
-    if (send.size() != recv.size()) [[unlikely]] {
-      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                     " elements but recv has " + std::to_string(recv.size()) +
-                                     "; they must have the same number");
-    }
-    if (send.size() % static_cast<std::size_t>(size) != 0) [[unlikely]] {
-      dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                     " elements, which do not split into " + std::to_string(size) +
-                                     " equal blocks (one per rank of the communicator)");
-    }
+    dc::check_arguments(
+        dc::raw(comm), who, {{"the element count", static_cast<long long>(send.size())}}, [&] {
+          dc::check_contiguous(send, who, "send");
+          dc::check_contiguous(recv, who, "recv");
+          if (send.size() != recv.size()) [[unlikely]] {
+            dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                           " elements but recv has " + std::to_string(recv.size()) +
+                                           "; they must have the same number");
+          }
+          if (send.size() % static_cast<std::size_t>(size) != 0) [[unlikely]] {
+            dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
+                                           " elements, which do not split into " +
+                                           std::to_string(size) +
+                                           " equal blocks (one per rank of the communicator)");
+          }
+        });
     dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
       dc::all_to_all<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, dc::raw(comm), size);
     });

@@ -219,34 +219,35 @@ class DistributedDataset {
   const BatchPlan& plan() const { return plan_; }
   std::size_t steps_per_epoch() const { return plan_.steps_per_epoch(); }
 
-  //! One epoch: its order is computed once.
+  //! One epoch: its order is computed once. It holds its own copy of the plan and a pointer to
+  //! the source (not to the dataset), so `distribute_dataset(src, ...).epoch(e)` on a temporary
+  //! dataset stays valid while `src` lives.
   class Epoch {
    public:
     Epoch(const DistributedDataset& dataset, std::size_t epoch)
-        : dataset_(&dataset), order_(dataset.plan_.order(epoch)) {}
-    std::size_t steps() const { return dataset_->plan_.steps_per_epoch(); }
+        : source_(dataset.source_), plan_(dataset.plan_), order_(plan_.order(epoch)) {}
+    std::size_t steps() const { return plan_.steps_per_epoch(); }
     //! Source indices of this process's rows at `step`.
     std::vector<std::size_t> batch_indices(std::size_t step) const {
-      return dataset_->plan_.local_indices(order_, step);
+      return plan_.local_indices(order_, step);
     }
     //! Copies of this process's rows at `step`.
     std::vector<value_type> batch(std::size_t step) const {
-      const BatchPlan& plan = dataset_->plan_;
-      const Block b = plan.local_block(step);
-      const std::size_t start = step * plan.global_batch_size() + b.offset;
+      const Block b = plan_.local_block(step);
+      const std::size_t start = step * plan_.global_batch_size() + b.offset;
       std::vector<value_type> out;
       out.reserve(b.extent);
-      for (std::size_t k = 0; k < b.extent; ++k)
-        out.push_back((*dataset_->source_)[order_[start + k]]);
+      for (std::size_t k = 0; k < b.extent; ++k) out.push_back((*source_)[order_[start + k]]);
       return out;
     }
     //! Source indices of the whole global batch `step` (every shard's rows, in shard order).
     std::vector<std::size_t> global_batch_indices(std::size_t step) const {
-      return dataset_->plan_.global_indices(order_, step);
+      return plan_.global_indices(order_, step);
     }
 
    private:
-    const DistributedDataset* dataset_;
+    const Source* source_;
+    BatchPlan plan_;
     std::vector<std::size_t> order_;
   };
   Epoch epoch(std::size_t e) const { return Epoch(*this, e); }

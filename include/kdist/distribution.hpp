@@ -382,12 +382,21 @@ inline GlobalDistribution& global_distribution() {
   static GlobalDistribution g;
   return g;
 }
+//! The innermost open `scope()` of this thread, or nullptr. Scopes are per thread (Keras keeps
+//! its distribution in per-thread global state): scopes opened and closed by several threads at
+//! once cannot leave another thread's distribution behind.
+inline std::shared_ptr<const Distribution>& scoped_distribution() {
+  thread_local std::shared_ptr<const Distribution> scoped;
+  return scoped;
+}
 }  // namespace detail
 
-//! The current global distribution (Keras `keras.distribution.distribution()`), or nullptr.
+//! The current distribution (Keras `keras.distribution.distribution()`): this thread's innermost
+//! open `scope()`, else the global one set by set_distribution, else nullptr.
 //! Thread-safe: the returned pointer keeps the distribution alive even if another thread sets a
 //! new one meanwhile.
 inline std::shared_ptr<const Distribution> distribution() {
+  if (const auto& scoped = detail::scoped_distribution()) return scoped;
   auto& g = detail::global_distribution();
   std::lock_guard lock(g.mutex);
   return g.value;
@@ -407,19 +416,20 @@ inline std::shared_ptr<const Distribution> set_distribution(const Distribution& 
   return set_distribution(value.share());
 }
 
-//! RAII guard returned by `Distribution::scope()`: restores the previous global distribution
-//! when destroyed.
+//! RAII guard returned by `Distribution::scope()`: makes `value` this thread's distribution
+//! until destroyed, then restores the thread's previous scope (the global distribution is not
+//! touched). Destroy scopes on the thread that opened them, innermost first.
 class DistributionScope {
  public:
   explicit DistributionScope(std::shared_ptr<const Distribution> value)
-      : previous_(set_distribution(std::move(value))) {}
+      : previous_(std::exchange(detail::scoped_distribution(), std::move(value))) {}
   DistributionScope(DistributionScope&& other) noexcept
       : previous_(std::move(other.previous_)), active_(std::exchange(other.active_, false)) {}
   DistributionScope(const DistributionScope&) = delete;
   DistributionScope& operator=(const DistributionScope&) = delete;
   DistributionScope& operator=(DistributionScope&&) = delete;
   ~DistributionScope() {
-    if (active_) set_distribution(std::move(previous_));
+    if (active_) detail::scoped_distribution() = std::move(previous_);
   }
 
  private:

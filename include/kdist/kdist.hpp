@@ -23,6 +23,7 @@
 #include <kdist/mpi/agree.hpp>
 #include <kdist/mpi/communicator.hpp>
 #include <kdist/mpi/datatype.hpp>
+#include <kdist/mpi/gpu_aware.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -31,6 +32,7 @@
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/random.hpp>
 #include <kdist/redistribute.hpp>
+#include <kdist/run.hpp>
 #include <kdist/runtime.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/runtime_mesh.hpp>

@@ -178,7 +178,7 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   DeviceMesh() requires(is_static()) : DeviceMesh(static_size()) {}
   //! Devices "device:0" ... "device:N-1"; a dynamic extent is inferred from N.
   explicit DeviceMesh(std::size_t device_count)
-      : DeviceMesh(detail::numbered_devices(device_count)) {}
+      : extents_(infer_extents(device_count)), devices_(detail::numbered_devices(device_count)) {}
   //! The given devices, row-major over the mesh; at most one dynamic extent is inferred.
   explicit DeviceMesh(std::vector<std::string> devices)
       : extents_(infer_extents(devices.size())), devices_(std::move(devices)) {}
@@ -186,7 +186,8 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   DeviceMesh(const std::array<std::size_t, rank()>& shape, std::vector<std::string> devices)
       : extents_(check_shape(shape, devices.size())), devices_(std::move(devices)) {}
   DeviceMesh(const std::array<std::size_t, rank()>& shape, std::size_t device_count)
-      : DeviceMesh(shape, detail::numbered_devices(device_count)) {}
+      : extents_(check_shape(shape, device_count)),
+        devices_(detail::numbered_devices(device_count)) {}
 
   //! Extent of axis r (the static extent where there is one: a constant the compiler can fold).
   std::size_t extent(std::size_t r) const {
@@ -295,10 +296,12 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
                          std::to_string(shape[r]) + " was given");
       }
     }
-    if (detail::product(shape) != device_count) {
+    const auto size = detail::checked_product(shape);
+    if (!size || *size != device_count) {
       std::vector<std::size_t> s(shape.begin(), shape.end());
       throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
-                       detail::shape_repr(s) + " holds " + std::to_string(detail::product(shape)) +
+                       detail::shape_repr(s) + " holds " +
+                       (size ? std::to_string(*size) : std::string("more than 2^64")) +
                        " devices, but " + std::to_string(device_count) + " were given");
     }
     return shape;

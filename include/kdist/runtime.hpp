@@ -44,6 +44,7 @@
 #include <hip/hip_runtime_api.h>
 #endif
 
+#include <kdist/detail/failure.hpp>
 #include <kdist/error.hpp>
 #include <kdist/mpi/agree.hpp>
 #include <kdist/mpi/communicator.hpp>
@@ -341,6 +342,14 @@ inline bool start_mpi(int* argc, char*** argv) {
   return true;
 }
 
+//! Starts MPI (unless it runs) and prepares the failure path: one process' error ends the job
+//! (detail/failure.hpp). Collective over MPI_COMM_WORLD.
+inline bool start_mpi_and_failure_path(int* argc, char*** argv) {
+  const bool started = start_mpi(argc, argv);
+  failure::prepare();
+  return started;
+}
+
 //! This process' rank among the processes of its node (MPI_COMM_TYPE_SHARED).
 inline int node_local_rank() {
   MPI_Comm node = MPI_COMM_NULL;
@@ -455,6 +464,7 @@ inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
     Kokkos::finalize();
   }
   if (started_mpi && mpi_is_initialized() && !mpi_is_finalized()) {
+    failure::release();
     MPI_Finalize();
   }
 }
@@ -529,7 +539,7 @@ inline std::string resolve_device_type(const std::optional<std::string>& device_
 inline void initialize(std::optional<std::string> job_addresses = {},
                        std::optional<int> num_processes = {}, std::optional<int> process_id = {}) {
   auto& state = detail::runtime::runtime_state();
-  const bool started_mpi = detail::runtime::start_mpi(nullptr, nullptr);
+  const bool started_mpi = detail::runtime::start_mpi_and_failure_path(nullptr, nullptr);
   bool started_kokkos = false;
   try {
     started_kokkos = detail::runtime::start_kokkos(nullptr, nullptr);
@@ -590,7 +600,7 @@ class ScopeGuard {
     if (argc != nullptr && argv != nullptr && *argv != nullptr) {
       words.assign(*argv, *argv + *argc);
     }
-    started_mpi_ = detail::runtime::start_mpi(argc, argv);
+    started_mpi_ = detail::runtime::start_mpi_and_failure_path(argc, argv);
     try {
       started_kokkos_ = detail::runtime::start_kokkos(argc, argv != nullptr ? *argv : nullptr);
       std::vector<char*> pointers;

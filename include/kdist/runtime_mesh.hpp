@@ -59,16 +59,19 @@ inline std::string shape_repr(std::span<const std::size_t> shape) {
 class RuntimeDeviceMesh {
  public:
   RuntimeDeviceMesh(std::vector<std::size_t> shape, std::vector<std::string> axis_names,
-                    std::vector<std::string> devices)
-      : impl_(std::make_shared<const Impl>(
-            Impl{std::move(shape), std::move(axis_names), std::move(devices)})) {
-    validate();
+                    std::vector<std::string> devices) {
+    validate(shape, axis_names, devices.size());
+    impl_ = std::make_shared<const Impl>(
+        Impl{std::move(shape), std::move(axis_names), std::move(devices)});
   }
-  //! Devices named "device:0" ... "device:N-1".
+  //! Devices named "device:0" ... "device:N-1" (named after the shape is validated, so a bad
+  //! shape for 2^40 devices is an error, not an allocation).
   RuntimeDeviceMesh(std::vector<std::size_t> shape, std::vector<std::string> axis_names,
-                    std::size_t device_count)
-      : RuntimeDeviceMesh(std::move(shape), std::move(axis_names),
-                          detail::numbered_devices(device_count)) {}
+                    std::size_t device_count) {
+    validate(shape, axis_names, device_count);
+    impl_ = std::make_shared<const Impl>(
+        Impl{std::move(shape), std::move(axis_names), detail::numbered_devices(device_count)});
+  }
 
   std::size_t rank() const { return impl_->shape.size(); }
   //! Extent of axis r; a ValueError when r >= rank().
@@ -158,9 +161,8 @@ class RuntimeDeviceMesh {
     if (index >= size()) detail::throw_device_index_out_of_range(index, size());
   }
 
-  void validate() const {
-    const auto& s = impl_->shape;
-    const auto& n = impl_->axis_names;
+  static void validate(const std::vector<std::size_t>& s, const std::vector<std::string>& n,
+                       std::size_t device_count) {
     if (s.empty() || n.empty()) {
       throw ValueError("kdist::DeviceMesh: shape and axis_names cannot be empty");
     }
@@ -185,10 +187,16 @@ class RuntimeDeviceMesh {
                          "' has extent 0; every axis holds at least one device");
       }
     }
-    if (detail::product(s) != impl_->devices.size()) {
+    const auto size = detail::checked_product(s);
+    if (!size) {
+      throw ValueError("kdist::DeviceMesh: shape " + detail::shape_repr(s) +
+                       " holds more devices than a 64-bit count can hold (its extents multiply "
+                       "beyond 2^64); give a shape whose product is the number of devices");
+    }
+    if (*size != device_count) {
       throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
-                       detail::shape_repr(s) + " holds " + std::to_string(detail::product(s)) +
-                       " devices, but " + std::to_string(impl_->devices.size()) + " were given");
+                       detail::shape_repr(s) + " holds " + std::to_string(*size) +
+                       " devices, but " + std::to_string(device_count) + " were given");
     }
   }
 

@@ -3,6 +3,8 @@
 // devices out on a mesh. constexpr so static meshes compute at compile time.
 
 #include <cstddef>
+#include <limits>
+#include <optional>
 
 namespace kdist::detail {
 
@@ -10,6 +12,19 @@ template <class Extents>
 constexpr std::size_t product(const Extents& extents) {
   std::size_t p = 1;
   for (auto e : extents) p *= static_cast<std::size_t>(e);
+  return p;
+}
+
+//! The product of `extents`, or nullopt when it does not fit std::size_t (validation of shapes
+//! from users and files: a wrapped product would accept a mesh of 2^32 x 2^32 for 0 devices).
+template <class Extents>
+constexpr std::optional<std::size_t> checked_product(const Extents& extents) {
+  std::size_t p = 1;
+  for (auto x : extents) {
+    const auto e = static_cast<std::size_t>(x);
+    if (e != 0 && p > std::numeric_limits<std::size_t>::max() / e) return std::nullopt;
+    p *= e;
+  }
   return p;
 }
 

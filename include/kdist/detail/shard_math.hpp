@@ -27,13 +27,15 @@ enum class Division {
 
 namespace kdist::detail {
 
+//! ceil(global / parts), without the overflow of (global + parts - 1) / parts near 2^64.
 constexpr std::size_t chunk_size(std::size_t global, std::size_t parts) {
-  return parts == 0 ? global : (global + parts - 1) / parts;
+  return parts == 0 ? global : global / parts + (global % parts != 0 ? 1 : 0);
 }
 
 constexpr Block chunk_block(std::size_t global, std::size_t parts, std::size_t index) {
   const std::size_t b = chunk_size(global, parts);
-  const std::size_t offset = std::min(index * b, global);
+  // index * b, clamped to global without overflowing
+  const std::size_t offset = (b == 0 || index > global / b) ? global : std::min(index * b, global);
   return {offset, std::min(b, global - offset)};
 }
 

@@ -1,0 +1,141 @@
+#pragma once
+//! \file common/trainer_flags.hpp
+//! The example trainers' command line, parsed strictly with CLI11 (Debian libcli11-dev): integers
+//! as integers in their range (no sign, no exponent, no trailing junk, no overflow), a learning
+//! rate as a finite positive number, names from their lists. Every bad flag is a
+//! kdist::ValueError that names the flag, the value and what is accepted.
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <kdist/error.hpp>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kdist::examples {
+
+struct TrainerOptions {
+  std::vector<std::size_t> mesh;  // empty: the trainer's default
+  std::size_t epochs = 5;
+  std::size_t batch_size = 128;
+  double learning_rate = 0.001;
+  std::string optimizer = "adam";
+  std::string loss = "crossentropy";
+  std::uint64_t seed = 1337;
+  std::size_t max_steps = 0;  // per epoch; 0: all
+  bool quiet = false;
+};
+
+//! Limits of the trainers' integer flags.
+inline constexpr std::uint64_t max_epochs = 1'000'000;
+inline constexpr std::uint64_t max_batch_size = std::uint64_t{1} << 31;
+inline constexpr std::uint64_t max_mesh_extent = std::uint64_t{1} << 31;
+
+namespace detail {
+
+//! A decimal unsigned integer: digits only (no sign, blanks, exponent or base prefix) in
+//! [lo, hi]; nullopt otherwise.
+inline std::optional<std::uint64_t> parse_unsigned(std::string_view text, std::uint64_t lo,
+                                                   std::uint64_t hi) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+//! A CLI11 option reader for the unsigned integer flag `flag` in [lo, hi].
+template <class T>
+auto unsigned_flag(const char* flag, T& target, std::uint64_t lo, std::uint64_t hi) {
+  return [flag, &target, lo, hi](const std::string& text) {
+    const auto v = parse_unsigned(text, lo, hi);
+    if (!v) {
+      throw CLI::ValidationError(std::string(flag) + " '" + text + "' is not a whole number in [" +
+                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    target = static_cast<T>(*v);
+  };
+}
+
+}  // namespace detail
+
+//! "2x4" -> {2, 4}: extents >= 1, separated by 'x'. Errors: kdist::ValueError naming the text.
+inline std::vector<std::size_t> parse_mesh(const std::string& text) {
+  std::vector<std::size_t> shape;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t x = text.find('x', start);
+    const auto part = std::string_view(text).substr(start, x == std::string::npos ? x : x - start);
+    const auto v = detail::parse_unsigned(part, 1, max_mesh_extent);
+    if (!v) {
+      throw ValueError("--mesh '" + text +
+                       "' does not parse: give extents from 1 to 2^31 separated by 'x', e.g. "
+                       "--mesh 2x4");
+    }
+    shape.push_back(static_cast<std::size_t>(*v));
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return shape;
+}
+
+//! Parses the trainers' flags; nullopt after printing the help (--help), which the trainer then
+//! ends with exit status 0. `usage` heads the help and the errors.
+inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const char* usage,
+                                                   bool print_help = true) {
+  TrainerOptions o;
+  CLI::App app(usage);
+  std::string mesh_text;
+  app.add_option("--mesh", mesh_text, "mesh shape, e.g. 2x4 (data x model)");
+  app.add_option_function<std::string>(
+      "--epochs", detail::unsigned_flag("--epochs", o.epochs, 1, max_epochs), "epochs (1 to 10^6)");
+  app.add_option_function<std::string>("--batch-size",
+                                       detail::unsigned_flag("--batch-size", o.batch_size, 1, max_batch_size),
+                                       "global batch size (1 to 2^31)");
+  app.add_option_function<std::string>(
+         "--learning-rate",
+         [&o](const std::string& text) {
+           double v = 0;
+           const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+           if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+               !std::isfinite(v) || v <= 0) {
+             throw CLI::ValidationError("--learning-rate '" + text + "' is not a finite number > 0");
+           }
+           o.learning_rate = v;
+         },
+         "learning rate (> 0)");
+  app.add_option("--optimizer", o.optimizer, "adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}));
+  app.add_option("--loss", o.loss, "crossentropy or mse")
+      ->check(CLI::IsMember({"crossentropy", "mse"}));
+  app.add_option_function<std::string>(
+      "--seed", detail::unsigned_flag("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max()),
+      "random seed (0 to 2^64 - 1)");
+  app.add_option_function<std::string>(
+      "--steps",
+      detail::unsigned_flag("--steps", o.max_steps, 0, std::numeric_limits<std::int64_t>::max()),
+      "at most this many steps per epoch (0: all)");
+  app.add_flag("--quiet", o.quiet, "no progress output");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (print_help) std::printf("%s", app.help().c_str());
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw ValueError(std::string(e.what()) + "\n" + usage);
+  }
+  if (!mesh_text.empty() || app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  return o;
+}
+
+}  // namespace kdist::examples
