@@ -230,6 +230,21 @@ TEST(MeshInference, TwoDynamicExtentsNeedAShape) {
   EXPECT_EQ(mesh.extents(), (std::array<std::size_t, 2>{4, 2}));
 }
 
+// (2^32, 2^32) multiplies to 0 modulo 2^64: the count check multiplies with overflow checks,
+// so 0 devices do not fill it.
+TEST(MeshInference, ShapesBeyondA64BitCountAreErrors) {
+  using Both = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
+  constexpr std::size_t two_32 = std::size_t{1} << 32;
+  try {
+    Both mesh({two_32, two_32}, 0);
+    FAIL() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "kdist::DeviceMesh: shape does not match the number of devices: shape "
+                 "(4294967296, 4294967296) holds more than 2^64 devices, but 0 were given");
+  }
+}
+
 TEST(MeshInference, ExplicitShapeErrors) {
   using Static = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
   try {

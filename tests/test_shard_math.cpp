@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 namespace {
@@ -47,6 +48,23 @@ TEST(ShardMath, ChunkSize) {
   EXPECT_EQ(chunk_size(1, 8), 1u);
   EXPECT_EQ(chunk_size(0, 8), 0u);
   EXPECT_EQ(chunk_size(7, 1), 7u);
+}
+
+// Extents near 2^64: (global + parts - 1) / parts would wrap to a tiny block size, and
+// index * block would wrap past the end. Both are computed without overflow.
+TEST(ShardMath, ExtentsNear2To64DoNotOverflow) {
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  EXPECT_EQ(chunk_size(max, 2), max / 2 + 1);
+  EXPECT_EQ(chunk_size(max, 1), max);
+  EXPECT_EQ(chunk_size(max - 1, max), 1u);
+  EXPECT_EQ(chunk_block(max, 2, 0), (Block{0, max / 2 + 1}));
+  EXPECT_EQ(chunk_block(max, 2, 1), (Block{max / 2 + 1, max / 2}));
+  // 3 parts of 2^64 - 1: blocks of 6148914691236517205, the last one exactly reaches the end
+  const std::size_t b = chunk_size(max, 3);
+  EXPECT_EQ(chunk_block(max, 3, 2), (Block{2 * b, max - 2 * b}));
+  // an index far past the last block clamps to an empty block at the end
+  EXPECT_EQ(chunk_block(max, 2, max), (Block{max, 0}));
+  EXPECT_EQ(chunk_owner(max, 2, max - 1), 1u);
 }
 
 // Blocks tile [0, global) exactly, in order, and chunk_owner agrees with them, for every size up

@@ -173,6 +173,20 @@ inline std::optional<int> parse_int(std::string_view text) {
   return value;
 }
 
+//! Whether `text` is a sign and digits (with blanks around): parse_int refused it for its range.
+inline bool looks_like_an_integer(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\n\r\f\v");
+  const auto last = text.find_last_not_of(" \t\n\r\f\v");
+  if (first == std::string_view::npos) {
+    return false;
+  }
+  text = text.substr(first, last - first + 1);
+  if (text.front() == '+' || text.front() == '-') {
+    text.remove_prefix(1);
+  }
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 //! A value of initialize() with where it came from, for error messages.
 template <class T>
 struct Setting {
@@ -225,9 +239,12 @@ inline std::optional<InitProblem> check_initialize_arguments(
     if (auto text = getenv_nonempty(name)) {
       const auto parsed = parse_int(*text);
       if (!parsed) {
+        const char* what = looks_like_an_integer(*text)
+                               ? "\", which is out of range (at most 2147483647)"
+                               : "\", which is not a number";
         return value_error("the environment variable " + std::string(name) + " is \"" + *text +
-                           "\", which is not a number; set it to a whole number (for example " +
-                           name + (setting == &num_processes ? "=2" : "=0") + ") or unset it");
+                           what + "; set it to a whole number (for example " + name +
+                           (setting == &num_processes ? "=2" : "=0") + ") or unset it");
       }
       *setting = {parsed, std::string("from ") + name};
     }
