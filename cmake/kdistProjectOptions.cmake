@@ -18,3 +18,14 @@ endif()
 
 # MPI launch used by tests and scripts.
 set(KDIST_MPIEXEC "${MPIEXEC_EXECUTABLE}" CACHE STRING "mpiexec used by tests")
+
+# Sanitizers for kdist's own targets: -DKDIST_SANITIZE=address,undefined (scripts/run-sanitizers.sh).
+# Every error is fatal (no recovery), so a test that trips one fails. The tests that only compile
+# (static asserts, headers alone, compile-fail, consumers, nvcc) are left out of such a build:
+# the normal build runs them, and instrumenting them checks nothing more.
+set(KDIST_SANITIZE "" CACHE STRING "Sanitizers for tests and examples, e.g. address,undefined")
+if(KDIST_SANITIZE)
+  add_compile_options(-fsanitize=${KDIST_SANITIZE} -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${KDIST_SANITIZE})
+endif()

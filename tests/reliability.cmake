@@ -22,6 +22,13 @@ foreach(_np 2 4)
     "error: process 1 of ${_np} failed: uncaught exception: thrown out of main on process 1.*MPI_Abort")
   kdist_rank_fails(sigkill_in_collective ${_np} kill ".")
 endforeach()
+# A grace period that is not a number of seconds: a warning, and the job still ends.
+add_test(NAME reliability.bad_grace_seconds.np2
+         COMMAND ${CMAKE_COMMAND} "-DCMD=env|KDIST_FAILURE_GRACE_SECONDS=soon|${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2|${_prog}|collective"
+                 -DLIMIT=10 "-DEXPECT=KDIST_FAILURE_GRACE_SECONDS is 'soon', not a number of seconds from 0 to 600; using 2.*error: process 1 of 2 failed"
+                 -P ${_ends})
+set_tests_properties(reliability.bad_grace_seconds.np2 PROPERTIES PASS_REGULAR_EXPRESSION "job ended as expected"
+                     PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 60)
 # An error every process shares is printed once, and the job ends without MPI_Abort.
 kdist_rank_fails(everyone 4 everyone "error: every process fails alike" "MPI_Abort|process [0-9] of")
 

@@ -142,7 +142,9 @@ TYPED_TEST(Ops, MatmulAllTransposesAndScalars) {
       auto A = op_a == Op::none ? random_matrix<T>(m, k, "A") : random_matrix<T>(k, m, "At");
       auto B = op_b == Op::none ? random_matrix<T>(k, n, "B") : random_matrix<T>(n, k, "Bt");
       auto C0 = random_matrix<T>(m, n, "C0");
-      for (auto [alpha, beta] : {std::pair<T, T>{1, 0}, {T(1.5), T(0.5)}, {T(-2), T(1)}}) {
+      for (auto scalars : {std::pair<T, T>{1, 0}, {T(1.5), T(0.5)}, {T(-2), T(1)}}) {
+        const T alpha = scalars.first;  // not a structured binding: clang 14 cannot capture one
+        const T beta = scalars.second;
         const auto expected = naive_matmul(A, B, C0, op_a, op_b, alpha, beta);
         for_each_backend([&](auto backend) {
           auto C = clone(C0);
@@ -829,7 +831,7 @@ TEST(OpsErrors, OptimizerErrors) {
   has([] { kdist::SGD(0.01, 1.5); }, "`momentum` must be a float between [0, 1]");
   has([] { kdist::SGD(0.01, -0.1); }, "`momentum` must be a float between [0, 1]");
   has([] { kdist::SGD(-0.01); }, "kdist::SGD: learning_rate is -0.010000; it must be a finite");
-  has([] { kdist::SGD(std::numeric_limits<double>::infinity()); }, "must be a finite number");
+  has([] { (void)kdist::SGD(std::numeric_limits<double>::infinity()); }, "must be a finite number");
   has([] { kdist::Adam(-1.0); }, "kdist::Adam: learning_rate is -1.000000");
   has([] { kdist::Adam(0.001, 1.0); }, "kdist::Adam: beta_1 is 1.000000; it must be in [0, 1)");
   has([] { kdist::Adam(0.001, 0.9, -0.5); }, "kdist::Adam: beta_2 is -0.500000");

@@ -131,14 +131,23 @@ TEST(RuntimeDeviceMesh, ConstructionErrors) {
 // check for 0 devices and then divide by zero; the check is a checked multiplication now.
 TEST(RuntimeDeviceMesh, ShapesBeyondA64BitCountAreErrors) {
   constexpr std::size_t two_32 = std::size_t{1} << 32;
-  expect_value_error([] { RuntimeDeviceMesh({two_32, two_32}, {"data", "model"}, 0); },
-                     "shape (4294967296, 4294967296) holds more devices than a 64-bit count can "
-                     "hold");
-  expect_value_error([] { RuntimeDeviceMesh({two_32, two_32, 2}, {"a", "b", "c"}, 0); },
-                     "holds more devices than a 64-bit count can hold");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({two_32, two_32}, {"data", "model"}, 0);
+      },
+      "shape (4294967296, 4294967296) holds more devices than a 64-bit count can "
+      "hold");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({two_32, two_32, 2}, {"a", "b", "c"}, 0);
+      },
+      "holds more devices than a 64-bit count can hold");
   // The largest product that fits is still a plain count mismatch.
-  expect_value_error([] { RuntimeDeviceMesh({two_32 - 1, two_32 + 1}, {"data", "model"}, 8); },
-                     "holds 18446744073709551615 devices, but 8 were given");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({two_32 - 1, two_32 + 1}, {"data", "model"}, 8);
+      },
+      "holds 18446744073709551615 devices, but 8 were given");
 }
 
 // A mesh for 2^40 devices is checked before its 2^40 device names are made: an error, at once,
@@ -147,8 +156,11 @@ TEST(RuntimeDeviceMesh, HugeMeshesAreValidatedBeforeAllocating) {
   constexpr std::size_t two_40 = std::size_t{1} << 40;
   expect_value_error([] { RuntimeDeviceMesh({two_40}, {"data"}, 8); },
                      "holds 1099511627776 devices, but 8 were given");
-  expect_value_error([] { RuntimeDeviceMesh({two_40, 2}, {"data", "model"}, two_40); },
-                     "holds 2199023255552 devices, but 1099511627776 were given");
+  expect_value_error(
+      [] {
+        RuntimeDeviceMesh({two_40, 2}, {"data", "model"}, two_40);
+      },
+      "holds 2199023255552 devices, but 1099511627776 were given");
 }
 
 TEST(RuntimeDeviceMesh, IndexErrors) {

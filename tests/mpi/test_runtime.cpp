@@ -171,8 +171,8 @@ TEST_F(Runtime, NonNumericVariablesAreValueErrorsNamingVariableAndValue) {
   for (const char* bad : {"1x", "0.5", "-"}) {
     ScopedEnv p("KERAS_DISTRIBUTION_PROCESS_ID", bad);
     const auto m = message_of<kdist::ValueError>([] { kdist::initialize(); });
-    EXPECT_TRUE(contains(m, "KERAS_DISTRIBUTION_PROCESS_ID is \"" + std::string(bad) +
-                                "\", which is not a number"))
+    EXPECT_TRUE(contains(
+        m, "KERAS_DISTRIBUTION_PROCESS_ID is \"" + std::string(bad) + "\", which is not a number"))
         << m;
   }
 }

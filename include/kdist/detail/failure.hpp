@@ -52,6 +52,11 @@ inline double grace_seconds() {
     char* end = nullptr;
     const double s = std::strtod(v, &end);
     if (end != v && *end == '\0' && s >= 0 && s <= 600) return s;
+    // An error path must not fail in turn: say what was wrong and go on with the default.
+    std::fprintf(stderr,
+                 "kdist: KDIST_FAILURE_GRACE_SECONDS is '%s', not a number of seconds from 0 to "
+                 "600; using 2\n",
+                 v);
   }
   return 2.0;
 }
@@ -66,8 +71,9 @@ inline void print(const std::string& line) {
   const State& s = state();
   print("error: process " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
         " failed: " + message);
-  print("kdist: ending the MPI job (MPI_Abort): the other processes did not fail and may be "
-        "waiting in a collective");
+  print(
+      "kdist: ending the MPI job (MPI_Abort): the other processes did not fail and may be "
+      "waiting in a collective");
   MPI_Abort(MPI_COMM_WORLD, exit_status);
   std::_Exit(exit_status);  // MPI_Abort does not return; in case it does
 }
@@ -90,7 +96,8 @@ inline void gather_and_print(const std::string& message) {
   if (s.rank != 0) return;
   std::vector<std::string> seen;
   for (std::size_t i = 0; i < lens.size(); ++i) {
-    std::string m = all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
+    std::string m =
+        all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
     bool repeated = false;
     for (const auto& x : seen) repeated = repeated || x == m;
     if (!repeated) seen.push_back(std::move(m));

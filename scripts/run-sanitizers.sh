@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The standing ASan+UBSan guard (docs/reliability.md): the unit, MPI, trainer, reliability and
+# fuzz-corpus tests built with -fsanitize=address,undefined in build-sanitize/, plus each libFuzzer
+# target fuzzing for KDIST_FUZZ_SECONDS (default 15) when the compiler has libFuzzer. Uses clang
+# (installing clang and libclang-rt-14-dev when missing); KDIST_SANITIZE_CXX=g++ uses GCC's
+# sanitizers instead, without the fuzzers. .ci/run runs it after the test command.
+set -euo pipefail
+KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export KDIST_EXTRA_PACKAGES="clang libclang-rt-14-dev"
+export KDIST_BUILD="${KDIST_SANITIZE_BUILD:-$KDIST_ROOT/build-sanitize}"
+cxx="${KDIST_SANITIZE_CXX:-clang++}"
+export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKDIST_SANITIZE=address,undefined -DKDIST_ENABLE_BENCHMARKS=OFF \
+  -DKDIST_FUZZ_SECONDS=${KDIST_FUZZ_SECONDS:-15}"
+source "$KDIST_ROOT/scripts/setup.sh"
+
+# Every sanitizer report ends the process with an error; MPICH's own allocations at exit are not
+# kdist's leaks (tests/sanitizers/lsan.supp says which).
+supp="$KDIST_ROOT/tests/sanitizers"
+export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:strict_init_order=1:check_initialization_order=1:detect_stack_use_after_return=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
+
+start=$(date +%s)
+cmake --build "$KDIST_BUILD" -j "$KDIST_JOBS"
+built=$(date +%s)
+cd "$KDIST_BUILD"
+status=0
+ctest --output-on-failure -j "$KDIST_JOBS" "$@" || status=$?
+end=$(date +%s)
+echo "kdist sanitizers: build $((built - start)) s, tests $((end - built)) s"
+exit $status
