@@ -74,6 +74,9 @@ inline void print(const std::string& line) {
   print(
       "kdist: ending the MPI job (MPI_Abort): the other processes did not fail and may be "
       "waiting in a collective");
+  // MPICH's launcher acts on the abort as soon as it arrives and can drop output still in the
+  // pipe: give it a moment to forward the message first (1 run in 4 lost it without).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   MPI_Abort(MPI_COMM_WORLD, exit_status);
   std::_Exit(exit_status);  // MPI_Abort does not return; in case it does
 }
