@@ -62,11 +62,12 @@ struct SameReplica {
   }
 };
 
-//! Host copy of a tensor's local block (no copy when it already lives on the host).
+//! Host copy of a tensor's local block as stored, a summand when the tensor is partial (no copy
+//! when it already lives on the host).
 template <class Tensor>
 auto host_local(const Tensor& t) {
-  auto h = Kokkos::create_mirror_view(t.local());
-  Kokkos::deep_copy(h, t.local());
+  auto h = Kokkos::create_mirror_view(t.local_summand());
+  Kokkos::deep_copy(h, t.local_summand());
   return h;
 }
 

@@ -2,6 +2,7 @@
 //! \file kdist.hpp
 //! Everything kdist offers, in one include.
 
+#include <kdist/apply_gradient.hpp>
 #include <kdist/axis.hpp>
 #include <kdist/collectives.hpp>
 #include <kdist/data_parallel.hpp>

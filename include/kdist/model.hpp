@@ -15,6 +15,7 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/apply_gradient.hpp>
 #include <kdist/collectives.hpp>
 #include <kdist/distribution.hpp>
 #include <kdist/layers/dense.hpp>
@@ -152,11 +153,11 @@ class Sequential {
           [&](auto& opt) {
             using O = std::decay_t<decltype(opt)>;
             if constexpr (std::is_same_v<O, Adam>) {
-              opt.update(v.value.local(), v.grad.local(), m, vv);
+              apply_gradient(opt, v.value, v.grad, m, vv);
             } else if (opt.momentum() != 0.0) {
-              opt.update(v.value.local(), v.grad.local(), m);
+              apply_gradient(opt, v.value, v.grad, m);
             } else {
-              opt.update(v.value.local(), v.grad.local());
+              apply_gradient(opt, v.value, v.grad);
             }
           },
           optimizer_);

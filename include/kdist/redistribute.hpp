@@ -99,7 +99,7 @@ void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
       total += parts[j].volume();
     }
     Kokkos::fence();
-    const auto* src = t.local().data();
+    const auto* src = t.local_summand().data();
     std::vector<typename Tensor::value_type> packed;
     if (scatter_dim != 0) {  // blocks along dimension 0 are contiguous already
       packed.resize(total);
@@ -115,10 +115,10 @@ void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
   } else if (same_dims && t.is_partial()) {  // one all-reduce over the partial axes, into out
     const auto& comm =
         communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
-    if (out.local().data() == t.local().data()) {
+    if (out.local().data() == t.local_summand().data()) {
       all_reduce(space(), out.local(), ReduceOp::sum, comm);
     } else {
-      all_reduce(space(), t.local(), out.local(), ReduceOp::sum, comm);
+      all_reduce(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
     }
   } else if (same_dims) {  // nothing to move
     if (out.local().data() != t.local().data()) Kokkos::deep_copy(out.local(), t.local());

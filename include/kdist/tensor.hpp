@@ -114,9 +114,23 @@ class DistributedTensor {
   const shape_type& shape() const { return shape_; }
   const RuntimeTensorLayout& layout() const { return layout_; }
   const RuntimeDeviceMesh& device_mesh() const { return *layout_.device_mesh(); }
-  //! This process's block.
-  const view_type& local() const { return local_; }
-  view_type& local() { return local_; }
+  //! This process's block of the tensor's values. Errors (ValueError): the tensor is a pending
+  //! sum (`is_partial()`): its block is one summand, not the values, and using it as the values
+  //! (an optimizer step, a non-linear op) lets the replicas drift apart. Resolve the sum first
+  //! (`kdist::redistribute(t, layout)`), or take `local_summand()` on purpose.
+  const view_type& local() const {
+    check_complete("local");
+    return local_;
+  }
+  view_type& local() {
+    check_complete("local");
+    return local_;
+  }
+  //! This process's block as stored, whatever the state: the values of a complete tensor, one
+  //! summand of them when the tensor is a pending sum (for code that sums or forwards summands:
+  //! collectives, redistribute, a linear op that keeps the sum pending).
+  const view_type& local_summand() const { return local_; }
+  view_type& local_summand() { return local_; }
   //! Global offsets and extents of this process's block.
   const shape_type& offsets() const { return block_.lo; }
   const shape_type& local_extents() const { return block_.ext; }
@@ -137,6 +151,16 @@ class DistributedTensor {
     return b;
   }
   const detail::Box<rank>& block() const { return block_; }
+
+  //! Throws the error of `local()` when the tensor is a pending sum; `what` names the use.
+  void check_complete(const char* what) const {
+    if (!is_partial()) return;
+    throw ValueError("kdist::DistributedTensor::" + std::string(what) + ": " + to_string() +
+                     " is a pending sum over " + detail::join_quoted(partial_) +
+                     ": this process holds one summand, not the values. Resolve the sum first "
+                     "(kdist::redistribute(t, t.layout()) sums it over those axes), or use "
+                     "local_summand() if a summand is what you mean");
+  }
 
   //! Keras-like summary: `<DistributedTensor shape=(784, 200), layout=(None, 'model'), ...>`.
   std::string to_string() const {

@@ -117,7 +117,7 @@ class Dense {
     // The product goes into a buffer kept from the last step and the all-reduce into the
     // gradient's own block: no 600 KB allocation (and page faults) per step.
     auto dw = matmul(x_, dz, ops::Op::transpose, ops::Op::none, dw_buffer_);
-    dw_buffer_ = dw.local();
+    dw_buffer_ = dw.local_summand();  // a pending sum over the batch axes, resolved below
     if (dw.is_partial()) {
       redistribute_into(dw, kernel_.grad);
     } else {

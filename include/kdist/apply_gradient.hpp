@@ -1,0 +1,67 @@
+#pragma once
+//! \file apply_gradient.hpp
+//! `kdist::apply_gradient(optimizer, variable, gradient, slots...)`: one optimizer step of a
+//! distributed variable from a distributed gradient, Keras' `optimizer.apply(grads, vars)` for
+//! one variable. The optimizers' `update` works on local Views and cannot see what makes a step
+//! wrong across processes; this checks it first, on every process alike (the checks read only
+//! replicated values):
+//! - the gradient is complete, not a pending sum: each process would otherwise step with its own
+//!   summand, and the replicas of the variable would drift apart without a word;
+//! - it has the variable's shape and layout (same mesh), so that updating each block elementwise
+//!   is updating the whole tensor.
+
+#include <string>
+
+#include <kdist/detail/python_repr.hpp>
+#include <kdist/error.hpp>
+#include <kdist/tensor.hpp>
+
+namespace kdist {
+
+namespace detail {
+
+template <class DataType, class MemorySpace>
+void check_gradient_for(const DistributedTensor<DataType, MemorySpace>& variable,
+                        const DistributedTensor<DataType, MemorySpace>& gradient) {
+  const std::string who = "kdist::apply_gradient: ";
+  if (gradient.is_partial()) {
+    throw ValueError(who + "the gradient " + gradient.to_string() + " is a pending sum over " +
+                     join_quoted(gradient.partial_axes()) +
+                     ": each process holds one summand, and stepping with it would let the "
+                     "replicas of the variable drift apart. Sum it first: "
+                     "kdist::redistribute(gradient, variable.layout())");
+  }
+  if (variable.is_partial()) {
+    throw ValueError(who + "the variable " + variable.to_string() +
+                     " is a pending sum; a variable must hold its values (redistribute it)");
+  }
+  if (gradient.shape() != variable.shape()) {
+    throw ValueError(who + "the gradient " + gradient.to_string() +
+                     " does not have the shape of the variable " + variable.to_string());
+  }
+  if (!(gradient.layout() == variable.layout())) {
+    throw ValueError(who + "the gradient " + gradient.to_string() +
+                     " is laid out otherwise than the variable " + variable.to_string() +
+                     "; its blocks would not match the variable's. Move it first: "
+                     "kdist::redistribute(gradient, variable.layout())");
+  }
+}
+
+}  // namespace detail
+
+//! Updates `variable` from `gradient` with `optimizer` (kdist::SGD or kdist::Adam, or anything
+//! with their `update(param, grad, slots...)`), its state in `slots` (Views made with
+//! `kdist::make_slot(variable.local(), label)`: none for SGD without momentum, the velocity for
+//! SGD with momentum, m and v for Adam). Call the optimizer's `finish_step()` once per step after
+//! every variable. Errors (ValueError, on every process alike): a gradient that is a pending sum,
+//! or of another shape or layout than the variable; then the optimizer's own errors (slots).
+//! Example: `kdist::apply_gradient(adam, w, kdist::redistribute(dw, w.layout()), m, v);`
+template <class Optimizer, class DataType, class MemorySpace, class... Slots>
+void apply_gradient(const Optimizer& optimizer, DistributedTensor<DataType, MemorySpace>& variable,
+                    const DistributedTensor<DataType, MemorySpace>& gradient,
+                    const Slots&... slots) {
+  detail::check_gradient_for(variable, gradient);
+  optimizer.update(variable.local(), gradient.local(), slots...);
+}
+
+}  // namespace kdist
