@@ -43,15 +43,22 @@ struct VariableSummary {
   RuntimeTensorLayout layout;
 };
 
-class Sequential {
+//! Sequential on scalars `T` (float or double): its layers, inputs, variables and optimizer state
+//! are all `T`. A class template so that including model.hpp (or kdist.hpp) costs only parsing:
+//! the training machinery is instantiated by the TUs that train (kdist.hpp's compile-time budget).
+template <class T>
+class BasicSequential {
  public:
-  using Layer = std::variant<layers::Dense, layers::Dropout>;
-  using Matrix = DistributedTensor<float**>;
+  using value_type = T;
+  using Dense = layers::BasicDense<T>;
+  using Dropout = layers::BasicDropout<T>;
+  using Layer = std::variant<Dense, Dropout>;
+  using Matrix = DistributedTensor<T**>;
   using Labels = Kokkos::View<const std::int32_t*, Kokkos::LayoutRight>;
   using Optimizer = std::variant<SGD, Adam>;
 
   //! Layers applied in order to inputs of `input_dim` features (Flatten is the caller's reshape).
-  Sequential(std::size_t input_dim, std::vector<Layer> layers)
+  BasicSequential(std::size_t input_dim, std::vector<Layer> layers)
       : input_dim_(input_dim), layers_(std::move(layers)) {}
 
   //! Creates every variable, sharded as `dist` says, from `seed`. Also fixes the loss and the
@@ -64,12 +71,12 @@ class Sequential {
     seed_ = seed;
     std::size_t features = input_dim_;
     for (auto& l : layers_) {
-      if (auto* d = std::get_if<layers::Dense>(&l)) {
+      if (auto* d = std::get_if<Dense>(&l)) {
         d->build(features, *dist_, seed_);
         features = d->units();
       }
     }
-    auto& last = std::get<layers::Dense>(layers_.back());
+    auto& last = std::get<Dense>(layers_.back());
     fused_softmax_ =
         loss_ == Loss::categorical_crossentropy && last.activation() == layers::Activation::softmax;
     slots_.clear();
@@ -94,7 +101,7 @@ class Sequential {
   template <class F>
   void for_each_variable(F&& f) {
     for (auto& l : layers_) {
-      if (auto* d = std::get_if<layers::Dense>(&l)) {
+      if (auto* d = std::get_if<Dense>(&l)) {
         f(d->kernel());
         if (d->bias()) f(*d->bias());
       }
@@ -108,7 +115,7 @@ class Sequential {
 
   //! One training step on this process's rows `x_local` (its block of the global batch under
   //! input_layout) and their labels. Returns the global mean loss and accuracy.
-  Metrics train_step(Kokkos::View<float**, Kokkos::LayoutRight> x_local, Labels labels,
+  Metrics train_step(Kokkos::View<T**, Kokkos::LayoutRight> x_local, Labels labels,
                      std::size_t global_batch) {
     Kokkos::Profiling::pushRegion("kdist::Sequential::train_step");
     Matrix x = Matrix::from_local(x_local, {global_batch, input_dim_}, input_layout(global_batch));
@@ -116,16 +123,16 @@ class Sequential {
     // forward
     Matrix h = x;
     for (auto& l : layers_) {
-      if (auto* d = std::get_if<layers::Dense>(&l)) {
+      if (auto* d = std::get_if<Dense>(&l)) {
         h = d->forward(h, fused_softmax_ && &l == &layers_.back());
       } else {
-        h = std::get<layers::Dropout>(l).forward(h, seed_, step);
+        h = std::get<Dropout>(l).forward(h, seed_, step);
       }
     }
     // loss, d loss / d output
     typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
                                     h.local().extent(0), h.local().extent(1));
-    const float scale = 1.0f / static_cast<float>(global_batch);
+    const T scale = T(1) / static_cast<T>(global_batch);
     double local_sum = fused_softmax_ ? ops::softmax_cross_entropy(h.local(), labels, grad, scale)
                        : loss_ == Loss::mean_squared_error
                            ? ops::mean_squared_error(h.local(), labels, grad, scale)
@@ -135,11 +142,11 @@ class Sequential {
     // backward
     for (std::size_t i = layers_.size(); i-- > 0;) {
       auto& l = layers_[i];
-      if (auto* d = std::get_if<layers::Dense>(&l)) {
+      if (auto* d = std::get_if<Dense>(&l)) {
         auto dx = d->backward(dh, i > 0);
         if (dx) dh = *dx;
       } else {
-        dh = std::get<layers::Dropout>(l).backward(dh);
+        dh = std::get<Dropout>(l).backward(dh);
       }
     }
     // update every variable's shard with its shard of the gradient
@@ -168,11 +175,11 @@ class Sequential {
   }
 
   //! Loss and accuracy of the rows `x_local` (no dropout, no update).
-  Metrics evaluate_batch(Kokkos::View<float**, Kokkos::LayoutRight> x_local, Labels labels,
+  Metrics evaluate_batch(Kokkos::View<T**, Kokkos::LayoutRight> x_local, Labels labels,
                          std::size_t global_batch) {
     Matrix h = Matrix::from_local(x_local, {global_batch, input_dim_}, input_layout(global_batch));
     for (auto& l : layers_) {
-      if (auto* d = std::get_if<layers::Dense>(&l)) {
+      if (auto* d = std::get_if<Dense>(&l)) {
         h = d->forward(h, fused_softmax_ && &l == &layers_.back());
       }
     }
@@ -208,9 +215,14 @@ class Sequential {
   bool fused_softmax_ = false;
   //! Optimizer state of one variable, shaped like its local shard (rank 2 kernel or rank 1 bias).
   struct Slots {
-    std::variant<DistributedTensor<float**>::view_type, DistributedTensor<float*>::view_type> m, v;
+    std::variant<typename DistributedTensor<T**>::view_type,
+                 typename DistributedTensor<T*>::view_type>
+        m, v;
   };
   std::vector<Slots> slots_;
 };
+
+//! Keras' Sequential on float32, the default dtype.
+using Sequential = BasicSequential<float>;
 
 }  // namespace kdist

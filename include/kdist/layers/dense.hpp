@@ -37,12 +37,17 @@ struct Variable {
   std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
 };
 
-class Dense {
+//! Dense on scalars `T` (float or double). A class template so that including this header costs
+//! only its parsing: a TU pays for the matmul, redistribute and ops machinery only when it uses a
+//! layer (kdist.hpp's compile-time budget, benchmarks/compile_cost.sh).
+template <class T>
+class BasicDense {
  public:
-  using Matrix = DistributedTensor<float**>;
-  using Vector = DistributedTensor<float*>;
+  using value_type = T;
+  using Matrix = DistributedTensor<T**>;
+  using Vector = DistributedTensor<T*>;
 
-  Dense(std::size_t units, Activation activation, bool use_bias, std::string name)
+  BasicDense(std::size_t units, Activation activation, bool use_bias, std::string name)
       : units_(units), activation_(activation), use_bias_(use_bias), name_(std::move(name)) {
     if (units == 0) throw ValueError("kdist::layers::Dense '" + name_ + "': units must be >= 1");
   }
@@ -61,23 +66,23 @@ class Dense {
     const std::size_t fan_in = input_dim;
     kernel_.path = kpath;
     // A device lambda: each block is drawn where it lives (on a GPU, in place).
-    kernel_.value = distribute_tensor<float**>(
+    kernel_.value = distribute_tensor<T**>(
         KOKKOS_LAMBDA(std::size_t i, std::size_t j) {
-          return glorot_uniform(seed, stream, fan_in, fan_out, i * fan_out + j);
+          return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, i * fan_out + j));
         },
         {input_dim, units_}, klayout);
     kernel_.grad = Matrix::zeros({input_dim, units_}, klayout, kpath + "/grad");
     if (use_bias_) {
       const std::string bpath = name_ + "/bias";
       auto blayout = dist.get_variable_layout(VariableInfo(bpath, {units_}));
-      bias_ = Variable<float*>{bpath, Vector::zeros({units_}, blayout, bpath),
-                               Vector::zeros({units_}, blayout, bpath + "/grad")};
+      bias_ = Variable<T*>{bpath, Vector::zeros({units_}, blayout, bpath),
+                           Vector::zeros({units_}, blayout, bpath + "/grad")};
     }
     output_layout_ = dist.get_tensor_layout(name_ + "/output");
   }
 
-  Variable<float**>& kernel() { return kernel_; }
-  std::optional<Variable<float*>>& bias() { return bias_; }
+  Variable<T**>& kernel() { return kernel_; }
+  std::optional<Variable<T*>>& bias() { return bias_; }
 
   //! y = activation(x W + b). Keeps what backward needs. `logits_only` skips a softmax
   //! activation (a loss fuses it, as Keras' from_logits cross-entropy).
@@ -148,12 +153,15 @@ class Dense {
   Activation activation_;
   bool use_bias_;
   std::string name_;
-  Variable<float**> kernel_;
-  std::optional<Variable<float*>> bias_;
+  Variable<T**> kernel_;
+  std::optional<Variable<T*>> bias_;
   std::optional<RuntimeTensorLayout> output_layout_;
   Matrix x_, y_;
-  Matrix::view_type dw_buffer_;
+  typename Matrix::view_type dw_buffer_;
   bool skip_softmax_ = false;
 };
+
+//! Keras' Dense on float32, the default dtype.
+using Dense = BasicDense<float>;
 
 }  // namespace kdist::layers

@@ -12,11 +12,13 @@
 
 namespace kdist::layers {
 
-class Dropout {
+//! Dropout on scalars `T` (float or double); a template for the reason BasicDense is one.
+template <class T>
+class BasicDropout {
  public:
-  using Matrix = DistributedTensor<float**>;
+  using Matrix = DistributedTensor<T**>;
 
-  Dropout(double rate, std::string name) : rate_(rate), name_(std::move(name)) {
+  BasicDropout(double rate, std::string name) : rate_(rate), name_(std::move(name)) {
     if (!(rate >= 0.0 && rate < 1.0)) {
       throw ValueError("kdist::layers::Dropout '" + name_ + "': rate is " + std::to_string(rate) +
                        "; it must be in [0, 1)");
@@ -47,5 +49,7 @@ class Dropout {
   std::string name_;
   ops::DropoutParams params_{};
 };
+
+using Dropout = BasicDropout<float>;
 
 }  // namespace kdist::layers
