@@ -240,8 +240,9 @@ TEST(MeshInference, ShapesBeyondA64BitCountAreErrors) {
     FAIL() << "no error";
   } catch (const kdist::ValueError& e) {
     EXPECT_STREQ(e.what(),
-                 "kdist::DeviceMesh: shape does not match the number of devices: shape "
-                 "(4294967296, 4294967296) holds more than 2^64 devices, but 0 were given");
+                 "kdist::DeviceMesh: shape (4294967296, 4294967296) holds more devices than a "
+                 "64-bit count can hold (its extents multiply beyond 2^64); give a shape whose "
+                 "product is the number of devices");
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <kdist/axis.hpp>
 #include <kdist/detail/fixed_string.hpp>
+#include <kdist/detail/mesh_rules.hpp>
 #include <kdist/detail/row_major.hpp>
 #include <kdist/error.hpp>
 #include <kdist/runtime_mesh.hpp>
@@ -75,18 +76,6 @@ template <class... Axes>
 inline constexpr std::array<std::string_view, sizeof...(Axes)> axis_name_views{
     axis_traits<Axes>::name...};
 
-//! Index of the first axis whose name repeats an earlier one, or sizeof...(Axes).
-template <class... Axes>
-constexpr std::size_t first_duplicate_axis() {
-  constexpr auto& names = axis_name_views<Axes...>;
-  for (std::size_t j = 0; j < names.size(); ++j) {
-    for (std::size_t i = 0; i < j; ++i) {
-      if (names[i] == names[j]) return j;
-    }
-  }
-  return names.size();
-}
-
 template <class... Axes>
 constexpr std::size_t find_axis(std::string_view name) {
   constexpr auto& names = axis_name_views<Axes...>;
@@ -100,7 +89,7 @@ constexpr std::size_t find_axis(std::string_view name) {
 //! so an empty mesh or a non-axis argument (diagnosed on their own) do not trip it.
 template <class... Axes>
 struct mesh_checks {
-  static constexpr std::size_t dup = first_duplicate_axis<Axes...>();
+  static constexpr std::size_t dup = first_repeated_name(axis_name_views<Axes...>);
   static constexpr bool unique = !(is_axis_v<Axes> && ...) || dup == sizeof...(Axes);
   template <bool Unique, int = 0>
   struct error_for {
@@ -286,23 +275,16 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   static std::array<std::size_t, rank()> check_shape(const std::array<std::size_t, rank()>& shape,
                                                      std::size_t device_count) {
     for (std::size_t r = 0; r < rank(); ++r) {
-      if (shape[r] == 0) {
-        throw ValueError("kdist::DeviceMesh: axis '" + std::string(axis_names()[r]) +
-                         "' has extent 0; every axis holds at least one device");
-      }
       if (static_extents_[r] != dynamic_extent && static_extents_[r] != shape[r]) {
         throw ValueError("kdist::DeviceMesh: axis '" + std::string(axis_names()[r]) +
                          "' has static extent " + std::to_string(static_extents_[r]) + ", but " +
                          std::to_string(shape[r]) + " was given");
       }
     }
-    const auto size = detail::checked_product(shape);
-    if (!size || *size != device_count) {
-      std::vector<std::size_t> s(shape.begin(), shape.end());
-      throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
-                       detail::shape_repr(s) + " holds " +
-                       (size ? std::to_string(*size) : std::string("more than 2^64")) +
-                       " devices, but " + std::to_string(device_count) + " were given");
+    // The names passed their checks at compile time; the extents and the count meet the rules
+    // every mesh type shares.
+    if (auto problem = detail::shape_problem(shape, axis_names(), device_count)) {
+      throw ValueError("kdist::DeviceMesh: " + *problem);
     }
     return shape;
   }

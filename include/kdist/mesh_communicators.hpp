@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <kdist/detail/mesh_rules.hpp>
 #include <kdist/error.hpp>
 #include <kdist/mpi/agree.hpp>
 #include <kdist/mpi/communicator.hpp>
@@ -188,39 +189,12 @@ class MeshCommunicators {
  private:
   [[nodiscard]] std::string local_problem(int parent_size) const {
     const std::string who = "kdist::MeshCommunicators: ";
-    const std::string mesh = "shape " + detail::mesh_comm::format_shape(shape_) + " with axes " +
-                             detail::mesh_comm::format_names(names_);
-    if (shape_.size() != names_.size()) {
-      return who + "the shape " + detail::mesh_comm::format_shape(shape_) + " has " +
-             std::to_string(shape_.size()) + " axes but axis_names " +
-             detail::mesh_comm::format_names(names_) + " has " + std::to_string(names_.size()) +
-             "; give one name per axis";
-    }
-    if (shape_.empty()) {
-      return who + "a mesh needs at least one axis";
-    }
-    long long devices = 1;
-    for (std::size_t i = 0; i < shape_.size(); ++i) {
-      if (shape_[i] < 1) {
-        return who + "the extent of axis \"" + names_[i] + "\" in " + mesh + " is " +
-               std::to_string(shape_[i]) + "; extents must be at least 1";
-      }
-      devices *= shape_[i];
-      if (names_[i].empty()) {
-        return who + "axis " + std::to_string(i) + " of " + mesh + " has an empty name";
-      }
-      for (std::size_t j = 0; j < i; ++j) {
-        if (names_[j] == names_[i]) {
-          return who + "the axis name \"" + names_[i] + "\" appears twice in " +
-                 detail::mesh_comm::format_names(names_) + "; axis names must be unique";
-        }
-      }
-      if (devices > (1LL << 31)) {
-        break;
-      }
-    }
-    if (devices != parent_size) {
-      return who + "the mesh " + mesh + " has " + std::to_string(devices) +
+    // The rules every mesh obeys (detail/mesh_rules.hpp), then this one's: one device per process.
+    if (auto problem = detail::shape_problem(shape_, names_)) return who + *problem;
+    const std::size_t devices = *detail::checked_product(shape_);
+    if (devices != static_cast<std::size_t>(parent_size)) {
+      return who + "the mesh shape " + detail::mesh_comm::format_shape(shape_) + " with axes " +
+             detail::mesh_comm::format_names(names_) + " has " + std::to_string(devices) +
              " devices, but there are " + std::to_string(parent_size) +
              " MPI processes (one device per process); run with mpiexec -n " +
              std::to_string(devices) + ", or use a mesh of " + std::to_string(parent_size) +

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kdist/detail/mesh_rules.hpp>
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/detail/row_major.hpp>
 #include <kdist/error.hpp>
@@ -29,23 +30,11 @@ inline std::vector<std::string> numbered_devices(std::size_t count) {
   return out;
 }
 
-inline std::string join_quoted(std::span<const std::string> names) {
-  std::vector<std::string> quoted;
-  for (const auto& n : names) quoted.push_back(py_str(n));
-  return py_list(quoted);
-}
-
 //! The error of a device index out of range, kept out of line so that the checks inline cheaply.
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_device_index_out_of_range(
     std::size_t index, std::size_t size) {
   throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
                    " is out of range for a mesh of " + std::to_string(size) + " devices");
-}
-
-inline std::string shape_repr(std::span<const std::size_t> shape) {
-  std::vector<std::string> items;
-  for (auto e : shape) items.push_back(std::to_string(e));
-  return py_tuple(items);
 }
 }  // namespace detail
 
@@ -163,40 +152,8 @@ class RuntimeDeviceMesh {
 
   static void validate(const std::vector<std::size_t>& s, const std::vector<std::string>& n,
                        std::size_t device_count) {
-    if (s.empty() || n.empty()) {
-      throw ValueError("kdist::DeviceMesh: shape and axis_names cannot be empty");
-    }
-    if (s.size() != n.size()) {
-      throw ValueError(
-          "kdist::DeviceMesh: shape and axis_names should have the same size, got "
-          "shape=" +
-          detail::shape_repr(s) + " and axis_names=" + detail::join_quoted(n));
-    }
-    for (std::size_t r = 0; r < n.size(); ++r) {
-      if (n[r].empty()) {
-        throw ValueError("kdist::DeviceMesh: axis " + std::to_string(r) +
-                         " has an empty name; give every axis a name");
-      }
-      if (std::find(n.begin(), n.begin() + static_cast<std::ptrdiff_t>(r), n[r]) !=
-          n.begin() + static_cast<std::ptrdiff_t>(r)) {
-        throw ValueError("kdist::DeviceMesh: axis name '" + n[r] + "' is used twice in " +
-                         detail::join_quoted(n) + "; axis names must be unique");
-      }
-      if (s[r] == 0) {
-        throw ValueError("kdist::DeviceMesh: axis '" + n[r] +
-                         "' has extent 0; every axis holds at least one device");
-      }
-    }
-    const auto size = detail::checked_product(s);
-    if (!size) {
-      throw ValueError("kdist::DeviceMesh: shape " + detail::shape_repr(s) +
-                       " holds more devices than a 64-bit count can hold (its extents multiply "
-                       "beyond 2^64); give a shape whose product is the number of devices");
-    }
-    if (*size != device_count) {
-      throw ValueError("kdist::DeviceMesh: shape does not match the number of devices: shape " +
-                       detail::shape_repr(s) + " holds " + std::to_string(*size) +
-                       " devices, but " + std::to_string(device_count) + " were given");
+    if (auto problem = detail::shape_problem(s, n, device_count)) {
+      throw ValueError("kdist::DeviceMesh: " + *problem);
     }
   }
 

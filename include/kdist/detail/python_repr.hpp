@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kdist::detail {
 
@@ -38,6 +39,20 @@ inline std::string py_list(std::span<const std::string> items) {
     out += items[i];
   }
   return out + "]";
+}
+
+//! ['data', 'model']: names as a Python list of strings.
+inline std::string join_quoted(std::span<const std::string> names) {
+  std::vector<std::string> quoted;
+  for (const auto& n : names) quoted.push_back(py_str(n));
+  return py_list(quoted);
+}
+
+//! (2, 4) / (8,): a shape as a Python tuple.
+inline std::string shape_repr(std::span<const std::size_t> shape) {
+  std::vector<std::string> items;
+  for (auto e : shape) items.push_back(std::to_string(e));
+  return py_tuple(items);
 }
 
 }  // namespace kdist::detail
