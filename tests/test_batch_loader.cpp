@@ -3,6 +3,8 @@
 // requests are errors.
 #include <gtest/gtest.h>
 
+#include "kokkos_environment.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <string>
 #include <vector>
@@ -10,14 +12,6 @@
 #include "common/batch_loader.hpp"
 
 namespace {
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { Kokkos::initialize(); }
-  void TearDown() override { Kokkos::finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 using kdist::examples::BatchLoader;
 using kdist::examples::FashionMnist;

@@ -3,6 +3,8 @@
 // hand-computed Keras steps; every error path.
 #include <gtest/gtest.h>
 
+#include "kokkos_environment.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
@@ -18,14 +20,6 @@
 #include <vector>
 
 namespace {
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { Kokkos::initialize(); }
-  void TearDown() override { Kokkos::finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 namespace ops = kdist::ops;
 using ops::Op;

@@ -3,6 +3,8 @@
 #include <Random123/philox.h>
 #include <gtest/gtest.h>
 
+#include "kokkos_environment.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
@@ -12,14 +14,6 @@
 #include <vector>
 
 namespace {
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { Kokkos::initialize(); }
-  void TearDown() override { Kokkos::finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 using kdist::dropout_keep;
 using kdist::glorot_uniform;

@@ -5,6 +5,8 @@
 // loss with SGD and Adam.
 #include <gtest/gtest.h>
 
+#include "kokkos_environment.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
@@ -25,14 +27,6 @@
 #include "reference_mlp.hpp"
 
 namespace {
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { Kokkos::initialize(); }
-  void TearDown() override { Kokkos::finalize(); }
-};
-[[maybe_unused]] ::testing::Environment* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 using kdist::reference::Loss;
 using kdist::reference::MlpConfig;
