@@ -55,7 +55,7 @@ Workload make_workload(std::size_t n_rules, std::size_t paths) {
 
 struct Fixture {
   Workload w;
-  std::unique_ptr<kdist::LayoutMap> map;
+  std::unique_ptr<kdist::LayoutMap<>> map;
   std::size_t expected_hits = 0;
 };
 
@@ -67,7 +67,7 @@ const Fixture& fixture(std::size_t n_rules) {
     f = std::make_unique<Fixture>();
     f->w = make_workload(n_rules, n_paths);
     kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
-    f->map = std::make_unique<kdist::LayoutMap>(mesh);
+    f->map = std::make_unique<kdist::LayoutMap<>>(mesh);
     for (const auto& r : f->w.rules) f->map->insert(r, {kdist::replicated, "model"});
     for (const auto& p : f->w.paths) f->expected_hits += f->map->find(p) ? 1 : 0;
   }
@@ -87,7 +87,7 @@ void BM_LayoutMap_Cold(benchmark::State& state) {
   std::size_t hits = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    auto map = std::make_unique<kdist::LayoutMap>(*f.map);  // no Set, empty cache
+    auto map = std::make_unique<kdist::LayoutMap<>>(*f.map);  // no Set, empty cache
     state.ResumeTiming();
     hits = 0;
     for (const auto& p : f.w.paths) hits += map->find(p) ? 1 : 0;
@@ -114,7 +114,7 @@ void BM_LayoutMap_Uncached(benchmark::State& state) {
 
 void BM_LayoutMap_CachedFind(benchmark::State& state) {
   const auto& f = fixture(static_cast<std::size_t>(state.range(0)));
-  const kdist::LayoutMap& map = *f.map;  // warmed by fixture()
+  const kdist::LayoutMap<>& map = *f.map;  // warmed by fixture()
   std::size_t hits = 0;
   for (auto _ : state) {
     hits = 0;
@@ -126,7 +126,7 @@ void BM_LayoutMap_CachedFind(benchmark::State& state) {
 
 void BM_LayoutMap_CachedGet(benchmark::State& state) {
   const auto& f = fixture(static_cast<std::size_t>(state.range(0)));
-  const kdist::LayoutMap& map = *f.map;
+  const kdist::LayoutMap<>& map = *f.map;
   std::size_t hits = 0;
   for (auto _ : state) {
     hits = 0;

@@ -390,16 +390,16 @@ TEST_F(ModelParallelDistributionTest, BatchAxisDefaultsToTheFirstAxisAndIsValida
                {"kdist::ModelParallel: batch_dim_name 'batch' is not an axis of the mesh",
                 "valid axis names: ['data', 'model']"});
   expect_error([&] { ModelParallel d(LayoutMap{}); }, {"the layout_map has no device mesh"});
-  expect_error([&] { ModelParallel d(std::shared_ptr<const LayoutMap>{}); },
+  expect_error([&] { ModelParallel d(std::shared_ptr<const LayoutMap<>>{}); },
                {"You must specify a layout_map argument"});
 }
 
 TEST_F(ModelParallelDistributionTest, VariablesAreResolvedWithDiagnostics) {
-  auto layout_map = std::make_shared<LayoutMap>(device_mesh);
+  auto layout_map = std::make_shared<LayoutMap<>>(device_mesh);
   (*layout_map)["d1/kernel"] = {kdist::replicated, "model"};
   (*layout_map)["d1/bias"] = {"model"};
   (*layout_map)["d3/kernel"] = {kdist::replicated, "model"};
-  ModelParallel distribution(std::shared_ptr<const LayoutMap>(layout_map), "data");
+  ModelParallel distribution(std::shared_ptr<const LayoutMap<>>(layout_map), "data");
   EXPECT_EQ(&distribution.layout_map(), layout_map.get());  // shared, not copied
   // A rule whose rank does not fit the variable: the path is in the message.
   expect_error(
@@ -466,7 +466,7 @@ TEST_F(ModelParallelDistributionTest, DataShardIdFollowsTheDeviceOnTheBatchAxis)
   RuntimeDeviceMesh reversed(
       {2, 4}, {"data", "model"},
       {"cpu:7", "cpu:6", "cpu:5", "cpu:4", "cpu:3", "cpu:2", "cpu:1", "cpu:0"});
-  ModelParallel d(LayoutMap(reversed), "data", {.num_processes = 8, .process_id = 0});
+  ModelParallel d(LayoutMap{reversed}, "data", {.num_processes = 8, .process_id = 0});
   EXPECT_EQ(d.data_shard_id(), 1u);  // "cpu:0" is at (1, 3)
 }
 

@@ -204,10 +204,10 @@ TEST(GuideDistribution, Diagnostics) {
   for (int i = 0; i < 8; ++i) devices.push_back("cpu:" + std::to_string(i));
 
   kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, devices);
-  auto layout_map = std::make_shared<kdist::LayoutMap>(mesh);
+  auto layout_map = std::make_shared<kdist::LayoutMap<>>(mesh);
   (*layout_map)["d1/kernel"] = {kdist::replicated, "model"};
   (*layout_map)["dense_2/kernel"] = {kdist::replicated, "model"};  // the model calls it d2
-  kdist::ModelParallel model_parallel(std::shared_ptr<const kdist::LayoutMap>(layout_map), "data");
+  kdist::ModelParallel model_parallel(std::shared_ptr<const kdist::LayoutMap<>>(layout_map), "data");
 
   for (const auto& v : {kdist::VariableInfo("d1/kernel", {784, 200}),
                         kdist::VariableInfo("d2/kernel", {200, 10}),
@@ -249,7 +249,7 @@ TEST(GuideDistribution, ProcessesReplicasAndDataShards) {
 
   kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, devices);
   for (std::size_t process = 0; process < 8; ++process) {
-    kdist::ModelParallel distribution(kdist::LayoutMap(mesh), "data",
+    kdist::ModelParallel distribution(kdist::LayoutMap{mesh}, "data",
                                       {.num_processes = 8, .process_id = process});
     assert(distribution.num_data_shards() == 2);
     assert(distribution.data_shard_id() == process / 4);  // processes 0-3 read shard 0, 4-7 shard 1
@@ -265,7 +265,7 @@ TEST(GuideDistribution, ShardingTheInputData) {
   std::vector<int> examples(100);
   std::iota(examples.begin(), examples.end(), 0);
   kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, devices);
-  kdist::ModelParallel distribution(kdist::LayoutMap(mesh), "data",
+  kdist::ModelParallel distribution(kdist::LayoutMap{mesh}, "data",
                                     {.num_processes = 8, .process_id = 5});  // replica 1
   auto dataset = kdist::distribute_dataset(examples, 32, distribution, {.shuffle = true, .seed = 42});
   assert(dataset.steps_per_epoch() == 3);       // 100 // 32, the last 4 examples dropped

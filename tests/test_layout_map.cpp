@@ -237,7 +237,7 @@ TEST_F(LayoutMapTest, ProxyReadsAndWrites) {
                      {"no rule matches 'd2/kernel'"});
   layout_map["d2/kernel"] = layout_map["d1/kernel"];
   EXPECT_EQ(layout_map["d2/kernel"], *l);
-  const LayoutMap& cref = layout_map;
+  const LayoutMap<>& cref = layout_map;
   EXPECT_EQ(cref["d2/kernel"], l);
   layout_map.insert("d1/bias", {"model"});
   layout_map.insert("d2/bias", std::vector<DimAxes>{"model"});

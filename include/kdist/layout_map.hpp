@@ -48,6 +48,9 @@
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/detail/re2.hpp>
 #include <kdist/error.hpp>
+#include <kdist/layout.hpp>
+#include <kdist/layout_axes.hpp>
+#include <kdist/mesh.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/runtime_mesh.hpp>
 #include <map>
@@ -155,7 +158,7 @@ struct LayoutMapReport {
 //! error), a layout that does not fit the map's mesh (nothing is inserted), a path that matches
 //! more than one key ("Path '<path>' matches multiple layout specification keys: [...]"), and the
 //! diagnostics of `resolve`.
-class LayoutMap {
+class RuntimeLayoutMap {
  public:
   using value_type = std::pair<std::string, RuntimeTensorLayout>;
   using const_iterator = std::vector<value_type>::const_iterator;
@@ -167,21 +170,22 @@ class LayoutMap {
   static constexpr std::size_t max_cached_path_length = 4096;
 
   //! A map without a mesh: layouts keep the mesh they have (or none).
-  LayoutMap() : LayoutMap(std::optional<RuntimeDeviceMesh>{}) {}
+  RuntimeLayoutMap() : RuntimeLayoutMap(std::optional<RuntimeDeviceMesh>{}) {}
   //! A map whose mesh is given to every inserted layout that has none (Keras
   //! `LayoutMap(device_mesh)`).
-  explicit LayoutMap(std::optional<RuntimeDeviceMesh> device_mesh)
+  explicit RuntimeLayoutMap(std::optional<RuntimeDeviceMesh> device_mesh)
       : mesh_(std::move(device_mesh)), state_(std::make_unique<State>()) {}
   //! From a static `kdist::DeviceMesh<...>` (or anything convertible to a RuntimeDeviceMesh).
   template <class Mesh>
-  requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-           !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh> &&
-           !std::same_as<std::remove_cvref_t<Mesh>,
-                         std::optional<RuntimeDeviceMesh>>) explicit LayoutMap(const Mesh& mesh)
-      : LayoutMap(std::optional<RuntimeDeviceMesh>(static_cast<RuntimeDeviceMesh>(mesh))) {}
+  requires(
+      std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
+      !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh> &&
+      !std::same_as<std::remove_cvref_t<Mesh>,
+                    std::optional<RuntimeDeviceMesh>>) explicit RuntimeLayoutMap(const Mesh& mesh)
+      : RuntimeLayoutMap(std::optional<RuntimeDeviceMesh>(static_cast<RuntimeDeviceMesh>(mesh))) {}
 
   //! Copies the rules, the strict flag and the diagnostics; the copy has its own cache.
-  LayoutMap(const LayoutMap& other)
+  RuntimeLayoutMap(const RuntimeLayoutMap& other)
       : mesh_(other.mesh_),
         items_(other.items_),
         regexes_(other.regexes_),
@@ -194,7 +198,7 @@ class LayoutMap {
     state_->fallbacks = other.state_->fallbacks;
     state_->cache_capacity = other.state_->cache_capacity;
   }
-  LayoutMap(LayoutMap&& other) noexcept
+  RuntimeLayoutMap(RuntimeLayoutMap&& other) noexcept
       : mesh_(std::move(other.mesh_)),
         items_(std::move(other.items_)),
         regexes_(std::move(other.regexes_)),
@@ -206,11 +210,11 @@ class LayoutMap {
     other.regexes_.clear();
     other.index_.clear();
   }
-  LayoutMap& operator=(const LayoutMap& other) {
-    if (this != &other) *this = LayoutMap(other);
+  RuntimeLayoutMap& operator=(const RuntimeLayoutMap& other) {
+    if (this != &other) *this = RuntimeLayoutMap(other);
     return *this;
   }
-  LayoutMap& operator=(LayoutMap&& other) noexcept {
+  RuntimeLayoutMap& operator=(RuntimeLayoutMap&& other) noexcept {
     if (this != &other) {
       mesh_ = std::move(other.mesh_);
       items_ = std::move(other.items_);
@@ -225,7 +229,7 @@ class LayoutMap {
     }
     return *this;
   }
-  ~LayoutMap() = default;
+  ~RuntimeLayoutMap() = default;
 
   //! The mesh given to layouts inserted without one (Keras `layout_map.device_mesh`).
   const std::optional<RuntimeDeviceMesh>& device_mesh() const { return mesh_; }
@@ -673,11 +677,11 @@ class LayoutMap {
 
 //! What `layout_map[key]` returns on a non-const map: assignment inserts under `key`; reading
 //! looks `key` up as a path by the map's rules.
-class LayoutMap::Proxy {
+class RuntimeLayoutMap::Proxy {
  public:
-  Proxy(LayoutMap& map, std::string_view key) : map_(&map), key_(key) {}
+  Proxy(RuntimeLayoutMap& map, std::string_view key) : map_(&map), key_(key) {}
 
-  //! Inserts under the key (errors as LayoutMap::insert).
+  //! Inserts under the key (errors as RuntimeLayoutMap::insert).
   Proxy& operator=(RuntimeTensorLayout layout) {
     map_->insert(key_, std::move(layout));
     return *this;
@@ -727,11 +731,118 @@ class LayoutMap::Proxy {
   friend bool operator==(const Proxy& p, std::nullopt_t) { return !p.has_value(); }
 
  private:
-  LayoutMap* map_;
+  RuntimeLayoutMap* map_;
   std::string key_;
 };
 
-inline LayoutMap::Proxy LayoutMap::operator[](std::string_view key) {
+inline RuntimeLayoutMap::Proxy RuntimeLayoutMap::operator[](std::string_view key) {
+  return Proxy(*this, key);
+}
+
+//! Keras' `LayoutMap`, typed by its mesh. `LayoutMap<Mesh>` for a static `kdist::DeviceMesh<...>`
+//! checks the rules written in code at compile time: in `layout_map["d1/kernel"] =
+//! {kdist::replicated, "modle"}` the name "modle" is a compile error naming it and the mesh's
+//! axes (kdist::LayoutAxes). Rules known only at run time (read from a file) go through the
+//! explicit run-time form, `insert(key, std::vector<DimAxes>)` or `runtime()[key] = ...`, checked
+//! when inserted. `LayoutMap<>` (= `LayoutMap<RuntimeDeviceMesh>`) is the run-time map itself.
+//! Both are RuntimeLayoutMaps: every lookup, strict mode and diagnostic is shared, and
+//! ModelParallel takes either. The constructor's argument picks the type:
+//! `kdist::LayoutMap layout_map(mesh)` is typed when `mesh` is a static mesh.
+template <class Mesh = RuntimeDeviceMesh>
+class LayoutMap : public RuntimeLayoutMap {
+  static_assert(is_device_mesh_v<Mesh>,
+                "kdist::LayoutMap<Mesh>: Mesh must be a kdist::DeviceMesh<kdist::axis<...>...> "
+                "(or RuntimeDeviceMesh, the default, for a map checked at run time)");
+
+ public:
+  using mesh_type = Mesh;
+  class Proxy;
+
+  explicit LayoutMap(const Mesh& mesh) : RuntimeLayoutMap(mesh) {}
+
+  //! Inserts a rule written in code, checked at compile time (see the class comment).
+  void insert(std::string key, LayoutAxes<Mesh> axes) {
+    RuntimeLayoutMap::insert(std::move(key), axes.to_runtime());
+  }
+  //! A static layout on this map's mesh type.
+  template <DimSpec... Dims>
+  void insert(std::string key, const TensorLayout<Mesh, Dims...>& layout) {
+    RuntimeLayoutMap::insert(std::move(key), static_cast<RuntimeTensorLayout>(layout));
+  }
+  //! The run-time forms, for rules read at run time (checked when inserted): a
+  //! `std::vector<DimAxes>` or a RuntimeTensorLayout, named as such (braces are the checked form).
+  template <class Runtime>
+  requires(
+      std::same_as<std::remove_cvref_t<Runtime>, std::vector<DimAxes>> ||
+      std::same_as<std::remove_cvref_t<Runtime>, RuntimeTensorLayout>) void insert(std::string key,
+                                                                                   Runtime&& rule) {
+    RuntimeLayoutMap::insert(std::move(key), std::forward<Runtime>(rule));
+  }
+
+  //! `layout_map[key] = {...}` checked at compile time; reading looks `key` up as a path.
+  Proxy operator[](std::string_view key);
+  using RuntimeLayoutMap::operator[];  // the const lookup
+  //! The same map, run-time checked: `layout_map.runtime()["d1/kernel"] = axes_from_a_file`.
+  RuntimeLayoutMap& runtime() { return *this; }
+  const RuntimeLayoutMap& runtime() const { return *this; }
+};
+
+//! The run-time map: every rule checked when inserted.
+template <>
+class LayoutMap<RuntimeDeviceMesh> : public RuntimeLayoutMap {
+ public:
+  using mesh_type = RuntimeDeviceMesh;
+  using RuntimeLayoutMap::RuntimeLayoutMap;
+  LayoutMap() = default;
+  LayoutMap(const RuntimeLayoutMap& map) : RuntimeLayoutMap(map) {}                 // NOLINT
+  LayoutMap(RuntimeLayoutMap&& map) noexcept : RuntimeLayoutMap(std::move(map)) {}  // NOLINT
+  RuntimeLayoutMap& runtime() { return *this; }
+  const RuntimeLayoutMap& runtime() const { return *this; }
+};
+
+LayoutMap()->LayoutMap<RuntimeDeviceMesh>;
+LayoutMap(RuntimeDeviceMesh)->LayoutMap<RuntimeDeviceMesh>;
+LayoutMap(std::optional<RuntimeDeviceMesh>)->LayoutMap<RuntimeDeviceMesh>;
+template <class... Axes>
+LayoutMap(DeviceMesh<Axes...>) -> LayoutMap<DeviceMesh<Axes...>>;
+
+//! What `layout_map[key]` returns on a typed map: assignment from braces is checked at compile
+//! time; everything else is the run-time proxy's.
+template <class Mesh>
+class LayoutMap<Mesh>::Proxy : public RuntimeLayoutMap::Proxy {
+ public:
+  Proxy(LayoutMap& map, std::string_view key)
+      : RuntimeLayoutMap::Proxy(map, key), typed_(&map), key_(key) {}
+  //! `layout_map["d1/kernel"] = {kdist::replicated, "model"}`, checked at compile time.
+  Proxy& operator=(LayoutAxes<Mesh> axes) {
+    typed_->insert(key_, axes);
+    return *this;
+  }
+  template <DimSpec... Dims>
+  Proxy& operator=(const TensorLayout<Mesh, Dims...>& layout) {
+    typed_->insert(key_, layout);
+    return *this;
+  }
+  template <class Runtime>
+  requires(std::same_as<std::remove_cvref_t<Runtime>, std::vector<DimAxes>> ||
+           std::same_as<std::remove_cvref_t<Runtime>, RuntimeTensorLayout>) Proxy&
+  operator=(Runtime&& rule) {
+    typed_->insert(key_, std::forward<Runtime>(rule));
+    return *this;
+  }
+  Proxy& operator=(const Proxy& other) {
+    typed_->insert(key_, other.value());
+    return *this;
+  }
+  Proxy(const Proxy&) = default;
+
+ private:
+  LayoutMap* typed_;
+  std::string key_;
+};
+
+template <class Mesh>
+typename LayoutMap<Mesh>::Proxy LayoutMap<Mesh>::operator[](std::string_view key) {
   return Proxy(*this, key);
 }
 

@@ -18,7 +18,7 @@
 
 namespace kdist {
 
-//! Distribution that shards model variables by a LayoutMap, on the LayoutMap's mesh.
+//! Distribution that shards model variables by a LayoutMap (any LayoutMap<...> is a RuntimeLayoutMap), on its mesh.
 //!
 //! Each variable gets its explicit layout if it has one, else the map's layout for its path
 //! (resolved with `LayoutMap::resolve`: rank and even-division checks, strict mode, report), else
@@ -43,12 +43,13 @@ namespace kdist {
 class ModelParallel : public Distribution {
  public:
   //! From a copy of `layout_map`; batch axis `batch_dim_name`, or the mesh's first axis.
-  explicit ModelParallel(LayoutMap layout_map, std::optional<std::string> batch_dim_name = {},
+  explicit ModelParallel(RuntimeLayoutMap layout_map,
+                         std::optional<std::string> batch_dim_name = {},
                          DistributionOptions options = {})
-      : ModelParallel(std::make_shared<const LayoutMap>(std::move(layout_map)),
+      : ModelParallel(std::make_shared<const RuntimeLayoutMap>(std::move(layout_map)),
                       std::move(batch_dim_name), options) {}
   //! Sharing `layout_map` (whose diagnostics then show this distribution's lookups).
-  explicit ModelParallel(std::shared_ptr<const LayoutMap> layout_map,
+  explicit ModelParallel(std::shared_ptr<const RuntimeLayoutMap> layout_map,
                          std::optional<std::string> batch_dim_name = {},
                          DistributionOptions options = {})
       : Distribution(mesh_of(layout_map), batch_axis(layout_map, std::move(batch_dim_name)),
@@ -58,7 +59,7 @@ class ModelParallel : public Distribution {
   }
 
   //! The layout map (Keras `_layout_map`).
-  const LayoutMap& layout_map() const { return *layout_map_; }
+  const RuntimeLayoutMap& layout_map() const { return *layout_map_; }
 
   //! The extent of the batch axis (Keras `num_model_replicas`).
   std::size_t num_model_replicas() const override { return batch_axis_extent(); }
@@ -83,7 +84,7 @@ class ModelParallel : public Distribution {
   std::string name() const override { return "ModelParallel"; }
 
  private:
-  static RuntimeDeviceMesh mesh_of(const std::shared_ptr<const LayoutMap>& layout_map) {
+  static RuntimeDeviceMesh mesh_of(const std::shared_ptr<const RuntimeLayoutMap>& layout_map) {
     if (!layout_map)
       throw ValueError("kdist::ModelParallel: You must specify a layout_map argument.");
     if (!layout_map->device_mesh()) {
@@ -93,13 +94,13 @@ class ModelParallel : public Distribution {
     }
     return *layout_map->device_mesh();
   }
-  static std::string batch_axis(const std::shared_ptr<const LayoutMap>& layout_map,
+  static std::string batch_axis(const std::shared_ptr<const RuntimeLayoutMap>& layout_map,
                                 std::optional<std::string> batch_dim_name) {
     if (batch_dim_name) return std::move(*batch_dim_name);
     return mesh_of(layout_map).axis_names().at(0);
   }
 
-  std::shared_ptr<const LayoutMap> layout_map_;
+  std::shared_ptr<const RuntimeLayoutMap> layout_map_;
 };
 
 }  // namespace kdist

@@ -41,7 +41,7 @@ std::optional<kdist::RuntimeDeviceMesh> mesh_from(const std::vector<std::string>
   return kdist::RuntimeDeviceMesh(shape, names, count);
 }
 
-void apply(kdist::LayoutMap& map, const std::vector<std::string>& w) {
+void apply(kdist::LayoutMap<>& map, const std::vector<std::string>& w) {
   const std::string& op = w[0];
   const std::size_t before = map.size();
   if (op == "set" && w.size() >= 2) {
