@@ -75,6 +75,10 @@ TEST(TypedLayoutMap, ModelParallelTakesATypedMap) {
   kdist::ModelParallel distribution(typed, "data", {.num_processes = 8, .process_id = 5});
   EXPECT_EQ(distribution.layout_map().size(), 1u);
   EXPECT_EQ(distribution.batch_dim_name(), "data");
+  // a batch axis known only at run time takes the run-time constructor and its error
+  const std::string from_a_flag = "dta";
+  EXPECT_THROW(kdist::ModelParallel(typed, from_a_flag, {.num_processes = 8, .process_id = 5}),
+               kdist::ValueError);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <kdist/dim_spec.hpp>
@@ -30,7 +31,27 @@ inline void layout_names_an_axis_that_is_not_in_the_mesh() {}
 inline void layout_uses_a_mesh_axis_twice() {}
 inline void layout_dimension_over_dim_spec_limits() {}
 inline void layout_has_more_dimensions_than_layout_axes_holds() {}
+inline void axis_name_is_not_an_axis_of_the_mesh() {}
 }  // namespace error
+
+//! The name of one axis of `Mesh`, written in code and checked at compile time: what
+//! `ModelParallel(LayoutMap<Mesh>, batch_dim_name)` takes for its batch axis.
+template <class Mesh>
+class AxisName {
+  static_assert(is_device_mesh_v<Mesh>,
+                "kdist::AxisName<Mesh>: Mesh must be a kdist::DeviceMesh<kdist::axis<...>...>");
+
+ public:
+  template <std::size_t N>
+  consteval AxisName(const char (&name)[N]) : name_(name, N - 1) {  // NOLINT: implicit
+    if (!Mesh::find_axis(name_)) error::axis_name_is_not_an_axis_of_the_mesh();
+  }
+  constexpr std::string_view view() const { return name_; }
+  std::string str() const { return std::string(name_); }
+
+ private:
+  std::string_view name_;  // a string literal's: lives for the whole program
+};
 
 //! One tensor dimension of a layout on `Mesh`: replicated, one axis name, or `kdist::axes<...>`.
 //! Converts only in constant expressions, checking every name against `Mesh`'s axes.

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace kdist {
@@ -48,6 +49,17 @@ class ModelParallel : public Distribution {
                          DistributionOptions options = {})
       : ModelParallel(std::make_shared<const RuntimeLayoutMap>(std::move(layout_map)),
                       std::move(batch_dim_name), options) {}
+  //! From a copy of a map typed by a static mesh, with the batch axis written in code and checked
+  //! at compile time: `kdist::ModelParallel(layout_map, "dta")` does not compile
+  //! (`kdist::error::axis_name_is_not_an_axis_of_the_mesh`). A batch axis known only at run time
+  //! (a std::string) takes the constructor above.
+  template <class Mesh>
+  requires(is_device_mesh_v<Mesh>)
+      ModelParallel(const LayoutMap<Mesh>& layout_map,
+                    std::type_identity_t<AxisName<Mesh>> batch_dim_name,
+                    DistributionOptions options = {})
+      : ModelParallel(static_cast<const RuntimeLayoutMap&>(layout_map), batch_dim_name.str(),
+                      options) {}
   //! Sharing `layout_map` (whose diagnostics then show this distribution's lookups).
   explicit ModelParallel(std::shared_ptr<const RuntimeLayoutMap> layout_map,
                          std::optional<std::string> batch_dim_name = {},
