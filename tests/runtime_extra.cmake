@@ -25,11 +25,14 @@ foreach(_mode IN ITEMS plain kokkos-first)
     PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
 endforeach()
 
-# ---- the guide's examples: every ```cpp block of docs/guide/02-runtime-and-collectives.md is a
-# program, compiled here and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a
-# block must all match its output. -----------------------------------------------------------------
-set(_guide ${PROJECT_SOURCE_DIR}/docs/guide/02-runtime-and-collectives.md)
-if(EXISTS ${_guide})
+# ---- the guide's examples: every ```cpp block of the chapters below is a program, compiled here
+# and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a block must all match its
+# output. ----------------------------------------------------------------------------------------
+function(kdist_add_guide_examples chapter prefix)
+  set(_guide ${PROJECT_SOURCE_DIR}/docs/guide/${chapter}.md)
+  if(NOT EXISTS ${_guide})
+    return()
+  endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_guide})
   file(READ ${_guide} _rest)
   set(_n 0)
@@ -55,7 +58,7 @@ if(EXISTS ${_guide})
       string(SUBSTRING "${_rest}" ${_skip} -1 _rest)
     endwhile()
     math(EXPR _n "${_n} + 1")
-    set(_name guide_02_example_${_n})
+    set(_name ${prefix}_example_${_n})
     set(_dir ${CMAKE_CURRENT_BINARY_DIR}/guide)
     foreach(_pair IN ITEMS "${_name}.cpp|_code" "${_name}.expect|_expect")
       string(REPLACE "|" ";" _pair "${_pair}")
@@ -71,10 +74,12 @@ if(EXISTS ${_guide})
     endforeach()
     add_executable(${_name} ${_dir}/${_name}.cpp)
     target_link_libraries(${_name} PRIVATE kdist::kdist kdist_warnings)
-    add_test(NAME guide.02-runtime-and-collectives.${_n}
+    add_test(NAME guide.${chapter}.${_n}
              COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNP_FLAG=${MPIEXEC_NUMPROC_FLAG} -DNP=2
                      -DPROGRAM=$<TARGET_FILE:${_name}> -DEXPECT_FILE=${_dir}/${_name}.expect
                      -P ${CMAKE_CURRENT_SOURCE_DIR}/runtime/run_and_match.cmake)
-    set_tests_properties(guide.02-runtime-and-collectives.${_n} PROPERTIES PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+    set_tests_properties(guide.${chapter}.${_n} PROPERTIES PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
   endwhile()
-endif()
+endfunction()
+kdist_add_guide_examples(02-runtime-and-collectives guide_02)
+kdist_add_guide_examples(04-tensors guide_04)

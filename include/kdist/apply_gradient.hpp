@@ -11,9 +11,11 @@
 //!   is updating the whole tensor.
 
 #include <string>
+#include <type_traits>
 
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/error.hpp>
+#include <kdist/pending_sum.hpp>
 #include <kdist/tensor.hpp>
 
 namespace kdist {
@@ -21,8 +23,9 @@ namespace kdist {
 namespace detail {
 
 template <class DataType, class MemorySpace>
-void check_gradient_for(const DistributedTensor<DataType, MemorySpace>& variable,
-                        const DistributedTensor<DataType, MemorySpace>& gradient) {
+void check_gradient_for(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& variable,
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& gradient) {
   const std::string who = "kdist::apply_gradient: ";
   if (gradient.is_partial()) {
     throw ValueError(who + "the gradient " + gradient.to_string() + " is a pending sum over " +
@@ -57,11 +60,57 @@ void check_gradient_for(const DistributedTensor<DataType, MemorySpace>& variable
 //! or of another shape or layout than the variable; then the optimizer's own errors (slots).
 //! Example: `kdist::apply_gradient(adam, w, kdist::redistribute(dw, w.layout()), m, v);`
 template <class Optimizer, class DataType, class MemorySpace, class... Slots>
-void apply_gradient(const Optimizer& optimizer, DistributedTensor<DataType, MemorySpace>& variable,
-                    const DistributedTensor<DataType, MemorySpace>& gradient,
+void apply_gradient(const Optimizer& optimizer,
+                    DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& variable,
+                    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& gradient,
                     const Slots&... slots) {
   detail::check_gradient_for(variable, gradient);
   optimizer.update(variable.local(), gradient.local(), slots...);
+}
+
+namespace error {
+//! kdist::apply_gradient with a typed gradient that is a pending sum over mesh axes `Axes`: sum
+//! it first (kdist::redistribute(gradient, variable.layout())).
+template <detail::fixed_string Axes, detail::fixed_string Layout>
+struct gradient_is_a_pending_sum_over;
+//! kdist::apply_gradient with a typed variable whose layout is a pending sum.
+template <class VariableLayout>
+struct variable_is_a_pending_sum;
+//! kdist::apply_gradient with typed gradient and variable of different layouts (or meshes).
+template <class GradientLayout, class VariableLayout>
+struct gradient_layout_differs_from_the_variables;
+}  // namespace error
+
+//! apply_gradient with typed tensors: a gradient that is a pending sum, or of another layout or
+//! mesh than the variable, does not compile (the run-time checks still run: shapes, extents).
+template <class Optimizer, class DataType, class VariableLayout, class GradientLayout,
+          class MemorySpace, class... Slots>
+requires(is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<
+         GradientLayout>) void apply_gradient(const Optimizer& optimizer,
+                                              DistributedTensor<DataType, VariableLayout,
+                                                                MemorySpace>& variable,
+                                              const DistributedTensor<DataType, GradientLayout,
+                                                                      MemorySpace>& gradient,
+                                              const Slots&... slots) {
+  using G = DistributedTensor<DataType, GradientLayout, MemorySpace>;
+  using V = DistributedTensor<DataType, VariableLayout, MemorySpace>;
+  static_assert(
+      detail::diagnose<!G::is_pending_sum, error::gradient_is_a_pending_sum_over<
+                                               detail::pending_axes_repr<G::pending_axes()>,
+                                               G::layout_type::axes_repr_string()>>::value,
+      "kdist::apply_gradient: the gradient is a pending sum (each process holds one summand); "
+      "sum it first: kdist::redistribute(gradient, variable.layout())");
+  static_assert(
+      detail::diagnose<!V::is_pending_sum, error::variable_is_a_pending_sum<VariableLayout>>::value,
+      "kdist::apply_gradient: the variable is a pending sum; a variable holds values");
+  static_assert(detail::diagnose < std::is_same_v<typename G::mesh_type, typename V::mesh_type> &&
+                    G::layout_type::dims() == V::layout_type::dims() &&
+                    G::layout_type::division() == V::layout_type::division(),
+                error::gradient_layout_differs_from_the_variables < typename G::layout_type,
+                typename V::layout_type >> ::value,
+                "kdist::apply_gradient: the gradient is laid out otherwise than the variable; "
+                "kdist::redistribute(gradient, variable.layout()) first");
+  apply_gradient(optimizer, variable.runtime(), gradient.runtime(), slots...);
 }
 
 }  // namespace kdist

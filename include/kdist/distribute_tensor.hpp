@@ -160,12 +160,13 @@ constexpr bool invocable_with_indices(std::index_sequence<I...>) {
 //!
 //! Example: `auto w = kdist::distribute_tensor<float**>(data.data(), {784, 200}, layout);`
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-DistributedTensor<DataType, MemorySpace> distribute_tensor(
-    const typename DistributedTensor<DataType, MemorySpace>::value_type* global,
-    const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor(
+    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+        global,
+    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type& shape,
     const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   auto h = Kokkos::create_mirror_view(t.local());
   detail::copy_box(global, detail::whole<Tensor>(shape), h.data(), t.block(), t.block());
@@ -192,12 +193,13 @@ requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
 
 //! From one root process (MPI scatter): only `root` reads `global_on_root`; others pass nullptr.
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-DistributedTensor<DataType, MemorySpace> distribute_tensor_from_root(
-    const typename DistributedTensor<DataType, MemorySpace>::value_type* global_on_root,
-    const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor_from_root(
+    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+        global_on_root,
+    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type& shape,
     const RuntimeTensorLayout& layout, int root = 0) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   auto t = Tensor::uninitialized(shape, layout);
   const std::size_t n = t.device_mesh().size();
@@ -285,25 +287,84 @@ inline constexpr bool evaluates_on_device_v =
 //! float(i * 200 + j); }, {784, 200}, layout);` (evaluated on the device).
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
 requires(detail::invocable_with_indices<
-         F, typename DistributedTensor<DataType, MemorySpace>::value_type>(
-    std::make_index_sequence<DistributedTensor<DataType, MemorySpace>::rank>{}))
-    DistributedTensor<DataType, MemorySpace> distribute_tensor(
-        F f, const typename DistributedTensor<DataType, MemorySpace>::shape_type& shape,
+         F, typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type>(
+    std::make_index_sequence<
+        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::rank>{}))
+    DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor(
+        F f,
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+            shape,
         const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   detail::fill_from_function<evaluates_on_device_v<F, MemorySpace>>(t.local(), t.offsets(), f);
   Kokkos::Profiling::popRegion();
   return t;
 }
 
+//! The forms above with a static layout (a `kdist::TensorLayout<Mesh, ...>`) return a typed tensor,
+//! `DistributedTensor<DataType, Layout>`, whose type carries the mesh and the sharding; a layout
+//! of another rank than DataType's is a compile error (`error::layout_rank_mismatch`).
+//!
+//! Example: `auto w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);` with
+//! `kdist::TensorLayout<Mesh, kdist::replicated, "model"> kernel_layout(mesh);`
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
+          class Layout>
+requires(is_tensor_layout_v<Layout>&& detail::invocable_with_indices<
+         F, typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type>(
+    std::make_index_sequence<
+        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::rank>{}))
+    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+        F f,
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+            shape,
+        const Layout& layout) {
+  using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
+  return Typed(distribute_tensor<DataType, MemorySpace>(std::move(f), shape, layout.to_runtime()),
+               layout);
+}
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          class Layout>
+requires(is_tensor_layout_v<Layout>)
+    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+            global,
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+            shape,
+        const Layout& layout) {
+  using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
+  return Typed(distribute_tensor<DataType, MemorySpace>(global, shape, layout.to_runtime()),
+               layout);
+}
+template <class GlobalView, class Layout>
+requires(Kokkos::is_view<GlobalView>::value&& is_tensor_layout_v<Layout>) auto distribute_tensor(
+    const GlobalView& global, const Layout& layout) {
+  using Typed = DistributedTensor<typename GlobalView::traits::non_const_data_type, Layout>;
+  return Typed(distribute_tensor(global, layout.to_runtime()), layout);
+}
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          class Layout>
+requires(is_tensor_layout_v<Layout>)
+    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor_from_root(
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+            global_on_root,
+        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+            shape,
+        const Layout& layout, int root = 0) {
+  using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
+  return Typed(distribute_tensor_from_root<DataType, MemorySpace>(global_on_root, shape,
+                                                                  layout.to_runtime(), root),
+               layout);
+}
+
 //! The whole tensor on every process (all-gather, summing pending partial sums), as a host View.
 template <class DataType, class MemorySpace>
 Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
-    const DistributedTensor<DataType, MemorySpace>& t, std::optional<int> root = std::nullopt) {
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+    std::optional<int> root = std::nullopt) {
   Kokkos::Profiling::pushRegion("kdist::full_tensor");
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   using Host = Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace>;
   const std::size_t n = t.device_mesh().size();

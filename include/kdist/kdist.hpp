@@ -31,6 +31,7 @@
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
+#include <kdist/pending_sum.hpp>
 #include <kdist/random.hpp>
 #include <kdist/redistribute.hpp>
 #include <kdist/run.hpp>

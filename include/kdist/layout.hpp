@@ -230,6 +230,8 @@ class BasicTensorLayout {
   static constexpr std::array<DimSpec, sizeof...(Dims)> dims() { return {Dims...}; }
   //! (None, 'model') as Keras prints a layout's axes.
   static constexpr std::string_view axes_repr() { return repr_.view(); }
+  //! The same as a `detail::fixed_string`, for diagnostics that name the layout.
+  static constexpr auto axes_repr_string() { return repr_; }
   //! Number of mesh axes dimension d is sharded over, and the k-th one's index in the mesh.
   static constexpr std::size_t mesh_axis_count(std::size_t d) { return axis_indices_[d].count; }
   static constexpr std::size_t mesh_axis(std::size_t d, std::size_t k) {

@@ -15,12 +15,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/dim_spec.hpp>
 #include <kdist/error.hpp>
+#include <kdist/layout.hpp>
 #include <kdist/ops/matmul.hpp>
+#include <kdist/pending_sum.hpp>
 #include <kdist/redistribute.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/tensor.hpp>
@@ -61,12 +65,13 @@ View slice(const View& v, bool rows, std::size_t lo, std::size_t n) {
 //! `reuse`, when its extents are those of the local result, receives it (no allocation: a
 //! training step can keep its buffers from one step to the next).
 template <class T, class MemorySpace>
-DistributedTensor<T**, MemorySpace> matmul(
-    DistributedTensor<T**, MemorySpace> A, DistributedTensor<T**, MemorySpace> B,
-    ops::Op op_a = ops::Op::none, ops::Op op_b = ops::Op::none,
-    typename DistributedTensor<T**, MemorySpace>::view_type reuse = {}) {
+DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> A,
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a = ops::Op::none,
+    ops::Op op_b = ops::Op::none,
+    typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
   Kokkos::Profiling::pushRegion("kdist::matmul");
-  using Tensor = DistributedTensor<T**, MemorySpace>;
+  using Tensor = DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>;
   if (!(A.device_mesh() == B.device_mesh())) {
     throw ValueError("kdist::matmul: " + A.to_string() + " and " + B.to_string() +
                      " are on different meshes");
@@ -126,6 +131,74 @@ DistributedTensor<T**, MemorySpace> matmul(
   }
   Kokkos::Profiling::popRegion();
   return Tensor::from_local(c, {M, N}, std::move(out_layout), std::move(partial));
+}
+
+namespace error {
+//! kdist::matmul of typed operands on two mesh types.
+template <class MeshOfA, class MeshOfB>
+struct matmul_operands_on_different_meshes;
+}  // namespace error
+
+namespace detail {
+constexpr bool share_an_axis(const DimSpec& a, const DimSpec& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = 0; j < b.size(); ++j) {
+      if (a.axis(i) == b.axis(j)) return true;
+    }
+  }
+  return false;
+}
+//! The result of matmul at compile time: its row and column sharding and the axes the sum is
+//! pending over, by the same rules as the run-time matmul above (which then checks it).
+struct MatmulPlan {
+  DimSpec rows, cols, pending;
+};
+constexpr MatmulPlan matmul_plan(DimSpec ma, DimSpec ka, DimSpec kb, DimSpec nb) {
+  if (share_an_axis(ma, nb)) nb = replicated;
+  const DimSpec k = ka.size() ? ka : kb;
+  if (!(ka.size() == 0 || kb.size() == 0 || ka == kb) || share_an_axis(k, ma) ||
+      share_an_axis(k, nb)) {
+    ka = kb = replicated;
+  }
+  return {ma, nb, ka.size() ? ka : kb};
+}
+//! The typed result of op_a(A) op_b(B): `type` is the TensorLayout, or a PendingSum of it.
+//! (Static members, not an alias over a MatmulPlan argument: GCC 12 crashes on that.)
+template <class Mesh, class LA, class LB, ops::Op OpA, ops::Op OpB>
+struct matmul_result {
+  static constexpr std::size_t a_m = OpA == ops::Op::none ? 0 : 1;
+  static constexpr std::size_t b_k = OpB == ops::Op::none ? 0 : 1;
+  static constexpr MatmulPlan plan =
+      matmul_plan(LA::dims()[a_m], LA::dims()[1 - a_m], LB::dims()[b_k], LB::dims()[1 - b_k]);
+  static constexpr DimSpec rows = plan.rows, cols = plan.cols, pending = plan.pending;
+  using layout = TensorLayout<Mesh, rows, cols>;
+  using type = std::conditional_t<pending.size() == 0, layout, PendingSum<layout, pending>>;
+};
+}  // namespace detail
+
+//! matmul of typed operands: the same product, with the result's layout and pending sum in its
+//! type (`TensorLayout<Mesh, A's rows, B's columns>`, a `PendingSum` of it over the contraction's
+//! axes when both operands shard it alike). Transposes are template arguments
+//! (`kdist::matmul<kdist::ops::Op::transpose>(A, B)`); operands on two mesh types are a compile
+//! error naming both. Example (Megatron's MLP block): `auto h = kdist::matmul(x, w1);` (column
+//! parallel, complete), `auto y = kdist::matmul(h, w2);` (row parallel, a PendingSum over
+//! 'model'), `kdist::redistribute(y, y.layout())` (the all-reduce).
+template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, class T, class LA, class LB,
+          class MemorySpace>
+requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB>) auto matmul(
+    const DistributedTensor<T**, LA, MemorySpace>& A,
+    const DistributedTensor<T**, LB, MemorySpace>& B,
+    typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
+  using MeshA = typename DistributedTensor<T**, LA, MemorySpace>::mesh_type;
+  using MeshB = typename DistributedTensor<T**, LB, MemorySpace>::mesh_type;
+  static_assert(detail::diagnose<std::is_same_v<MeshA, MeshB>,
+                                 error::matmul_operands_on_different_meshes<MeshA, MeshB>>::value,
+                "kdist::matmul: the operands are on different mesh types");
+  using Result =
+      detail::matmul_result<MeshA, resolved_layout_t<LA>, resolved_layout_t<LB>, OpA, OpB>;
+  return DistributedTensor<T**, typename Result::type, MemorySpace>(
+      matmul(A.runtime(), B.runtime(), OpA, OpB, std::move(reuse)),
+      typename Result::layout(A.layout().device_mesh()));
 }
 
 }  // namespace kdist

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <mpi.h>
@@ -68,10 +69,10 @@ std::size_t reduce_scatter_dim(const Tensor& t, const RuntimeTensorLayout& out) 
 //!
 //! Errors (ValueError, on every process alike): `out` on another mesh or of another global shape.
 template <class DataType, class MemorySpace>
-void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
-                       DistributedTensor<DataType, MemorySpace>& out) {
+void redistribute_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                       DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& out) {
   Kokkos::Profiling::pushRegion("kdist::redistribute");
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   detail::check_same_mesh(t, out.layout());
   if (out.shape() != t.shape() || out.is_partial()) {
@@ -149,9 +150,10 @@ void redistribute_into(const DistributedTensor<DataType, MemorySpace>& t,
 //! Errors (ValueError, on every process alike): a target without a mesh or on another mesh, a
 //! target of another rank, a shape the target's even-division rule forbids.
 template <class DataType, class MemorySpace>
-DistributedTensor<DataType, MemorySpace> redistribute(
-    const DistributedTensor<DataType, MemorySpace>& t, RuntimeTensorLayout target) {
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> redistribute(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+    RuntimeTensorLayout target) {
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
   detail::check_same_mesh(t, target);
   if (!t.is_partial() && target.axes() == t.layout().axes() &&
@@ -161,6 +163,29 @@ DistributedTensor<DataType, MemorySpace> redistribute(
   auto out = Tensor::uninitialized(t.shape(), std::move(target));
   redistribute_into(t, out);
   return out;
+}
+
+namespace error {
+//! A typed tensor on mesh type `TensorMesh` redistributed to a layout on mesh type `LayoutMesh`.
+template <class TensorMesh, class LayoutMesh>
+struct redistribute_to_a_layout_of_another_mesh;
+}  // namespace error
+
+//! A typed tensor laid out by the static layout `target`, as a typed tensor (pending sums
+//! resolved). A target on another mesh type, or of another rank, is a compile error naming both;
+//! the run-time checks above still run (the same mesh type with other extents or devices).
+//! Example: `auto y = kdist::redistribute(partial_y, y_layout);` (an all-reduce over 'model').
+template <class DataType, class Layout, class MemorySpace, class Target>
+requires(is_static_tensor_layout_v<Layout>&& is_tensor_layout_v<Target>)
+    DistributedTensor<DataType, Target, MemorySpace> redistribute(
+        const DistributedTensor<DataType, Layout, MemorySpace>& t, const Target& target) {
+  using TensorMesh = typename DistributedTensor<DataType, Layout, MemorySpace>::mesh_type;
+  static_assert(detail::diagnose<std::is_same_v<TensorMesh, typename Target::mesh_type>,
+                                 error::redistribute_to_a_layout_of_another_mesh<
+                                     TensorMesh, typename Target::mesh_type>>::value,
+                "kdist::redistribute: the target layout is on another mesh type than the tensor");
+  return DistributedTensor<DataType, Target, MemorySpace>(
+      redistribute(t.runtime(), target.to_runtime()), target);
 }
 
 }  // namespace kdist

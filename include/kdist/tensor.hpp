@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -18,6 +21,7 @@
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/error.hpp>
 #include <kdist/layout.hpp>
+#include <kdist/pending_sum.hpp>
 #include <kdist/runtime_layout.hpp>
 
 namespace kdist {
@@ -67,10 +71,24 @@ View make_view(const std::string& label, const std::array<std::size_t, sizeof...
 //! DataType is a Kokkos data type (`float**`, `double***`...), rank 1 to 4 (and beyond). The local
 //! View is LayoutRight in MemorySpace (the default execution space's by default).
 //!
+//! Layout says what the type knows, as mdspan's extents do:
+//! - `kdist::RuntimeTensorLayout` (the default, `DistributedTensor<float**>`): the layout and
+//!   whether the tensor is a pending sum are values, checked at run time (this specialization);
+//! - a static `kdist::TensorLayout<Mesh, ...>`, or `kdist::PendingSum<TensorLayout<...>, axes>`
+//!   for a pending sum: the mesh type, the sharding and the pending sum are part of the type, and
+//!   mixing meshes, a layout of another rank, or reading a pending sum's values do not compile
+//!   (the primary template below). A typed tensor converts to the run-time one (its base), never back
+//!   without a check.
+//!
 //! Build one with kdist::distribute_tensor (from a global array, from one root, or from a function
 //! of the global index), or from a local block with `from_local`.
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-class DistributedTensor {
+template <class DataType, class Layout = RuntimeTensorLayout,
+          class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+class DistributedTensor;
+
+//! The run-time tensor: layout and pending-sum state are values.
+template <class DataType, class MemorySpace>
+class DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> {
  public:
   using view_type = Kokkos::View<DataType, Kokkos::LayoutRight, MemorySpace>;
   using value_type = typename view_type::non_const_value_type;
@@ -208,6 +226,194 @@ class DistributedTensor {
   std::size_t device_ = 0;
   detail::Box<rank> block_{};
   view_type local_;
+};
+
+namespace error {
+//! A typed tensor's `Layout` is neither kdist::RuntimeTensorLayout, a kdist::TensorLayout nor a
+//! kdist::PendingSum of one.
+template <class Layout>
+struct tensor_layout_is_not_a_layout;
+//! `local()` of a typed tensor that is a pending sum over the mesh axes `Axes` (layout
+//! `Layout`): its block is one summand, not the values. Resolve the sum with kdist::redistribute,
+//! or take `local_summand()` on purpose.
+template <detail::fixed_string Axes, detail::fixed_string Layout>
+struct local_of_a_pending_sum_over;
+}  // namespace error
+
+namespace detail {
+//! `(None, 'model')`-style repr of a DimSpec's axes as one dimension: `('model',)`.
+template <DimSpec Axes>
+inline constexpr auto pending_axes_repr = axes_repr_string<Axes>();
+
+template <std::size_t>
+inline constexpr DimSpec replicated_at = replicated;
+
+//! The layout of a typed tensor of rank R: `L`'s parts when it is a static layout, else (an
+//! error the tensor diagnoses) a replicated placeholder of rank R, so nothing else fails.
+template <class L, std::size_t R, class = std::make_index_sequence<R>>
+struct typed_tensor_parts {
+  static constexpr bool valid = true;
+  using layout_type = resolved_layout_t<L>;
+  static constexpr DimSpec pending = static_layout_parts<L>::pending;
+};
+template <class L, std::size_t R, std::size_t... I>
+requires(!is_static_tensor_layout_v<L>) struct typed_tensor_parts<L, R, std::index_sequence<I...>> {
+  static constexpr bool valid = false;
+  using layout_type = TensorLayout<placeholder_mesh, replicated_at<I>...>;
+  static constexpr DimSpec pending = replicated;
+};
+}  // namespace detail
+
+//! A typed tensor: `Layout` is a `kdist::TensorLayout<Mesh, ...>` (or a `kdist::PendingSum` of
+//! one), so the mesh type, the sharding of each dimension and whether the tensor is a pending sum
+//! are part of its type, and the mistakes they make possible are compile errors:
+//! - a layout of another rank than DataType's (`error::layout_rank_mismatch<2, 1, "(None,
+//!   'model')">`);
+//! - operands on two mesh types (kdist::matmul), a target layout of another mesh type
+//!   (kdist::redistribute), naming both meshes;
+//! - reading or writing a pending sum's values: `local()` of a `PendingSum` tensor, an optimizer
+//!   step with it (kdist::apply_gradient) (`error::local_of_a_pending_sum_over<"('model',)",
+//!   ...>`).
+//! It is a run-time tensor too (its public base): every function that takes one takes it, and
+//! returns a run-time result; kdist::distribute_tensor, kdist::redistribute and kdist::matmul on
+//! typed arguments return typed results. From a run-time tensor only by the explicit, checked
+//! constructor.
+//!
+//! Example: `kdist::DistributedTensor<float**, kdist::TensorLayout<Mesh, kdist::replicated,
+//! "model">> w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);`
+template <class DataType, class Layout, class MemorySpace>
+class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> {
+ public:
+  using runtime_type = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  using runtime_type::rank;
+  using typename runtime_type::shape_type;
+  using typename runtime_type::view_type;
+
+ private:
+  using parts = detail::typed_tensor_parts<Layout, rank>;
+  static_assert(detail::diagnose<parts::valid, error::tensor_layout_is_not_a_layout<Layout>>::value,
+                "kdist::DistributedTensor<DataType, Layout>: Layout must be "
+                "kdist::RuntimeTensorLayout (the default), a kdist::TensorLayout<Mesh, ...> or a "
+                "kdist::PendingSum<kdist::TensorLayout<Mesh, ...>, axes>");
+
+ public:
+  //! The layout without its pending sum (the layout `redistribute` to it resolves the sum to).
+  using layout_type = typename parts::layout_type;
+  using mesh_type = typename layout_type::mesh_type;
+  //! Whether the tensor is a pending sum, and over which mesh axes.
+  static constexpr bool is_pending_sum = parts::pending.size() > 0;
+  static constexpr DimSpec pending_axes() { return parts::pending; }
+
+ private:
+  static_assert(
+      detail::diagnose<layout_type::rank() == rank,
+                       error::layout_rank_mismatch<layout_type::rank(), rank,
+                                                   layout_type::axes_repr_string()>>::value,
+      "kdist::DistributedTensor: the layout's rank differs from the tensor's rank");
+
+ public:
+  //! An empty tensor (no mesh); assign a real one to it.
+  DistributedTensor() = default;
+  //! `t` as a typed tensor, checked (ValueError, alike on every process): `t`'s layout must be
+  //! `layout` and its pending sum the type's (an axis of extent 1 holds no pending sum).
+  explicit DistributedTensor(runtime_type t, layout_type layout)
+      : runtime_type(std::move(t)), layout_(std::move(layout)) {
+    check_against_type();
+  }
+
+  //! A zero-filled tensor (not a pending sum).
+  static DistributedTensor zeros(
+      const shape_type& shape, layout_type layout,
+      std::string label = "kdist::DistributedTensor") requires(!is_pending_sum) {
+    auto t = runtime_type::zeros(shape, layout.to_runtime(), std::move(label));
+    return DistributedTensor(std::move(t), std::move(layout), unchecked{});
+  }
+  //! Allocated but not initialised (for callers that write every element).
+  static DistributedTensor uninitialized(
+      const shape_type& shape, layout_type layout,
+      std::string label = "kdist::DistributedTensor") requires(!is_pending_sum) {
+    auto t = runtime_type::uninitialized(shape, layout.to_runtime(), std::move(label));
+    return DistributedTensor(std::move(t), std::move(layout), unchecked{});
+  }
+  //! From this process's block (its extents must be the layout's); for a PendingSum type the
+  //! block is this process's summand.
+  static DistributedTensor from_local(view_type local, const shape_type& shape,
+                                      layout_type layout) {
+    auto t = runtime_type::from_local(std::move(local), shape, layout.to_runtime(),
+                                      pending_axis_names());
+    return DistributedTensor(std::move(t), std::move(layout), unchecked{});
+  }
+
+  //! The static layout (for a PendingSum: the layout the resolved sum has).
+  const layout_type& layout() const {
+    if (!layout_) throw ValueError("kdist::DistributedTensor::layout: the tensor is empty");
+    return *layout_;
+  }
+  //! The tensor as a run-time one (layout and pending sum as values).
+  const runtime_type& runtime() const { return *this; }
+  runtime_type& runtime() { return *this; }
+
+  //! This process's block of the values; does not compile for a pending sum (its block is one
+  //! summand): resolve it with kdist::redistribute first, or take `local_summand()` on purpose.
+  template <bool Complete = !is_pending_sum>
+  const view_type& local() const {
+    static_assert(
+        detail::diagnose<
+            Complete, error::local_of_a_pending_sum_over<detail::pending_axes_repr<parts::pending>,
+                                                         layout_type::axes_repr_string()>>::value,
+        "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
+        "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
+        "local_summand()");
+    return runtime_type::local();
+  }
+  template <bool Complete = !is_pending_sum>
+  view_type& local() {
+    static_assert(
+        detail::diagnose<
+            Complete, error::local_of_a_pending_sum_over<detail::pending_axes_repr<parts::pending>,
+                                                         layout_type::axes_repr_string()>>::value,
+        "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
+        "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
+        "local_summand()");
+    return runtime_type::local();
+  }
+
+ private:
+  struct unchecked {};
+  DistributedTensor(runtime_type t, layout_type layout, unchecked)
+      : runtime_type(std::move(t)), layout_(std::move(layout)) {}
+
+  static std::vector<std::string> pending_axis_names() {
+    std::vector<std::string> out;
+    for (std::size_t k = 0; k < parts::pending.size(); ++k) {
+      out.emplace_back(parts::pending.axis(k));
+    }
+    return out;
+  }
+  void check_against_type() const {
+    const auto want = layout_->to_runtime();
+    if (!(runtime_type::layout() == want)) {
+      throw ValueError("kdist::DistributedTensor<..., " + layout_->to_string() +
+                       ">: " + runtime_type::to_string() + " has another layout (" +
+                       runtime_type::layout().to_string() +
+                       "); kdist::redistribute it to that layout first");
+    }
+    // The run-time tensor drops pending axes of extent 1 (a sum over one summand is complete).
+    auto expected = pending_axis_names();
+    std::erase_if(expected, [&](const std::string& a) {
+      return want.device_mesh()->extent(want.device_mesh()->axis_index(a)) == 1;
+    });
+    std::sort(expected.begin(), expected.end());
+    if (runtime_type::partial_axes() != expected) {
+      throw ValueError("kdist::DistributedTensor: " + runtime_type::to_string() +
+                       " is a pending sum over " +
+                       detail::join_quoted(runtime_type::partial_axes()) + ", the type says over " +
+                       detail::join_quoted(expected) + " (" +
+                       std::string(detail::pending_axes_repr<parts::pending>.view()) + ")");
+    }
+  }
+
+  std::optional<layout_type> layout_;  // empty in a default-constructed tensor only
 };
 
 }  // namespace kdist

@@ -48,8 +48,9 @@ inline std::string pad_center(const std::string& s, std::size_t width) {
 //! └───────┴───────┘
 //! \endcode
 template <class DataType, class MemorySpace>
-std::string visualize_sharding(const DistributedTensor<DataType, MemorySpace>& t) {
-  using Tensor = DistributedTensor<DataType, MemorySpace>;
+std::string visualize_sharding(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   const auto& mesh = t.device_mesh();
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());

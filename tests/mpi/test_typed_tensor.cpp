@@ -1,0 +1,187 @@
+// kdist-mpi-ranks: 1 2 4
+// Typed tensors (issue 10): DistributedTensor<DataType, Layout> with a static TensorLayout carries
+// the mesh type, the sharding and the pending-sum state in its type; distribute_tensor,
+// matmul and redistribute on typed arguments return typed results whose values are those of the
+// run-time path, and the conversions go to the run-time side freely and back only when checked.
+// The compile errors are in tests/compile_fail/typed_tensor_*.cpp.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <kdist/apply_gradient.hpp>
+#include <kdist/distribute_tensor.hpp>
+#include <kdist/matmul.hpp>
+#include <kdist/ops/optimizers.hpp>
+#include <kdist/redistribute.hpp>
+#include <kdist/tensor.hpp>
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
+template <kdist::DimSpec... Dims>
+using Layout = kdist::TensorLayout<Mesh, Dims...>;
+template <class L>
+using Matrix = kdist::DistributedTensor<double**, L>;
+using kdist::replicated;
+
+std::size_t world() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return static_cast<std::size_t>(s);
+}
+// (1, 1), (1, 2), (2, 2): every axis sharded somewhere in the runs of this test.
+Mesh make_mesh() {
+  const std::size_t n = world();
+  const std::size_t model = n >= 2 ? 2 : 1;
+  return Mesh({n / model, model}, n);
+}
+
+double x_at(std::size_t i, std::size_t j) {
+  return std::sin(double(i * 7 + j)) + 0.1 * double(j);
+}
+double w1_at(std::size_t i, std::size_t j) {
+  return std::cos(double(i * 3 + j * 5));
+}
+double w2_at(std::size_t i, std::size_t j) {
+  return 0.01 * double(i) - 0.02 * double(j);
+}
+
+template <class F>
+void expect_value_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const kdist::ValueError& e) {
+    for (const auto& p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message: " << e.what() << "\nexpected to contain: " << p;
+    }
+  }
+}
+
+// Megatron's MLP block, y = (x W1) W2: column parallel (W1 sharded on its columns), then row
+// parallel (W2 on its rows): the second product is a pending sum over 'model', in its type.
+TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
+  const Mesh mesh = make_mesh();
+  auto x = kdist::distribute_tensor<double**>(x_at, {8, 6}, Layout<"data", replicated>(mesh));
+  auto w1 = kdist::distribute_tensor<double**>(w1_at, {6, 10}, Layout<replicated, "model">(mesh));
+  auto w2 = kdist::distribute_tensor<double**>(w2_at, {10, 4}, Layout<"model", replicated>(mesh));
+  static_assert(std::is_same_v<decltype(x), Matrix<Layout<"data", replicated>>>);
+
+  auto h = kdist::matmul(x, w1);
+  static_assert(std::is_same_v<decltype(h), Matrix<Layout<"data", "model">>>);
+  static_assert(!decltype(h)::is_pending_sum);
+  EXPECT_FALSE(h.is_partial());
+
+  auto y = kdist::matmul(h, w2);
+  using Partial = kdist::PendingSum<Layout<"data", replicated>, "model">;
+  static_assert(std::is_same_v<decltype(y), Matrix<Partial>>);
+  static_assert(decltype(y)::is_pending_sum);
+  EXPECT_EQ(y.is_partial(), mesh.extent(1) > 1);  // a sum over one device is complete at run time
+  EXPECT_EQ(y.local_summand().extent(1), 4u);
+
+  auto summed = kdist::redistribute(y, y.layout());
+  static_assert(std::is_same_v<decltype(summed), Matrix<Layout<"data", replicated>>>);
+  EXPECT_FALSE(summed.is_partial());
+  auto full = kdist::full_tensor(summed);
+  for (std::size_t i = 0; i < 8; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      double want = 0;
+      for (std::size_t k = 0; k < 10; ++k) {
+        double hk = 0;
+        for (std::size_t d = 0; d < 6; ++d) hk += x_at(i, d) * w1_at(d, k);
+        want += hk * w2_at(k, j);
+      }
+      ASSERT_NEAR(full(i, j), want, 1e-12) << i << "," << j;
+    }
+  }
+  // the same values as the run-time path, block for block
+  auto runtime_y = kdist::matmul(kdist::matmul(x.runtime(), w1.runtime()), w2.runtime());
+  static_assert(std::is_same_v<decltype(runtime_y), kdist::DistributedTensor<double**>>);
+  auto runtime_full = kdist::full_tensor(runtime_y);
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 4; ++j) ASSERT_EQ(runtime_full(i, j), full(i, j));
+}
+
+// The data-parallel kernel gradient x^T dy is a pending sum over 'data'; summed, it steps the
+// variable, and the step is the same on every replica.
+TEST(TypedTensor, DataParallelGradientIsSummedBeforeTheStep) {
+  const Mesh mesh = make_mesh();
+  const Layout<"data", replicated> rows(mesh);
+  const Layout<replicated, replicated> whole(mesh);
+  auto x = kdist::distribute_tensor<double**>(x_at, {8, 4}, rows);
+  auto dy = kdist::distribute_tensor<double**>(w1_at, {8, 3}, rows);
+  auto w = kdist::distribute_tensor<double**>(w2_at, {4, 3}, whole);
+  auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, dy);
+  static_assert(std::is_same_v<decltype(dw),
+                               Matrix<kdist::PendingSum<Layout<replicated, replicated>, "data">>>);
+  const kdist::SGD sgd(0.5);
+  kdist::apply_gradient(sgd, w, kdist::redistribute(dw, w.layout()));
+  auto got = kdist::full_tensor(w);
+  for (std::size_t i = 0; i < 4; ++i) {
+    for (std::size_t j = 0; j < 3; ++j) {
+      double g = 0;
+      for (std::size_t r = 0; r < 8; ++r) g += x_at(r, i) * w1_at(r, j);
+      ASSERT_NEAR(got(i, j), w2_at(i, j) - 0.5 * g, 1e-12);
+      double lo = got(i, j), hi = got(i, j);
+      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      ASSERT_EQ(lo, hi);
+    }
+  }
+}
+
+// Typed to run-time is free (the base class); run-time to typed is explicit and checked.
+TEST(TypedTensor, ConvertsToTheRunTimeTensorAndBackOnlyWhenChecked) {
+  const Mesh mesh = make_mesh();
+  const Layout<"data", replicated> rows(mesh);
+  const Layout<replicated, "model"> cols(mesh);
+  auto x = kdist::distribute_tensor<double**>(x_at, {8, 4}, rows);
+  kdist::DistributedTensor<double**> erased = x;  // toward the dynamic side: implicit
+  EXPECT_EQ(erased.layout(), rows.to_runtime());
+  static_assert(!std::is_convertible_v<kdist::DistributedTensor<double**>,
+                                       Matrix<Layout<"data", replicated>>>);
+  Matrix<Layout<"data", replicated>> back(erased, rows);  // explicit, checked: the same layout
+  EXPECT_EQ(back.local().data(), x.local().data());       // shares the block
+
+  if (world() > 1) {  // on one device every layout is the same layout
+    expect_value_error([&] { Matrix<Layout<replicated, "model">> wrong(erased, cols); },
+                       {"kdist::DistributedTensor<..., <TensorLayout axes=(None, 'model')",
+                        "has another layout", "kdist::redistribute it to that layout first"});
+  }
+  // a pending sum must be one in the type, and the other way round
+  auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, x);  // pending over 'data'
+  if (mesh.extent(0) > 1) {
+    const Layout<replicated, replicated> whole(mesh);
+    expect_value_error([&] { Matrix<Layout<replicated, replicated>> wrong(dw.runtime(), whole); },
+                       {"is a pending sum over ['data'], the type says over []"});
+  }
+  // functions of run-time tensors take typed ones and give run-time results
+  auto moved = kdist::redistribute(x, cols.to_runtime());
+  static_assert(std::is_same_v<decltype(moved), kdist::DistributedTensor<double**>>);
+  EXPECT_EQ(moved.layout(), cols.to_runtime());
+}
+
+TEST(TypedTensor, FactoriesAndFromLocal) {
+  const Mesh mesh = make_mesh();
+  const Layout<"data", "model"> both(mesh);
+  auto z = Matrix<Layout<"data", "model">>::zeros({6, 5}, both);
+  auto host = kdist::full_tensor(z);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(host(i, j), 0.0);
+  using Summand = Matrix<kdist::PendingSum<Layout<"data", replicated>, "model">>;
+  auto ones = Kokkos::View<double**, Kokkos::LayoutRight>(
+      "ones", Layout<"data", replicated>(mesh).local_extents<2>({4, 3}, z.device())[0], 3);
+  Kokkos::deep_copy(ones, 1.0);
+  auto s = Summand::from_local(ones, {4, 3}, Layout<"data", replicated>(mesh));
+  auto total = kdist::full_tensor(kdist::redistribute(s, s.layout()));
+  EXPECT_EQ(total(3, 2), double(mesh.extent(1)));  // one 1 from each process along 'model'
+  expect_value_error([] { (void)Matrix<Layout<"data", "model">>().layout(); },
+                     {"kdist::DistributedTensor::layout: the tensor is empty"});
+}
+
+}  // namespace
