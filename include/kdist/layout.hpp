@@ -102,7 +102,7 @@ struct axis_not_in_mesh_error_of;
 template <class... Axes>
 struct axis_not_in_mesh_error_of<DeviceMesh<Axes...>> {
   template <fixed_string Name>
-  using type = error::axis_not_in_mesh<Name, Axes...>;
+  using type = error::axis_not_in_mesh<Name, mesh_repr_string<Axes...>()>;
 };
 template <class Mesh, fixed_string Name>
 struct axis_not_in_mesh_error {

@@ -28,12 +28,13 @@ namespace error {
 //! `kdist::DeviceMesh<kdist::axis<"batch">>`.
 template <class Mesh>
 struct mesh_has_no_axes;
-//! The axis `AxisName` appears more than once among `Axes`: give every mesh axis its own name.
-template <detail::fixed_string AxisName, class... Axes>
+//! The axis `AxisName` appears more than once in the mesh `Mesh` (its shape and axis names, a
+//! dynamic extent as `?`): give every mesh axis its own name.
+template <detail::fixed_string AxisName, detail::fixed_string Mesh>
 struct duplicate_axis_name;
-//! `AxisName` is not an axis of the mesh (whose axes are `Axes`): check the spelling, or add the
-//! axis to the mesh.
-template <detail::fixed_string AxisName, class... Axes>
+//! `AxisName` is not an axis of the mesh `Mesh` (`"shape=(?, 4), axis_names=['data', 'model']"`):
+//! check the spelling, or add the axis to the mesh.
+template <detail::fixed_string AxisName, detail::fixed_string Mesh>
 struct axis_not_in_mesh;
 //! A `kdist::DeviceMesh` template argument is not a `kdist::axis<"name", extent>`.
 template <class NotAnAxis>
@@ -85,6 +86,48 @@ constexpr std::size_t find_axis(std::string_view name) {
   return names.size();
 }
 
+//! Writes `shape=(?, 4), axis_names=['data', 'model']` (a dynamic extent as `?`, as the run-time
+//! messages print it) to `out` when it is not null; returns its length.
+template <class... Axes>
+constexpr std::size_t write_mesh_repr(char* out) {
+  std::size_t n = 0;
+  auto put = [&](std::string_view s) {
+    for (char c : s) {
+      if (out) out[n] = c;
+      ++n;
+    }
+  };
+  auto put_number = [&](std::size_t v) {
+    char digits[20]{};
+    std::size_t k = 0;
+    do {
+      digits[k++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (k != 0) put(std::string_view(&digits[--k], 1));
+  };
+  std::size_t i = 0;
+  put("shape=(");
+  ((put(i++ == 0 ? "" : ", "),
+    axis_traits<Axes>::is_dynamic ? put("?") : put_number(axis_traits<Axes>::static_extent)),
+   ...);
+  if (sizeof...(Axes) == 1) put(",");
+  put("), axis_names=[");
+  i = 0;
+  ((put(i++ == 0 ? "'" : ", '"), put(axis_traits<Axes>::name), put("'")), ...);
+  put("]");
+  return n;
+}
+//! The mesh of `Axes` as a `fixed_string`, for diagnostics: compilers print a dynamic extent in
+//! a type as 18446744073709551615, this prints `?`.
+template <class... Axes>
+constexpr auto mesh_repr_string() {
+  constexpr std::size_t n = write_mesh_repr<Axes...>(nullptr);
+  char buf[n + 1]{};
+  write_mesh_repr<Axes...>(buf);
+  return fixed_string<n + 1>(std::string_view(buf, n));
+}
+
 //! The duplicate-name check. `diagnostic` is a complete type (void) unless two axes share a name,
 //! so an empty mesh or a non-axis argument (diagnosed on their own) do not trip it.
 template <class... Axes>
@@ -99,7 +142,7 @@ struct mesh_checks {
   struct error_for<false, Dummy> {
     using type = error::duplicate_axis_name<fixed_string<axis_name_views<Axes...>[dup].size() + 1>(
                                                 axis_name_views<Axes...>[dup]),
-                                            Axes...>;
+                                            mesh_repr_string<Axes...>()>;
   };
   using diagnostic = typename error_for<unique>::type;
 };
@@ -152,7 +195,8 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
   static constexpr std::size_t axis_index = [] {
     constexpr std::size_t i = detail::find_axis<Axes...>(Name.view());
     static_assert(
-        detail::diagnose<(i < sizeof...(Axes)), error::axis_not_in_mesh<Name, Axes...>>::value,
+        detail::diagnose<(i < sizeof...(Axes)),
+                         error::axis_not_in_mesh<Name, detail::mesh_repr_string<Axes...>()>>::value,
         "kdist::DeviceMesh::axis_index: no axis of that name in the mesh");
     return i;
   }();
@@ -301,5 +345,18 @@ inline constexpr bool is_device_mesh_v<DeviceMesh<Axes...>> = true;
 //! `kdist::axis_index_v<Mesh, "model">`: index of an axis by name, at compile time.
 template <class Mesh, detail::fixed_string Name>
 inline constexpr std::size_t axis_index_v = Mesh::template axis_index<Name>;
+
+namespace detail {
+//! `Mesh` as `shape=(?, 4), axis_names=['data', 'model']` (a `fixed_string`), for diagnostics
+//! that name a mesh type; `?` for what is not a DeviceMesh.
+template <class Mesh>
+struct mesh_repr_of {
+  static constexpr fixed_string<2> value{std::string_view("?")};
+};
+template <class... Axes>
+struct mesh_repr_of<DeviceMesh<Axes...>> {
+  static constexpr auto value = mesh_repr_string<Axes...>();
+};
+}  // namespace detail
 
 }  // namespace kdist
