@@ -38,7 +38,7 @@ TEST(DataSharding, EachShardReadsItsContiguousSliceOfEveryGlobalBatch) {
   const auto data = range(20);
   std::vector<std::vector<int>> per_shard;
   for (std::size_t shard = 0; shard < 4; ++shard) {
-    auto ds = kdist::distribute_dataset(data, 8, 4, shard);
+    auto ds = kdist::distribute_dataset(data, 8, 4, shard, {.drop_remainder = true});
     EXPECT_EQ(ds.steps_per_epoch(), 2u);  // 20 // 8, remainder dropped
     EXPECT_EQ(ds.plan().local_batch_size(), 2u);
     auto epoch = ds.epoch(0);
@@ -72,7 +72,7 @@ TEST(DataSharding, ProcessesOfAReplicaReadIdenticalRowsAndAllSeeTheSameSteps) {
       indices[p].insert(indices[p].end(), idx.begin(), idx.end());
     }
   }
-  EXPECT_EQ(steps, (std::set<std::size_t>{6}));
+  EXPECT_EQ(steps, (std::set<std::size_t>{7}));  // 6 full batches and the 37th example
   for (std::size_t p = 1; p < 4; ++p) EXPECT_EQ(indices[p], indices[0]);
   for (std::size_t p = 5; p < 8; ++p) EXPECT_EQ(indices[p], indices[4]);
   EXPECT_NE(indices[0], indices[4]);
@@ -86,15 +86,42 @@ TEST(DataSharding, ProcessesOfAReplicaReadIdenticalRowsAndAllSeeTheSameSteps) {
                   indices[4].begin() + static_cast<std::ptrdiff_t>(3 * s + 3));
     EXPECT_EQ(joined, epoch.global_batch_indices(s));
   }
+  // The partial 7th batch (1 example): replica 0 reads it (ceil rule), replica 1 reads nothing.
+  ASSERT_EQ(indices[0].size(), 19u);
+  EXPECT_EQ(indices[4].size(), 18u);
+  EXPECT_EQ(std::vector<std::size_t>{indices[0].back()}, epoch.global_batch_indices(6));
 }
 
-TEST(DataSharding, DropRemainderIsTheDefault) {
+// Keras keeps the partial last batch (fit on Fashion-MNIST's 60000 examples at batch 128: 469
+// steps, the last of 96 examples), and so does kdist by default.
+TEST(DataSharding, KeepsThePartialLastBatchByDefaultAsKeras) {
+  EXPECT_FALSE(kdist::DataShardingOptions{}.drop_remainder);
+  const kdist::BatchPlan fashion(60000, 128, 2, 1);
+  EXPECT_EQ(fashion.steps_per_epoch(), 469u);
+  EXPECT_EQ(fashion.global_batch_size_at(468), 96u);
+  EXPECT_EQ(fashion.local_block(468).extent, 48u);
+  EXPECT_EQ(fashion.local_block(468).offset, 48u);
+  // A source smaller than one global batch is one partial step, as Keras yields it.
+  const auto three = range(3);
+  auto small = kdist::distribute_dataset(three, 8, 2, 0);
+  EXPECT_EQ(small.steps_per_epoch(), 1u);
+  EXPECT_EQ(small.epoch(0).batch(0), (std::vector<int>{0, 1}));
+  auto small_1 = kdist::distribute_dataset(three, 8, 2, 1);
+  EXPECT_EQ(small_1.epoch(0).batch(0), (std::vector<int>{2}));
+}
+
+TEST(DataSharding, DropRemainderDropsThePartialLastBatch) {
   const auto data = range(21);
-  auto ds = kdist::distribute_dataset(data, 4, 2, 1);
+  auto ds = kdist::distribute_dataset(data, 4, 2, 1, {.drop_remainder = true});
   EXPECT_TRUE(ds.plan().options().drop_remainder);
   EXPECT_EQ(ds.steps_per_epoch(), 5u);  // 21 // 4: example 20 is dropped
   EXPECT_EQ(ds.epoch(0).batch(4), (std::vector<int>{18, 19}));
   expect_value_error([&] { (void)ds.epoch(0).batch(5); }, {"step 5 is out of range", "5 steps"});
+  // Kept (the default), example 20 is a sixth step; shard 1 of 2 reads none of it.
+  auto kept = kdist::distribute_dataset(data, 4, 2, 1);
+  EXPECT_EQ(kept.steps_per_epoch(), 6u);
+  EXPECT_EQ(kept.epoch(0).batch(5), (std::vector<int>{}));
+  expect_value_error([&] { (void)kept.epoch(0).batch(6); }, {"step 6 is out of range", "6 steps"});
 }
 
 TEST(DataSharding, PartialLastBatchIsSplitByTheCeilRule) {
@@ -110,10 +137,6 @@ TEST(DataSharding, PartialLastBatchIsSplitByTheCeilRule) {
     EXPECT_EQ(ds.epoch(0).batch(2), expected[shard]);
     EXPECT_EQ(ds.epoch(0).batch(1).size(), 2u);
   }
-  // A source smaller than one batch is fine without dropping.
-  const auto three = range(3);
-  auto small = kdist::distribute_dataset(three, 8, 2, 0, {.drop_remainder = false});
-  EXPECT_EQ(small.steps_per_epoch(), 1u);
 }
 
 TEST(DataSharding, ShuffleIsKeyedBySeedAndEpoch) {
@@ -155,8 +178,9 @@ TEST(DataSharding, SetupErrorsNameTheNumbers) {
                      {"global batch size must be at least 1"});
   const std::vector<int> none;
   expect_value_error([&] { (void)kdist::distribute_dataset(none, 4, 1, 0); }, {"no examples"});
-  expect_value_error([&] { (void)kdist::distribute_dataset(data, 128, 1, 0); },
-                     {"64 examples, fewer than one global batch of 128"});
+  expect_value_error(
+      [&] { (void)kdist::distribute_dataset(data, 128, 1, 0, {.drop_remainder = true}); },
+      {"64 examples, fewer than one global batch of 128", "drop_remainder would drop them all"});
   expect_value_error([&] { (void)kdist::distribute_dataset(data, 8, 2, 2); },
                      {"data shard id 2 is out of range for 2 data shards"});
   // Through a distribution: 4 data shards (8 processes on a (4, 2) mesh).

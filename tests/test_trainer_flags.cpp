@@ -32,7 +32,7 @@ std::string error_of(std::vector<std::string> words) {
 TEST(TrainerFlags, GoodValues) {
   const auto o = parse({"--mesh", "2x4", "--epochs", "3", "--batch-size", "256", "--learning-rate",
                         "0.01", "--optimizer", "sgd", "--loss", "mse", "--seed",
-                        "18446744073709551615", "--steps", "0", "--quiet"});
+                        "18446744073709551615", "--steps", "0", "--quiet", "--drop-remainder"});
   ASSERT_TRUE(o);
   EXPECT_EQ(o->mesh, (std::vector<std::size_t>{2, 4}));
   EXPECT_EQ(o->epochs, 3u);
@@ -43,9 +43,11 @@ TEST(TrainerFlags, GoodValues) {
   EXPECT_EQ(o->seed, 18446744073709551615u);
   EXPECT_EQ(o->max_steps, 0u);
   EXPECT_TRUE(o->quiet);
+  EXPECT_TRUE(o->drop_remainder);
   const auto d = parse({});
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->mesh.empty());
+  EXPECT_FALSE(d->drop_remainder);  // the partial last batch is trained on, as in Keras
   EXPECT_EQ(d->epochs, 5u);
 }
 

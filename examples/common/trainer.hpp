@@ -103,8 +103,9 @@ inline int train_and_evaluate(std::shared_ptr<const Distribution> dist, const Tr
                 opt, o.seed);
   const auto train = load_fashion_mnist(Split::train);
   const auto test = load_fashion_mnist(Split::test);
-  BatchPlan plan(train.count, o.batch_size, *dist, {true, true, o.seed});
-  BatchPlan eval_plan(test.count, o.batch_size, *dist, {false, false, 0});
+  BatchPlan plan(train.count, o.batch_size, *dist,
+                 {.drop_remainder = o.drop_remainder, .shuffle = true, .seed = o.seed});
+  BatchPlan eval_plan(test.count, o.batch_size, *dist, {.drop_remainder = false});
   if (root && !o.quiet) {
     std::cout << title << " on " << dist->device_mesh() << "\n";
     for (const auto& v : model.variables()) {

@@ -29,6 +29,7 @@ struct TrainerOptions {
   std::uint64_t seed = 1337;
   std::size_t max_steps = 0;  // per epoch; 0: all
   bool quiet = false;
+  bool drop_remainder = false;  // drop each epoch's partial last batch (Keras keeps it)
 };
 
 //! Limits of the trainers' integer flags.
@@ -126,6 +127,8 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
       detail::unsigned_flag("--steps", o.max_steps, 0, std::numeric_limits<std::int64_t>::max()),
       "at most this many steps per epoch (0: all)");
   app.add_flag("--quiet", o.quiet, "no progress output");
+  app.add_flag("--drop-remainder", o.drop_remainder,
+               "drop each epoch's partial last batch (default: train on it, as Keras)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -14,11 +14,17 @@
 //!  - B must be a multiple of S: otherwise setup fails (ValueError naming both numbers).
 //!  - Every process has the same number of steps per epoch (it depends on the source size, B
 //!    and the rule below only, never on the process).
-//!  - The last, shorter batch of an epoch (N mod B examples): with `drop_remainder = true` (the
-//!    default) it is dropped, so every step has the same shapes on every process; with
-//!    `drop_remainder = false` it is one more step, split among the shards by the ceil rule of
+//!  - The last, shorter batch of an epoch (N mod B examples): by default (`drop_remainder =
+//!    false`, as Keras' `distribute_dataset` and `fit` do: 469 steps for Fashion-MNIST's 60000
+//!    examples at B = 128) it is one more step, split among the shards by the ceil rule of
 //!    kdist's layouts (Division::chunk, torch.chunk): every shard reads ceil(r/S) rows, the
-//!    trailing shards fewer, possibly none.
+//!    trailing shards fewer, possibly none. A source smaller than one global batch is that one
+//!    partial step. With `drop_remainder = true` it is dropped, so every step has the same shapes
+//!    on every process (and a source smaller than one batch is an error, not an empty epoch).
+//!  - Where kdist differs from Keras 3.15 on purpose (docs/guide/03-layoutmap-and-distributions.md,
+//!    "Data sharding"): a DataParallel mesh of several axes has as many data shards as its first
+//!    axis' extent (Keras counts every device), and a batch axis that is not the mesh's first gives
+//!    each process the shard of its own device coordinate (Keras' formula assumes the first).
 //!
 //! \code
 //! std::vector<Example> examples = load();
@@ -48,9 +54,9 @@ namespace kdist {
 
 //! How `distribute_dataset` batches and orders the examples.
 struct DataShardingOptions {
-  //! Drop the last, shorter batch of each epoch (true) or make it one more step split by the
-  //! ceil rule (false).
-  bool drop_remainder = true;
+  //! Make the last, shorter batch of each epoch one more step split by the ceil rule (false, the
+  //! default, as Keras) or drop it (true).
+  bool drop_remainder = false;
   //! Visit the examples in a new order each epoch, the same on every process.
   bool shuffle = false;
   //! Key of the shuffle (with the epoch number).

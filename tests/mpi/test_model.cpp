@@ -46,9 +46,12 @@ void expect_close(double a, double b, double rel, const std::string& what) {
   EXPECT_LE(std::abs(a - b), rel * std::max(1.0, std::abs(b))) << what << ": " << a << " vs " << b;
 }
 
+// `examples` of data() in batches of 32: 30 full steps, or (examples = 946) 29 full ones and a
+// partial last batch of 18 rows, split over the data shards by the ceil rule (4 shards: 5, 5, 5,
+// 3), which Keras trains on too.
 void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, kdist::Loss loss,
-                           bool adam) {
-  const std::size_t B = 32, steps = 30;
+                           bool adam, std::size_t examples = 30 * 32) {
+  const std::size_t B = 32;
   auto dist = make_dist(model_parallel, shape);
   auto model = kdist::examples::make_seed_model();
   kdist::Sequential::Optimizer opt = adam ? kdist::Sequential::Optimizer(kdist::Adam(0.001))
@@ -64,7 +67,8 @@ void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, 
     ocfg.learning_rate = 0.1;
   }
   Ref ref(cfg, ocfg);
-  kdist::BatchPlan plan(data().count, B, *dist, {true, false, 0});
+  kdist::BatchPlan plan(examples, B, *dist);
+  const std::size_t steps = plan.steps_per_epoch();
   const auto order = plan.order(0);
   const std::string what = std::string(model_parallel ? "ModelParallel " : "DataParallel ") +
                            dist->device_mesh().to_string();
@@ -73,12 +77,13 @@ void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, 
     const auto idx = plan.local_indices(order, s);
     kdist::examples::BatchLoader loader(idx.size(), 784);
     const auto [x, y] = loader.load(data(), idx);
-    const auto m = model.train_step(x, y, B);
+    const std::size_t global = plan.global_batch_size_at(s);
+    const auto m = model.train_step(x, y, global);
     // the reference on the whole global batch
     const auto gidx = plan.global_indices(order, s);
-    Ref::Matrix gx(B, 784);
-    std::vector<std::uint8_t> gy(B);
-    for (std::size_t r = 0; r < B; ++r) {
+    Ref::Matrix gx(static_cast<Eigen::Index>(global), 784);
+    std::vector<std::uint8_t> gy(global);
+    for (std::size_t r = 0; r < global; ++r) {
       std::copy_n(data().image(gidx[r]), 784, &gx(static_cast<Eigen::Index>(r), 0));
       gy[r] = data().labels[gidx[r]];
     }
@@ -139,7 +144,7 @@ TEST(ShardedTrainer, DoubleModelFollowsTheFloatModel) {
       D d(784, std::move(layers));
       f.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 1337);
       d.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 1337);
-      kdist::BatchPlan plan(data().count, B, *dist, {true, false, 0});
+      kdist::BatchPlan plan(data().count, B, *dist, {.drop_remainder = true});
       const auto order = plan.order(0);
       kdist::examples::BatchLoader loader(plan.local_batch_size(), 784);
       for (std::size_t s = 0; s < steps; ++s) {
@@ -164,6 +169,15 @@ TEST(ShardedTrainer, ModelParallelMatchesReferenceOnEveryMesh) {
 TEST(ShardedTrainer, DataParallelMatchesReferenceOnEveryMesh) {
   for (const auto& m : meshes())
     run_against_reference(false, m, kdist::Loss::categorical_crossentropy, true);
+}
+
+// The partial last batch (kept by default, as Keras keeps it) trains as the reference does on
+// those rows, also where the data shards get unequal rows.
+TEST(ShardedTrainer, PartialLastBatchMatchesReferenceOnEveryMesh) {
+  for (const auto& m : meshes()) {
+    run_against_reference(true, m, kdist::Loss::categorical_crossentropy, true, 946);
+    run_against_reference(false, m, kdist::Loss::categorical_crossentropy, false, 946);
+  }
 }
 
 TEST(ShardedTrainer, MeanSquaredErrorWithSgd) {
