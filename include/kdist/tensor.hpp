@@ -357,17 +357,18 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
   //! summand): resolve it with kdist::redistribute first, or take `local_summand()` on purpose.
   template <bool Complete = !is_pending_sum>
   const view_type& local() const {
-    static_assert(
-        detail::diagnose<
-            Complete, error::local_of_a_pending_sum_over<detail::pending_axes_repr<parts::pending>,
-                                                         layout_type::axes_repr_string()>>::value,
-        "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
-        "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
-        "local_summand()");
+    require_complete<Complete>();
     return runtime_type::local();
   }
   template <bool Complete = !is_pending_sum>
   view_type& local() {
+    require_complete<Complete>();
+    return runtime_type::local();
+  }
+
+ private:
+  template <bool Complete>
+  static constexpr void require_complete() {
     static_assert(
         detail::diagnose<
             Complete, error::local_of_a_pending_sum_over<detail::pending_axes_repr<parts::pending>,
@@ -375,10 +376,8 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
         "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
         "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
         "local_summand()");
-    return runtime_type::local();
   }
 
- private:
   struct unchecked {};
   DistributedTensor(runtime_type t, layout_type layout, unchecked)
       : runtime_type(std::move(t)), layout_(std::move(layout)) {}

@@ -14,43 +14,21 @@
 #include <kdist/redistribute.hpp>
 #include <kdist/tensor.hpp>
 
+#include "tensor_test_support.hpp"
+
 #include <cmath>
 #include <string>
 #include <vector>
 
 namespace {
 
+using kdist_test::expect_value_error;
+using kdist_test::matrix_a;
+using kdist_test::matrix_b;
+using kdist_test::matrix_c;
+using kdist_test::world;
+
 using Matrix = kdist::DistributedTensor<double**>;
-
-std::size_t world() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return static_cast<std::size_t>(s);
-}
-
-double x_at(std::size_t i, std::size_t j) {
-  return std::sin(double(i * 7 + j)) + 0.1 * double(j);
-}
-double dy_at(std::size_t i, std::size_t j) {
-  return std::cos(double(i * 3 + j * 5));
-}
-double w_at(std::size_t i, std::size_t j) {
-  return 0.01 * double(i) - 0.02 * double(j);
-}
-
-// Runs `f`, which must throw a kdist::ValueError containing every one of `parts`.
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const kdist::ValueError& e) {
-    for (const auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message: " << e.what() << "\nexpected to contain: " << p;
-    }
-  }
-}
 
 // A data-parallel step of y = x W on a batch of 8 rows sharded over "data": x, dy row-sharded,
 // W replicated. dW = x^T dy is a pending sum over "data" when the data axis has several devices.
@@ -58,9 +36,9 @@ struct DataParallelStep {
   kdist::RuntimeDeviceMesh mesh{{world(), 1}, {"data", "model"}, world()};
   kdist::RuntimeTensorLayout rows{{"data", kdist::replicated}, mesh};
   kdist::RuntimeTensorLayout replicated{{kdist::replicated, kdist::replicated}, mesh};
-  Matrix x = kdist::distribute_tensor<double**>(x_at, {8, 4}, rows);
-  Matrix dy = kdist::distribute_tensor<double**>(dy_at, {8, 3}, rows);
-  Matrix w = kdist::distribute_tensor<double**>(w_at, {4, 3}, replicated);
+  Matrix x = kdist::distribute_tensor<double**>(matrix_a, {8, 4}, rows);
+  Matrix dy = kdist::distribute_tensor<double**>(matrix_b, {8, 3}, rows);
+  Matrix w = kdist::distribute_tensor<double**>(matrix_c, {4, 3}, replicated);
   Matrix dw = kdist::matmul(x, dy, kdist::ops::Op::transpose, kdist::ops::Op::none);
 };
 
@@ -94,7 +72,7 @@ TEST(PendingSums, ApplyGradientRefusesAPendingSumAndLeavesTheVariable) {
                         "kdist::redistribute(gradient, variable.layout())"});
     auto w = kdist::full_tensor(s.w);
     for (std::size_t i = 0; i < 4; ++i)
-      for (std::size_t j = 0; j < 3; ++j) ASSERT_EQ(w(i, j), w_at(i, j)) << "changed at " << i;
+      for (std::size_t j = 0; j < 3; ++j) ASSERT_EQ(w(i, j), matrix_c(i, j)) << "changed at " << i;
   }
   // Summed, the step is the single-device step on the whole batch, identical on every replica.
   kdist::apply_gradient(sgd, s.w, kdist::redistribute(s.dw, s.w.layout()));
@@ -102,8 +80,8 @@ TEST(PendingSums, ApplyGradientRefusesAPendingSumAndLeavesTheVariable) {
   for (std::size_t i = 0; i < 4; ++i) {
     for (std::size_t j = 0; j < 3; ++j) {
       double g = 0;
-      for (std::size_t r = 0; r < 8; ++r) g += x_at(r, i) * dy_at(r, j);
-      ASSERT_NEAR(w(i, j), w_at(i, j) - 0.5 * g, 1e-12) << i << "," << j;
+      for (std::size_t r = 0; r < 8; ++r) g += matrix_a(r, i) * matrix_b(r, j);
+      ASSERT_NEAR(w(i, j), matrix_c(i, j) - 0.5 * g, 1e-12) << i << "," << j;
       double lo = w(i, j), hi = w(i, j);  // every replica holds the same value, bit for bit
       MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -124,7 +102,7 @@ TEST(PendingSums, ApplyGradientChecksShapeAndLayout) {
                         "kdist::redistribute(gradient, variable.layout())"});
   }
   // another shape
-  auto other = kdist::distribute_tensor<double**>(w_at, {3, 4}, s.replicated);
+  auto other = kdist::distribute_tensor<double**>(matrix_c, {3, 4}, s.replicated);
   expect_value_error([&] { kdist::apply_gradient(sgd, s.w, other); },
                      {"the gradient <DistributedTensor shape=(3, 4)",
                       "does not have the shape of the variable <DistributedTensor shape=(4, 3)"});
@@ -141,7 +119,7 @@ TEST(PendingSums, ApplyGradientWithAdamIsTheLocalUpdate) {
   auto m = kdist::make_slot(s.w.local(), "m");
   auto v = kdist::make_slot(s.w.local(), "v");
   // the same step on plain Views
-  auto w2 = kdist::distribute_tensor<double**>(w_at, {4, 3}, s.replicated);
+  auto w2 = kdist::distribute_tensor<double**>(matrix_c, {4, 3}, s.replicated);
   auto m2 = kdist::make_slot(w2.local(), "m2");
   auto v2 = kdist::make_slot(w2.local(), "v2");
   for (int step = 0; step < 3; ++step) {

@@ -14,12 +14,20 @@
 #include <kdist/redistribute.hpp>
 #include <kdist/tensor.hpp>
 
+#include "tensor_test_support.hpp"
+
 #include <cmath>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 namespace {
+
+using kdist_test::expect_value_error;
+using kdist_test::matrix_a;
+using kdist_test::matrix_b;
+using kdist_test::matrix_c;
+using kdist_test::world;
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
 template <kdist::DimSpec... Dims>
@@ -28,11 +36,6 @@ template <class L>
 using Matrix = kdist::DistributedTensor<double**, L>;
 using kdist::replicated;
 
-std::size_t world() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return static_cast<std::size_t>(s);
-}
 // (1, 1), (1, 2), (2, 2): every axis sharded somewhere in the runs of this test.
 Mesh make_mesh() {
   const std::size_t n = world();
@@ -40,36 +43,13 @@ Mesh make_mesh() {
   return Mesh({n / model, model}, n);
 }
 
-double x_at(std::size_t i, std::size_t j) {
-  return std::sin(double(i * 7 + j)) + 0.1 * double(j);
-}
-double w1_at(std::size_t i, std::size_t j) {
-  return std::cos(double(i * 3 + j * 5));
-}
-double w2_at(std::size_t i, std::size_t j) {
-  return 0.01 * double(i) - 0.02 * double(j);
-}
-
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const kdist::ValueError& e) {
-    for (const auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message: " << e.what() << "\nexpected to contain: " << p;
-    }
-  }
-}
-
 // Megatron's MLP block, y = (x W1) W2: column parallel (W1 sharded on its columns), then row
 // parallel (W2 on its rows): the second product is a pending sum over 'model', in its type.
 TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
   const Mesh mesh = make_mesh();
-  auto x = kdist::distribute_tensor<double**>(x_at, {8, 6}, Layout<"data", replicated>(mesh));
-  auto w1 = kdist::distribute_tensor<double**>(w1_at, {6, 10}, Layout<replicated, "model">(mesh));
-  auto w2 = kdist::distribute_tensor<double**>(w2_at, {10, 4}, Layout<"model", replicated>(mesh));
+  auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 6}, Layout<"data", replicated>(mesh));
+  auto w1 = kdist::distribute_tensor<double**>(matrix_b, {6, 10}, Layout<replicated, "model">(mesh));
+  auto w2 = kdist::distribute_tensor<double**>(matrix_c, {10, 4}, Layout<"model", replicated>(mesh));
   static_assert(std::is_same_v<decltype(x), Matrix<Layout<"data", replicated>>>);
 
   auto h = kdist::matmul(x, w1);
@@ -93,8 +73,8 @@ TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
       double want = 0;
       for (std::size_t k = 0; k < 10; ++k) {
         double hk = 0;
-        for (std::size_t d = 0; d < 6; ++d) hk += x_at(i, d) * w1_at(d, k);
-        want += hk * w2_at(k, j);
+        for (std::size_t d = 0; d < 6; ++d) hk += matrix_a(i, d) * matrix_b(d, k);
+        want += hk * matrix_c(k, j);
       }
       ASSERT_NEAR(full(i, j), want, 1e-12) << i << "," << j;
     }
@@ -113,9 +93,9 @@ TEST(TypedTensor, DataParallelGradientIsSummedBeforeTheStep) {
   const Mesh mesh = make_mesh();
   const Layout<"data", replicated> rows(mesh);
   const Layout<replicated, replicated> whole(mesh);
-  auto x = kdist::distribute_tensor<double**>(x_at, {8, 4}, rows);
-  auto dy = kdist::distribute_tensor<double**>(w1_at, {8, 3}, rows);
-  auto w = kdist::distribute_tensor<double**>(w2_at, {4, 3}, whole);
+  auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 4}, rows);
+  auto dy = kdist::distribute_tensor<double**>(matrix_b, {8, 3}, rows);
+  auto w = kdist::distribute_tensor<double**>(matrix_c, {4, 3}, whole);
   auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, dy);
   static_assert(std::is_same_v<decltype(dw),
                                Matrix<kdist::PendingSum<Layout<replicated, replicated>, "data">>>);
@@ -125,8 +105,8 @@ TEST(TypedTensor, DataParallelGradientIsSummedBeforeTheStep) {
   for (std::size_t i = 0; i < 4; ++i) {
     for (std::size_t j = 0; j < 3; ++j) {
       double g = 0;
-      for (std::size_t r = 0; r < 8; ++r) g += x_at(r, i) * w1_at(r, j);
-      ASSERT_NEAR(got(i, j), w2_at(i, j) - 0.5 * g, 1e-12);
+      for (std::size_t r = 0; r < 8; ++r) g += matrix_a(r, i) * matrix_b(r, j);
+      ASSERT_NEAR(got(i, j), matrix_c(i, j) - 0.5 * g, 1e-12);
       double lo = got(i, j), hi = got(i, j);
       MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -140,7 +120,7 @@ TEST(TypedTensor, ConvertsToTheRunTimeTensorAndBackOnlyWhenChecked) {
   const Mesh mesh = make_mesh();
   const Layout<"data", replicated> rows(mesh);
   const Layout<replicated, "model"> cols(mesh);
-  auto x = kdist::distribute_tensor<double**>(x_at, {8, 4}, rows);
+  auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 4}, rows);
   kdist::DistributedTensor<double**> erased = x;  // toward the dynamic side: implicit
   EXPECT_EQ(erased.layout(), rows.to_runtime());
   static_assert(!std::is_convertible_v<kdist::DistributedTensor<double**>,
