@@ -48,8 +48,10 @@ Mesh make_mesh() {
 TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
   const Mesh mesh = make_mesh();
   auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 6}, Layout<"data", replicated>(mesh));
-  auto w1 = kdist::distribute_tensor<double**>(matrix_b, {6, 10}, Layout<replicated, "model">(mesh));
-  auto w2 = kdist::distribute_tensor<double**>(matrix_c, {10, 4}, Layout<"model", replicated>(mesh));
+  auto w1 =
+      kdist::distribute_tensor<double**>(matrix_b, {6, 10}, Layout<replicated, "model">(mesh));
+  auto w2 =
+      kdist::distribute_tensor<double**>(matrix_c, {10, 4}, Layout<"model", replicated>(mesh));
   static_assert(std::is_same_v<decltype(x), Matrix<Layout<"data", replicated>>>);
 
   auto h = kdist::matmul(x, w1);
