@@ -813,6 +813,237 @@ TYPED_TEST(Ops, OptimizerOnShardsEqualsFullUpdate) {
   EXPECT_LT(max_diff(sharded, full), tolerance<T>());
 }
 
+// Keras 3.15's RMSprop update (keras/src/optimizers/rmsprop.py, update_step) written out in double:
+// the reference of the RMSprop tests. Returns p after each of the steps; leaves the state in
+// v, a, m.
+struct RmspropReference {
+  std::vector<std::vector<double>> p_after_step;
+  std::vector<double> v, a, m;
+};
+RmspropReference rmsprop_reference(const std::vector<std::vector<double>>& grads,
+                                   std::vector<double> p, double lr, double rho, double momentum,
+                                   double epsilon, bool centered) {
+  RmspropReference r;
+  r.v.assign(p.size(), 0.0);
+  r.a.assign(p.size(), 0.0);
+  r.m.assign(p.size(), 0.0);
+  for (const auto& g : grads) {
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      r.v[i] = rho * r.v[i] + (1 - rho) * (g[i] * g[i]);
+      double denominator = r.v[i] + epsilon;
+      if (centered) {
+        r.a[i] = rho * r.a[i] + (1 - rho) * g[i];
+        denominator = r.v[i] - r.a[i] * r.a[i] + epsilon;
+      }
+      const double increment = lr * g[i] / std::sqrt(denominator);
+      if (momentum > 0) {
+        r.m[i] = momentum * r.m[i] + increment;
+        p[i] -= r.m[i];
+      } else {
+        p[i] -= increment;
+      }
+    }
+    r.p_after_step.push_back(p);
+  }
+  return r;
+}
+
+TYPED_TEST(Ops, RmspropKerasNumbersPlainCenteredMomentum) {
+  using T = TypeParam;
+  // Keras 3 RMSprop defaults (lr 0.001, rho 0.9, epsilon 1e-7), p0 = (1, -2), three steps, for
+  // plain, centered, momentum 0.9 and centered with momentum 0.9. The literal numbers pin the
+  // reference: they are its output, and equal Keras 3.15's own RMSprop (JAX backend, float64
+  // variables) once its float32 learning-rate variable (0.001f) is used as lr.
+  const std::vector<std::vector<double>> grads = {{0.5, -0.1}, {0.3, 0.2}, {-0.4, 0.05}};
+  struct Variant {
+    const char* name;
+    double momentum;
+    bool centered;
+    double keras[3][2];
+  };
+  const Variant variants[] = {
+      {"plain",
+       0.0,
+       false,
+       {{0.9968377286643679, -1.9968378804418572},
+        {0.9951474228379339, -1.9996949941449274},
+        {0.9970468064633112, -2.0004274347053017}}},
+      {"centered",
+       0.0,
+       true,
+       {{0.9966666740740494, -1.9966668518364212},
+        {0.9948016680614417, -1.9995599084788334},
+        {0.9967174557524093, -2.000310445210696}}},
+      {"momentum 0.9",
+       0.9,
+       false,
+       {{0.9968377286643679, -1.9968378804418572},
+        {0.9923013786358651, -1.9968490865425987},
+        {0.9901180472355898, -1.9975916125936404}}},
+      {"centered, momentum 0.9",
+       0.9,
+       true,
+       {{0.9966666740740494, -1.9966668518364212},
+        {0.9918016747280861, -1.9965600751316126},
+        {0.9893389630076868, -1.9972145128291476}}},
+  };
+  const double tol = std::is_same_v<T, float> ? 8e-7 : 4e-15;
+  for (const Variant& variant : variants) {
+    SCOPED_TRACE(variant.name);
+    const auto ref =
+        rmsprop_reference(grads, {1.0, -2.0}, 0.001, 0.9, variant.momentum, 1e-7, variant.centered);
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_NEAR(ref.p_after_step[s][0], variant.keras[s][0], 1e-15);
+      EXPECT_NEAR(ref.p_after_step[s][1], variant.keras[s][1], 1e-15);
+    }
+    for_each_backend([&](auto backend) {
+      kdist::RMSprop rms(0.001, 0.9, variant.momentum, 1e-7, variant.centered);
+      auto p = vec<T>({1.0, -2.0});
+      auto velocity = kdist::make_slot(p, "velocity");
+      auto average_gradient = kdist::make_slot(p, "average_gradient");
+      auto momentum_buffer = kdist::make_slot(p, "momentum");
+      // A slot the optimizer does not use is not touched.
+      Kokkos::deep_copy(average_gradient, T(7));
+      Kokkos::deep_copy(momentum_buffer, T(7));
+      if (variant.centered) Kokkos::deep_copy(average_gradient, T(0));
+      if (variant.momentum > 0) Kokkos::deep_copy(momentum_buffer, T(0));
+      for (int s = 0; s < 3; ++s) {
+        auto g = vec<T>({grads[s][0], grads[s][1]});
+        if (!variant.centered && variant.momentum == 0.0) {
+          rms.update(p, g, velocity, backend);
+        } else {
+          rms.update(p, g, velocity, average_gradient, momentum_buffer, backend);
+        }
+        rms.finish_step();
+        EXPECT_NEAR(p(0), ref.p_after_step[s][0], tol) << "step " << s + 1;
+        EXPECT_NEAR(p(1), ref.p_after_step[s][1], tol) << "step " << s + 1;
+      }
+      for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_NEAR(velocity(i), ref.v[i], tol * 0.1);
+        EXPECT_NEAR(average_gradient(i), variant.centered ? ref.a[i] : 7.0, tol * 0.1);
+        EXPECT_NEAR(momentum_buffer(i), variant.momentum > 0 ? ref.m[i] : 7.0, tol * 0.1);
+      }
+      EXPECT_EQ(rms.iterations(), 3);
+    });
+  }
+  // The state after three steps, by hand: v = 0.9^2 * 0.1 * 0.25 + 0.9 * 0.1 * 0.09 + 0.1 * 0.16.
+  const auto centered = rmsprop_reference(grads, {1.0, -2.0}, 0.001, 0.9, 0.9, 1e-7, true);
+  EXPECT_NEAR(centered.v[0], 0.04435, 1e-15);
+  EXPECT_NEAR(centered.a[0], 0.0275, 1e-15);
+}
+
+TYPED_TEST(Ops, RmspropOnShardsEqualsFullUpdate) {
+  using T = TypeParam;
+  // Centered RMSprop with momentum on two row shards of a kernel with their shards of gradient and
+  // of the three slots equals the update of the full kernel.
+  auto full = random_matrix<T>(6, 4, "param");
+  auto grad = random_matrix<T>(6, 4, "grad");
+  auto sharded = clone(full);
+  kdist::RMSprop r1(0.01, 0.8, 0.5, 1e-7, true), r2(0.01, 0.8, 0.5, 1e-7, true);
+  auto v1 = kdist::make_slot(full, "v1"), a1 = kdist::make_slot(full, "a1"),
+       m1 = kdist::make_slot(full, "m1");
+  auto v2 = kdist::make_slot(full, "v2"), a2 = kdist::make_slot(full, "a2"),
+       m2 = kdist::make_slot(full, "m2");
+  for (int s = 0; s < 3; ++s) {
+    r1.update(full, grad, v1, a1, m1);
+    r1.finish_step();
+    for (auto rows : {std::make_pair(0, 2), std::make_pair(2, 6)}) {
+      auto shard = [&](const auto& x) { return Kokkos::subview(x, rows, Kokkos::ALL); };
+      r2.update(shard(sharded), shard(grad), shard(v2), shard(a2), shard(m2), ops::backend::kokkos);
+    }
+    r2.finish_step();
+  }
+  EXPECT_LT(max_diff(sharded, full), tolerance<T>());
+  EXPECT_GT(max_diff(full, random_matrix<T>(6, 4, "param")), 1e-3);  // the update did something
+}
+
+TEST(Optimizers, SlotCountAndDefaults) {
+  EXPECT_EQ(kdist::SGD().slot_count(), 0u);
+  EXPECT_EQ(kdist::SGD(0.01, 0.9).slot_count(), 1u);
+  EXPECT_EQ(kdist::Adam().slot_count(), 2u);
+  const kdist::RMSprop rms;
+  EXPECT_DOUBLE_EQ(rms.learning_rate(), 0.001);
+  EXPECT_DOUBLE_EQ(rms.rho(), 0.9);
+  EXPECT_DOUBLE_EQ(rms.momentum(), 0.0);
+  EXPECT_DOUBLE_EQ(rms.epsilon(), 1e-7);
+  EXPECT_FALSE(rms.centered());
+  EXPECT_EQ(rms.slot_count(), 1u);
+  EXPECT_EQ(kdist::RMSprop(0.001, 0.9, 0.0, 1e-7, true).slot_count(), 2u);
+  EXPECT_EQ(kdist::RMSprop(0.001, 0.9, 0.5).slot_count(), 2u);
+  EXPECT_EQ(kdist::RMSprop(0.001, 0.9, 0.5, 1e-7, true).slot_count(), 3u);
+  EXPECT_TRUE(kdist::RMSprop(0.001, 0.9, 0.5).needs_momentum());
+  EXPECT_FALSE(kdist::RMSprop(0.001, 0.9, 0.5).needs_average_gradient());
+}
+
+TEST(OpsErrors, RmspropConstructorAndUpdateErrors) {
+  auto has = [](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  has([] { kdist::RMSprop(-1.0); },
+      "kdist::RMSprop: learning_rate is -1.000000; it must be a finite number >= 0");
+  has([&] { (void)kdist::RMSprop(nan); }, "kdist::RMSprop: learning_rate is nan");
+  has([&] { (void)kdist::RMSprop(inf); }, "kdist::RMSprop: learning_rate is inf");
+  has([] { kdist::RMSprop(0.001, 1.0); }, "kdist::RMSprop: rho is 1; it must be in [0, 1)");
+  has([] { kdist::RMSprop(0.001, -0.1); }, "kdist::RMSprop: rho is -0.1; it must be in [0, 1)");
+  has([&] { kdist::RMSprop(0.001, nan); }, "kdist::RMSprop: rho is nan; it must be in [0, 1)");
+  has([] { kdist::RMSprop(0.001, 0.9, -0.5); },
+      "kdist::RMSprop: momentum is -0.5; it must be a finite number >= 0");
+  has([&] { kdist::RMSprop(0.001, 0.9, nan); }, "kdist::RMSprop: momentum is nan;");
+  has([&] { kdist::RMSprop(0.001, 0.9, inf); }, "kdist::RMSprop: momentum is inf;");
+  has([] { kdist::RMSprop(0.001, 0.9, 0.0, -1e-7); },
+      "kdist::RMSprop: epsilon is -1e-07; it must be >= 0");
+  has([&] { kdist::RMSprop(0.001, 0.9, 0.0, nan); }, "kdist::RMSprop: epsilon is nan;");
+  kdist::RMSprop rms;
+  has([&] { rms.set_learning_rate(-1.0); }, "kdist::RMSprop: learning_rate is -1.000000");
+  EXPECT_DOUBLE_EQ(rms.learning_rate(), 0.001);
+
+  Mat<float> p("p", 4, 3), g("g", 4, 3), gbad("gbad", 3, 4);
+  auto v = kdist::make_slot(p, "v"), a = kdist::make_slot(p, "a"), m = kdist::make_slot(p, "m");
+  has([&] { rms.update(p, gbad, v); },
+      "kdist::RMSprop::update: the gradient is 3x4 but the parameter is 4x3");
+  has([&] { rms.update(p, g, gbad); },
+      "kdist::RMSprop::update: the velocity is 3x4 but the parameter is 4x3; give it the "
+      "parameter's shape");
+  has([&] { rms.update(p, g, gbad, a, m, ops::backend::kokkos); },
+      "kdist::RMSprop::update: the velocity is 3x4");
+  // Unused slots are not checked (like SGD's velocity without momentum).
+  EXPECT_NO_THROW(rms.update(p, g, v, gbad, gbad));
+  kdist::RMSprop centered(0.001, 0.9, 0.0, 1e-7, true);
+  kdist::RMSprop momentum(0.001, 0.9, 0.9);
+  kdist::RMSprop both(0.001, 0.9, 0.9, 1e-7, true);
+  has([&] { centered.update(p, g, v, gbad, m); },
+      "kdist::RMSprop::update: the average_gradient is 3x4 but the parameter is 4x3");
+  EXPECT_NO_THROW(centered.update(p, g, v, a, gbad));
+  has([&] { momentum.update(p, g, v, a, gbad); },
+      "kdist::RMSprop::update: the momentum buffer is 3x4 but the parameter is 4x3");
+  EXPECT_NO_THROW(momentum.update(p, g, v, gbad, m));
+  has([&] { both.update(p, g, v, a, gbad, ops::backend::eigen); },
+      "kdist::RMSprop::update: the momentum buffer is 3x4");
+  // The three-View update is for plain RMSprop only.
+  has([&] { centered.update(p, g, v); },
+      "kdist::RMSprop::update: this RMSprop is centered; pass all its slots: update(param, grad, "
+      "velocity, average_gradient, momentum_buffer)");
+  has([&] { momentum.update(p, g, v); },
+      "kdist::RMSprop::update: this RMSprop has momentum 0.9; pass all its slots");
+  has([&] { both.update(p, g, v, ops::backend::kokkos); },
+      "kdist::RMSprop::update: this RMSprop is centered and has momentum 0.9; pass all its slots");
+  // Used slots must be distinct memory.
+  has([&] { centered.update(p, g, v, v, m); }, "are the same memory");
+  has([&] { momentum.update(p, g, v, a, v); }, "are the same memory");
+  has([&] { rms.update(p, g, p); }, "are the same memory");
+  // A column subview is not contiguous.
+  Mat<float> wide("wide", 4, 6);
+  auto cols = Kokkos::subview(wide, Kokkos::ALL, std::make_pair(0, 3));
+  has([&] { rms.update(p, g, cols); }, "kdist::RMSprop::update: the velocity is not contiguous");
+}
+
 TEST(OpsErrors, OptimizerErrors) {
   auto has = [](auto&& f, const char* text) {
     try {

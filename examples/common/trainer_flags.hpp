@@ -115,8 +115,8 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
            o.learning_rate = v;
          },
          "learning rate (> 0)");
-  app.add_option("--optimizer", o.optimizer, "adam or sgd")
-      ->check(CLI::IsMember({"adam", "sgd"}));
+  app.add_option("--optimizer", o.optimizer, "adam, rmsprop or sgd")
+      ->check(CLI::IsMember({"adam", "rmsprop", "sgd"}));
   app.add_option("--loss", o.loss, "crossentropy or mse")
       ->check(CLI::IsMember({"crossentropy", "mse"}));
   app.add_option_function<std::string>(

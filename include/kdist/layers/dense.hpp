@@ -17,6 +17,7 @@
 
 #include <kdist/distribute_tensor.hpp>
 #include <kdist/distribution.hpp>
+#include <kdist/layer.hpp>
 #include <kdist/matmul.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/random.hpp>
@@ -26,16 +27,6 @@
 namespace kdist::layers {
 
 enum class Activation { linear, relu, softmax };
-
-//! A trainable variable: its Keras path ("d1/kernel"), its value and its gradient, both laid out
-//! by the distribution (gradients are sharded exactly like the value).
-template <class DataType>
-struct Variable {
-  std::string path;
-  DistributedTensor<DataType> value;
-  DistributedTensor<DataType> grad;
-  std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
-};
 
 //! Dense on scalars `T` (float or double). A class template so that including this header costs
 //! only its parsing: a TU pays for the matmul, redistribute and ops machinery only when it uses a
@@ -55,6 +46,40 @@ class BasicDense {
   const std::string& name() const { return name_; }
   std::size_t units() const { return units_; }
   Activation activation() const { return activation_; }
+  bool ends_in_softmax() const { return activation_ == Activation::softmax; }
+
+  // ---- kdist::Layer -----------------------------------------------------------------------------
+  //! Builds for inputs of shape (features,); returns (units,). Errors: ValueError for inputs of
+  //! another rank (put a Flatten before the Dense).
+  Shape build(const Shape& input_shape, const Distribution& dist, std::uint64_t seed) {
+    if (input_shape.size() != 1) {
+      throw ValueError("kdist::layers::Dense '" + name_ +
+                       "' takes inputs of shape (features,) "
+                       "but the layer before it gives " +
+                       kdist::detail::shape_repr(input_shape) +
+                       "; put a kdist::layers::Flatten before it");
+    }
+    build(input_shape[0], dist, seed);
+    return {units_};
+  }
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    return forward(kdist::detail::layer_input_as<Matrix>(x, "Dense '" + name_ + "'",
+                                                         "put a kdist::layers::Flatten before it"),
+                   context.output_logits);
+  }
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+    auto dx = backward(kdist::detail::layer_input_as<Matrix>(dy, "Dense '" + name_ + "'",
+                                                             "its gradient has its output's rank"),
+                       need_input_grad);
+    if (!dx) return std::nullopt;
+    return LayerTensor<T>(std::move(*dx));
+  }
+  std::vector<VariableRef<T>> variables() {
+    std::vector<VariableRef<T>> out{&kernel_};
+    if (bias_) out.push_back(&*bias_);
+    return out;
+  }
+  // -----------------------------------------------------------------------------------------------
 
   //! Creates the variables for `input_dim` features: kernel glorot_uniform keyed by
   //! (seed, stream_id("<name>/kernel"), global index), bias zeros.

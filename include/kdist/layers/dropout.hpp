@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <kdist/layer.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/random.hpp>
 #include <kdist/tensor.hpp>
@@ -26,6 +27,25 @@ class BasicDropout {
   }
   const std::string& name() const { return name_; }
   double rate() const { return rate_; }
+
+  // ---- kdist::Layer: (batch, features) tensors; the identity outside training ----------------
+  Shape build(const Shape& input_shape, const Distribution&, std::uint64_t) { return input_shape; }
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    active_ = context.training && rate_ > 0.0;
+    const auto& m = kdist::detail::layer_input_as<Matrix>(x, "Dropout '" + name_ + "'",
+                                                          "put it after a kdist::layers::Flatten");
+    if (!active_) return m;
+    return forward(m, context.seed, context.step);
+  }
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+    if (!need_input_grad) return std::nullopt;
+    const auto& m = kdist::detail::layer_input_as<Matrix>(dy, "Dropout '" + name_ + "'",
+                                                          "its gradient has its output's rank");
+    if (!active_) return m;
+    return backward(m);
+  }
+  std::vector<VariableRef<T>> variables() { return {}; }
+  // -----------------------------------------------------------------------------------------------
 
   //! Training: drops with probability rate and scales the rest by 1/(1-rate). `step` is the
   //! optimizer's iteration count.
@@ -48,6 +68,7 @@ class BasicDropout {
   double rate_;
   std::string name_;
   ops::DropoutParams params_{};
+  bool active_ = false;
 };
 
 using Dropout = BasicDropout<float>;

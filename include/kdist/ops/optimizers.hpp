@@ -1,7 +1,8 @@
 #pragma once
 //! \file ops/optimizers.hpp
-//! `kdist::SGD` and `kdist::Adam` with Keras 3's defaults and update formulas, operating
-//! elementwise on one parameter View, its gradient View and state ("slot") Views of the same shape.
+//! `kdist::SGD`, `kdist::Adam` and `kdist::RMSprop` with Keras 3's defaults and update formulas,
+//! operating elementwise on one parameter View, its gradient View and state ("slot") Views of the
+//! same shape.
 //! Because the update is elementwise, a shard of a variable with the same-shaped shards of its
 //! gradient and state is updated exactly like the corresponding elements of the full variable:
 //! the optimizer state is sharded exactly like the parameter.
@@ -17,6 +18,7 @@
 #include <kdist/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -82,6 +84,14 @@ inline void check_learning_rate(const char* op, double lr) {
   }
 }
 
+//! `x` as `std::ostream` prints a double ("0.9", "-1e-07", "nan"): small values such as an epsilon
+//! stay readable, unlike `std::to_string`'s fixed six decimals.
+inline std::string number_string(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
 }  // namespace detail
 
 //! Keras' SGD: without momentum `p -= lr * g`; with momentum `v = momentum * v - lr * g`, then
@@ -109,6 +119,8 @@ class SGD {
   bool nesterov() const { return nesterov_; }
   //! Whether `update` needs a velocity slot (momentum != 0).
   bool needs_velocity() const { return momentum_ != 0.0; }
+  //! How many state Views `update` needs per variable: 1 (the velocity) with momentum, else 0.
+  std::size_t slot_count() const { return needs_velocity() ? 1 : 0; }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
@@ -209,6 +221,8 @@ class Adam {
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
+  //! How many state Views `update` needs per variable: 2 (`m` and `v`).
+  std::size_t slot_count() const { return 2; }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
@@ -281,6 +295,188 @@ class Adam {
   double beta_1_;
   double beta_2_;
   double epsilon_;
+  std::int64_t iterations_ = 0;
+};
+
+//! Keras 3's RMSprop (keras/src/optimizers/rmsprop.py), computed in the parameter's type:
+//! `velocity = rho * velocity + (1 - rho) * g^2`; centered: `average_gradient = rho *
+//! average_gradient + (1 - rho) * g` and `denominator = velocity - average_gradient^2 + epsilon`,
+//! else `denominator = velocity + epsilon`; `increment = lr * g / sqrt(denominator)`; with
+//! momentum > 0: `momentum_buffer = momentum * momentum_buffer + increment` and
+//! `p -= momentum_buffer`, else `p -= increment`. No bias correction: the step does not depend
+//! on `iterations()`.
+//! Defaults as Keras: lr 0.001, rho 0.9, momentum 0, epsilon 1e-7, centered false.
+//! Slots per variable (`slot_count()`): velocity; average_gradient if centered; the momentum
+//! buffer if momentum > 0 (Keras' `velocity`, `average_gradient` and `momentum` variables).
+class RMSprop {
+ public:
+  //! Errors: kdist::ValueError if the learning rate is negative or not finite, `rho` is outside
+  //! [0, 1), `momentum` is negative or not finite, or `epsilon` is negative or NaN.
+  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0,
+                   double epsilon = 1e-7, bool centered = false)
+      : learning_rate_(learning_rate),
+        rho_(rho),
+        momentum_(momentum),
+        epsilon_(epsilon),
+        centered_(centered) {
+    detail::check_learning_rate("RMSprop", learning_rate);
+    if (!(rho >= 0.0 && rho < 1.0)) {
+      throw ValueError("kdist::RMSprop: rho is " + detail::number_string(rho) +
+                       "; it must be in [0, 1)");
+    }
+    if (!(momentum >= 0.0) || !std::isfinite(momentum)) {
+      throw ValueError("kdist::RMSprop: momentum is " + detail::number_string(momentum) +
+                       "; it must be a finite number >= 0");
+    }
+    if (!(epsilon >= 0.0)) {
+      throw ValueError("kdist::RMSprop: epsilon is " + detail::number_string(epsilon) +
+                       "; it must be >= 0");
+    }
+  }
+
+  double learning_rate() const { return learning_rate_; }
+  //! Errors: kdist::ValueError for a negative or non-finite rate.
+  void set_learning_rate(double lr) {
+    detail::check_learning_rate("RMSprop", lr);
+    learning_rate_ = lr;
+  }
+  double rho() const { return rho_; }
+  double momentum() const { return momentum_; }
+  double epsilon() const { return epsilon_; }
+  bool centered() const { return centered_; }
+  //! Whether `update` needs an average_gradient slot (centered).
+  bool needs_average_gradient() const { return centered_; }
+  //! Whether `update` needs a momentum buffer slot (momentum > 0).
+  bool needs_momentum() const { return momentum_ > 0.0; }
+  //! How many state Views `update` needs per variable: 1 (velocity), + 1 if centered, + 1 if
+  //! momentum > 0.
+  std::size_t slot_count() const {
+    return 1 + (needs_average_gradient() ? 1 : 0) + (needs_momentum() ? 1 : 0);
+  }
+  //! Completed steps (Keras' `optimizer.iterations`).
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
+  //! Ends a training step (after `update` of every variable).
+  void finish_step() { ++iterations_; }
+
+  //! Updates `param` from `grad` with its `velocity` slot (plain RMSprop: not centered, momentum
+  //! 0). Errors: kdist::ValueError if the optimizer is centered or has momentum (use the overload
+  //! with all slots), or for a shape mismatch.
+  template <class PV, class GV, class VV, class Backend = ops::AutoBackend>
+  requires(!Kokkos::is_view<Backend>::value) void update(const PV& param, const GV& grad,
+                                                         const VV& velocity, Backend b = {}) const {
+    if (needs_average_gradient() || needs_momentum()) {
+      std::string what = needs_average_gradient() ? "is centered" : "";
+      if (needs_momentum()) {
+        what += std::string(what.empty() ? "" : " and ") + "has momentum " +
+                detail::number_string(momentum_);
+      }
+      throw ValueError("kdist::RMSprop::update: this RMSprop " + what +
+                       "; pass all its slots: update(param, grad, velocity, average_gradient, "
+                       "momentum_buffer) (kdist::make_slot(param, label); slot_count() says how "
+                       "many are used)");
+    }
+    update(param, grad, velocity, velocity, velocity, b);
+  }
+
+  //! Updates `param` from `grad` with its `velocity`, `average_gradient` (used when centered) and
+  //! `momentum_buffer` (used when momentum > 0) slots; an unused slot is not touched and may be
+  //! any View of the parameter's rank and scalar type (e.g. `velocity` again). Errors:
+  //! kdist::ValueError for a shape mismatch, a non-contiguous View, or two used slots that are the
+  //! same memory.
+  template <class PV, class GV, class VV, class AV, class MV, class Backend = ops::AutoBackend>
+  requires(Kokkos::is_view<MV>::value) void update(const PV& param, const GV& grad,
+                                                   const VV& velocity, const AV& average_gradient,
+                                                   const MV& momentum_buffer, Backend = {}) const {
+    static_assert(
+        !std::is_const_v<typename PV::value_type> && !std::is_const_v<typename VV::value_type> &&
+            !std::is_const_v<typename AV::value_type> && !std::is_const_v<typename MV::value_type>,
+        "kdist::RMSprop::update: the parameter and state Views must not be const");
+    constexpr bool eigen = ops::detail::check_backend<Backend, PV, GV, VV, AV, MV>();
+    using T = std::remove_const_t<typename PV::value_type>;
+    const bool centered = needs_average_gradient();
+    const bool use_momentum = needs_momentum();
+    const std::size_t n = detail::check_slot("RMSprop", "the gradient", param, grad);
+    detail::check_slot("RMSprop", "the parameter", param, param);
+    detail::check_slot("RMSprop", "the velocity", param, velocity);
+    if (centered) detail::check_slot("RMSprop", "the average_gradient", param, average_gradient);
+    if (use_momentum) detail::check_slot("RMSprop", "the momentum buffer", param, momentum_buffer);
+    if (n != 0) {
+      const void* v = velocity.data();
+      const void* a = average_gradient.data();
+      const void* m = momentum_buffer.data();
+      const void* p = param.data();
+      if (v == p || (centered && (a == v || a == p)) ||
+          (use_momentum && (m == v || m == p || (centered && m == a)))) {
+        throw ValueError(
+            "kdist::RMSprop::update: two of the parameter and its used slots (velocity, "
+            "average_gradient, momentum buffer) are the same memory; give each slot its own View "
+            "(kdist::make_slot(param, label))");
+      }
+    }
+    const T lr = static_cast<T>(learning_rate_);
+    const T rho = static_cast<T>(rho_);
+    const T one_minus_rho = static_cast<T>(1.0 - rho_);
+    const T mu = static_cast<T>(momentum_);
+    const T eps = static_cast<T>(epsilon_);
+    if (n == 0) return;
+    if constexpr (eigen) {
+      auto pa = detail::flat_array(param);
+      auto ga = detail::flat_array(grad);
+      auto va = detail::flat_array(velocity);
+      auto ma = detail::flat_array(momentum_buffer);
+      va = va * rho + ga.square() * one_minus_rho;
+      // The same operations in the same order as the Kokkos kernel and Keras.
+      auto step = [&](const auto& denominator) {
+        if (use_momentum) {
+          ma = ma * mu + (ga * lr) / denominator.sqrt();
+          pa -= ma;
+        } else {
+          pa -= (ga * lr) / denominator.sqrt();
+        }
+      };
+      if (centered) {
+        auto aa = detail::flat_array(average_gradient);
+        aa = aa * rho + ga * one_minus_rho;
+        step(va - aa.square() + eps);
+      } else {
+        step(va + eps);
+      }
+    } else {
+      auto p = detail::flat_view(param);
+      auto g = detail::flat_view(grad);
+      auto vf = detail::flat_view(velocity);
+      auto af = detail::flat_view(average_gradient);
+      auto mf = detail::flat_view(momentum_buffer);
+      Kokkos::parallel_for(
+          "kdist::RMSprop::update", ops::detail::range<PV>(n), KOKKOS_LAMBDA(const std::int64_t i) {
+            const T gi = g(i);
+            const T vi = vf(i) * rho + (gi * gi) * one_minus_rho;
+            vf(i) = vi;
+            T denominator = vi + eps;
+            if (centered) {
+              const T ai = af(i) * rho + gi * one_minus_rho;
+              af(i) = ai;
+              denominator = vi - ai * ai + eps;
+            }
+            const T increment = (gi * lr) / kdist::detail::kmath::sqrt(denominator);
+            if (use_momentum) {
+              const T mi = mf(i) * mu + increment;
+              mf(i) = mi;
+              p(i) -= mi;
+            } else {
+              p(i) -= increment;
+            }
+          });
+    }
+  }
+
+ private:
+  double learning_rate_;
+  double rho_;
+  double momentum_;
+  double epsilon_;
+  bool centered_;
   std::int64_t iterations_ = 0;
 };
 
