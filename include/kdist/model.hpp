@@ -66,7 +66,8 @@ struct History {
 //! that is batched and not shuffled is `shuffle = false`.
 struct FitOptions {
   std::size_t batch_size = 32;
-  std::size_t epochs = 1;
+  std::size_t epochs = 1;         //!< the epoch to train up to (Keras: `epochs`)
+  std::size_t initial_epoch = 0;  //!< the epoch to start from (Keras: resuming a run)
   bool shuffle = true;
   bool drop_remainder = false;      //!< drop each epoch's partial last batch (Keras keeps it)
   std::size_t steps_per_epoch = 0;  //!< at most this many steps per epoch; 0: all
@@ -147,8 +148,37 @@ class BasicSequential {
   }
 
   const Distribution& distribution() const { return *dist_; }
+  //! Completed training steps (Keras' `optimizer.iterations`): with the seed, what dropout masks
+  //! depend on.
   std::int64_t iterations() const {
     return std::visit([](const auto& o) { return o.iterations(); }, optimizer_);
+  }
+  //! Sets the step counter (a checkpoint's restore).
+  void set_iterations(std::int64_t n) {
+    std::visit([n](auto& o) { o.set_iterations(n); }, optimizer_);
+  }
+  //! The seed of compile: initial weights, dropout masks and fit's shuffles derive from it.
+  std::uint64_t seed() const { return seed_; }
+  Loss loss() const { return loss_; }
+  //! The optimizer (SGD, Adam or RMSprop) with its hyperparameters and step counter.
+  const Optimizer& optimizer() const { return optimizer_; }
+
+  //! Calls f(variable, slots) for every variable, in layer order: `slots` are the optimizer's state
+  //! of that variable (as many as `slot_count()`, at least one) as distributed tensors laid out like
+  //! the variable and sharing the model's blocks (writing into one writes the model's state).
+  template <class F>
+  void for_each_variable_with_slots(F&& f) {
+    std::size_t k = 0;
+    for_each_variable([&](auto& v) {
+      using Tensor = std::decay_t<decltype(v.value)>;
+      using View = typename Tensor::view_type;
+      std::vector<Tensor> slots;
+      for (auto& s : slots_.at(k)) {
+        slots.push_back(Tensor::from_local(std::get<View>(s), v.value.shape(), v.value.layout()));
+      }
+      ++k;
+      f(v, slots);
+    });
   }
   const Shape& input_shape() const { return input_shape_; }
   //! The shape of one example's output (after compile).
@@ -229,7 +259,7 @@ class BasicSequential {
         {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
     History history;
     const bool print = options.verbose > 0 && process_id() == 0;
-    for (std::size_t e = 0; e < options.epochs; ++e) {
+    for (std::size_t e = options.initial_epoch; e < options.epochs; ++e) {
       if (print) std::printf("Epoch %zu/%zu\n", e + 1, options.epochs);
       history.epochs.push_back(run_epoch(data, plan, e, options.steps_per_epoch, true, print));
     }
