@@ -71,7 +71,7 @@ void apply_gradient(const Optimizer& optimizer,
 namespace error {
 //! kdist::apply_gradient with a typed gradient that is a pending sum over mesh axes `Axes`: sum
 //! it first (kdist::redistribute(gradient, variable.layout())).
-template <detail::fixed_string Axes, detail::fixed_string Layout>
+template <class Axes, class Layout>
 struct gradient_is_a_pending_sum_over;
 //! kdist::apply_gradient with a typed variable whose layout is a pending sum.
 template <class VariableLayout>
@@ -95,9 +95,10 @@ requires(is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<
   using G = DistributedTensor<DataType, GradientLayout, MemorySpace>;
   using V = DistributedTensor<DataType, VariableLayout, MemorySpace>;
   static_assert(
-      detail::diagnose<!G::is_pending_sum, error::gradient_is_a_pending_sum_over<
-                                               detail::pending_axes_repr<G::pending_axes()>,
-                                               G::layout_type::axes_repr_string()>>::value,
+      detail::diagnose<!G::is_pending_sum,
+                       error::gradient_is_a_pending_sum_over<
+                           detail::diagnostic_name<detail::pending_axes_repr<G::pending_axes()>>,
+                           detail::diagnostic_name<G::layout_type::axes_repr_string()>>>::value,
       "kdist::apply_gradient: the gradient is a pending sum (each process holds one summand); "
       "sum it first: kdist::redistribute(gradient, variable.layout())");
   static_assert(

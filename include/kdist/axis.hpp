@@ -17,7 +17,7 @@ inline constexpr std::size_t dynamic_extent = std::dynamic_extent;
 namespace error {
 //! A mesh axis has extent 0: a mesh axis holds at least one device. Give the axis an extent >= 1,
 //! or leave it dynamic (`kdist::axis<"name">`) so the device count decides.
-template <detail::fixed_string AxisName>
+template <class AxisName>
 struct axis_extent_is_zero;
 //! An axis name is empty: give every mesh axis a name, e.g. `kdist::axis<"data", 2>`.
 template <std::size_t Extent>
@@ -32,7 +32,8 @@ template <detail::fixed_string Name, std::size_t Extent = dynamic_extent>
 struct axis {
   static_assert(detail::diagnose<Name.size() != 0, error::axis_name_is_empty<Extent>>::value,
                 "kdist::axis: an axis name must not be empty");
-  static_assert(detail::diagnose<Extent != 0, error::axis_extent_is_zero<Name>>::value,
+  static_assert(detail::diagnose<Extent != 0,
+                                 error::axis_extent_is_zero<detail::diagnostic_name<Name>>>::value,
                 "kdist::axis: an axis extent must be at least 1");
 
   using kdist_axis_type = axis;  // what detail::axis_type recognises

@@ -32,20 +32,20 @@ template <std::size_t Dim>
 struct dim_spec_over_limits;
 //! Mesh axis `AxisName` shards two tensor dimensions (or one twice) in layout `Layout`: a mesh
 //! axis can shard one dimension only. Replicate one of them (kdist::replicated).
-template <detail::fixed_string AxisName, detail::fixed_string Layout>
+template <class AxisName, class Layout>
 struct mesh_axis_used_twice_in_layout;
 //! A layout of rank `LayoutRank` (axes `Layout`) is applied to a tensor of rank `TensorRank`:
 //! give the layout one entry per tensor dimension.
-template <std::size_t LayoutRank, std::size_t TensorRank, detail::fixed_string Layout>
+template <std::size_t LayoutRank, std::size_t TensorRank, class Layout>
 struct layout_rank_mismatch;
 //! Dimension `Dim` has static extent `Extent`, which the `Shards` shards of the layout `Layout`
 //! cannot divide, and the layout demands even division (EvenTensorLayout): change the extent
 //! or use TensorLayout (ceil-division blocks).
-template <std::size_t Dim, std::size_t Extent, std::size_t Shards, detail::fixed_string Layout>
+template <std::size_t Dim, std::size_t Extent, std::size_t Shards, class Layout>
 struct extent_not_divisible;
 //! Static shard arithmetic (static_local_extents) on dimension `Dim` of layout `Layout`, which
 //! is sharded over a mesh axis of dynamic extent: use the run-time local_extents instead.
-template <std::size_t Dim, detail::fixed_string Layout>
+template <std::size_t Dim, class Layout>
 struct dimension_uses_a_dynamic_mesh_axis;
 }  // namespace error
 
@@ -102,7 +102,8 @@ struct axis_not_in_mesh_error_of;
 template <class... Axes>
 struct axis_not_in_mesh_error_of<DeviceMesh<Axes...>> {
   template <fixed_string Name>
-  using type = error::axis_not_in_mesh<Name, mesh_repr_string<Axes...>()>;
+  using type =
+      error::axis_not_in_mesh<diagnostic_name<Name>, diagnostic_name<mesh_repr_string<Axes...>()>>;
 };
 template <class Mesh, fixed_string Name>
 struct axis_not_in_mesh_error {
@@ -211,11 +212,11 @@ class BasicTensorLayout {
                                                      facts::unknown.k>>::type>::value,
                 "kdist::TensorLayout: the layout names an axis that is not an axis of the mesh");
   static_assert(
-      detail::diagnose<
-          !facts::reused.found,
-          error::mesh_axis_used_twice_in_layout<
-              detail::dim_axis_name<facts::dim_or_replicated(facts::reused.dim), facts::reused.k>,
-              detail::axes_repr_string<Dims...>()>>::value,
+      detail::diagnose<!facts::reused.found,
+                       error::mesh_axis_used_twice_in_layout<
+                           detail::diagnostic_name<detail::dim_axis_name<
+                               facts::dim_or_replicated(facts::reused.dim), facts::reused.k>>,
+                           detail::diagnostic_name<detail::axes_repr_string<Dims...>()>>>::value,
       "kdist::TensorLayout: a mesh axis is used twice; a mesh axis can shard one dimension only");
 
   static constexpr auto axis_indices_ = facts::axis_indices();
@@ -254,7 +255,8 @@ class BasicTensorLayout {
   static constexpr bool check_static_shape() {
     static_assert(
         detail::diagnose<sizeof...(Shape) == rank(),
-                         error::layout_rank_mismatch<rank(), sizeof...(Shape), repr_>>::value,
+                         error::layout_rank_mismatch<rank(), sizeof...(Shape),
+                                                     detail::diagnostic_name<repr_>>>::value,
         "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
     if constexpr (sizeof...(Shape) == rank() && Div == Division::even) {
       return check_even_division<Shape...>(std::make_index_sequence<rank()>{});
@@ -363,16 +365,19 @@ class BasicTensorLayout {
   template <std::size_t R>
   static constexpr bool check_rank() {
     static_assert(
-        detail::diagnose<R == rank(), error::layout_rank_mismatch<rank(), R, repr_>>::value,
+        detail::diagnose<R == rank(), error::layout_rank_mismatch<
+                                          rank(), R, detail::diagnostic_name<repr_>>>::value,
         "kdist::TensorLayout: the layout's rank differs from the tensor's rank");
     return true;  // the static_assert above is the one error; callers need not repeat it
   }
   template <std::size_t... D>
   static constexpr bool all_static_shards(std::index_sequence<D...>) {
-    static_assert((detail::diagnose<static_shards(D) != dynamic_extent,
-                                    error::dimension_uses_a_dynamic_mesh_axis<D, repr_>>::value &&
-                   ...),
-                  "kdist::TensorLayout: static shard arithmetic needs static mesh extents");
+    static_assert(
+        (detail::diagnose<
+             static_shards(D) != dynamic_extent,
+             error::dimension_uses_a_dynamic_mesh_axis<D, detail::diagnostic_name<repr_>>>::value &&
+         ...),
+        "kdist::TensorLayout: static shard arithmetic needs static mesh extents");
     return true;
   }
   template <std::size_t... Shape, std::size_t... D>
@@ -380,7 +385,8 @@ class BasicTensorLayout {
     constexpr std::array<std::size_t, rank()> shape{Shape...};
     static_assert(
         (detail::diagnose < static_shards(D) == dynamic_extent || shape[D] % static_shards(D) == 0,
-         error::extent_not_divisible < D, shape[D], static_shards(D), repr_ >> ::value && ...),
+         error::extent_not_divisible < D, shape[D], static_shards(D),
+         detail::diagnostic_name<repr_> >> ::value && ...),
         "kdist::EvenTensorLayout: a static extent is not divisible by its number of shards");
     return true;
   }

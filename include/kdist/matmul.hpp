@@ -135,7 +135,7 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
 
 namespace error {
 //! kdist::matmul of typed operands on two mesh types (each as `shape=(...), axis_names=[...]`).
-template <detail::fixed_string MeshOfA, detail::fixed_string MeshOfB>
+template <class MeshOfA, class MeshOfB>
 struct matmul_operands_on_different_meshes;
 }  // namespace error
 
@@ -192,10 +192,10 @@ requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB>) auto mat
   using MeshA = typename DistributedTensor<T**, LA, MemorySpace>::mesh_type;
   using MeshB = typename DistributedTensor<T**, LB, MemorySpace>::mesh_type;
   static_assert(
-      detail::diagnose<
-          std::is_same_v<MeshA, MeshB>,
-          error::matmul_operands_on_different_meshes<detail::mesh_repr_of<MeshA>::value,
-                                                     detail::mesh_repr_of<MeshB>::value>>::value,
+      detail::diagnose<std::is_same_v<MeshA, MeshB>,
+                       error::matmul_operands_on_different_meshes<
+                           detail::diagnostic_name<detail::mesh_repr_of<MeshA>::value>,
+                           detail::diagnostic_name<detail::mesh_repr_of<MeshB>::value>>>::value,
       "kdist::matmul: the operands are on different mesh types");
   using Result =
       detail::matmul_result<MeshA, resolved_layout_t<LA>, resolved_layout_t<LB>, OpA, OpB>;

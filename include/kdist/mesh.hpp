@@ -30,11 +30,11 @@ template <class Mesh>
 struct mesh_has_no_axes;
 //! The axis `AxisName` appears more than once in the mesh `Mesh` (its shape and axis names, a
 //! dynamic extent as `?`): give every mesh axis its own name.
-template <detail::fixed_string AxisName, detail::fixed_string Mesh>
+template <class AxisName, class Mesh>
 struct duplicate_axis_name;
 //! `AxisName` is not an axis of the mesh `Mesh` (`"shape=(?, 4), axis_names=['data', 'model']"`):
 //! check the spelling, or add the axis to the mesh.
-template <detail::fixed_string AxisName, detail::fixed_string Mesh>
+template <class AxisName, class Mesh>
 struct axis_not_in_mesh;
 //! A `kdist::DeviceMesh` template argument is not a `kdist::axis<"name", extent>`.
 template <class NotAnAxis>
@@ -140,9 +140,10 @@ struct mesh_checks {
   };
   template <int Dummy>
   struct error_for<false, Dummy> {
-    using type = error::duplicate_axis_name<fixed_string<axis_name_views<Axes...>[dup].size() + 1>(
-                                                axis_name_views<Axes...>[dup]),
-                                            mesh_repr_string<Axes...>()>;
+    using type = error::duplicate_axis_name<
+        diagnostic_name<fixed_string<axis_name_views<Axes...>[dup].size() + 1>(
+            axis_name_views<Axes...>[dup])>,
+        diagnostic_name<mesh_repr_string<Axes...>()>>;
   };
   using diagnostic = typename error_for<unique>::type;
 };
@@ -196,7 +197,9 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
     constexpr std::size_t i = detail::find_axis<Axes...>(Name.view());
     static_assert(
         detail::diagnose<(i < sizeof...(Axes)),
-                         error::axis_not_in_mesh<Name, detail::mesh_repr_string<Axes...>()>>::value,
+                         error::axis_not_in_mesh<
+                             detail::diagnostic_name<Name>,
+                             detail::diagnostic_name<detail::mesh_repr_string<Axes...>()>>>::value,
         "kdist::DeviceMesh::axis_index: no axis of that name in the mesh");
     return i;
   }();

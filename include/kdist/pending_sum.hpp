@@ -23,7 +23,7 @@ template <class Layout>
 struct pending_sum_of_something_that_is_not_a_tensor_layout;
 //! Mesh axis `AxisName` both shards the tensor (layout `Layout`) and holds a pending sum over
 //! it: a sum is pending over the axes a tensor is replicated over only.
-template <detail::fixed_string AxisName, detail::fixed_string Layout>
+template <class AxisName, class Layout>
 struct pending_sum_over_an_axis_that_shards_the_tensor;
 }  // namespace error
 
@@ -82,11 +82,11 @@ class PendingSum {
  private:
   static_assert(sizeof(detail::pending_axes_check<Layout, Axes>) > 0);  // the names' checks
   static_assert(
-      detail::diagnose<
-          also_sharding_ == Axes.size(),
-          error::pending_sum_over_an_axis_that_shards_the_tensor<
-              detail::dim_axis_name<Axes, (also_sharding_ < Axes.size() ? also_sharding_ : 0)>,
-              Layout::axes_repr_string()>>::value,
+      detail::diagnose<also_sharding_ == Axes.size(),
+                       error::pending_sum_over_an_axis_that_shards_the_tensor<
+                           detail::diagnostic_name<detail::dim_axis_name<
+                               Axes, (also_sharding_ < Axes.size() ? also_sharding_ : 0)>>,
+                           detail::diagnostic_name<Layout::axes_repr_string()>>>::value,
       "kdist::PendingSum: a mesh axis cannot both shard the tensor and hold a pending sum over it");
 };
 

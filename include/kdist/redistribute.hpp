@@ -168,7 +168,7 @@ DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> redistribute(
 namespace error {
 //! A typed tensor on mesh type `TensorMesh` redistributed to a layout on mesh type `LayoutMesh`
 //! (each as `shape=(...), axis_names=[...]`).
-template <detail::fixed_string TensorMesh, detail::fixed_string LayoutMesh>
+template <class TensorMesh, class LayoutMesh>
 struct redistribute_to_a_layout_of_another_mesh;
 }  // namespace error
 
@@ -184,8 +184,9 @@ requires(is_static_tensor_layout_v<Layout>&& is_tensor_layout_v<Target>)
   static_assert(
       detail::diagnose<std::is_same_v<TensorMesh, typename Target::mesh_type>,
                        error::redistribute_to_a_layout_of_another_mesh<
-                           detail::mesh_repr_of<TensorMesh>::value,
-                           detail::mesh_repr_of<typename Target::mesh_type>::value>>::value,
+                           detail::diagnostic_name<detail::mesh_repr_of<TensorMesh>::value>,
+                           detail::diagnostic_name<
+                               detail::mesh_repr_of<typename Target::mesh_type>::value>>>::value,
       "kdist::redistribute: the target layout is on another mesh type than the tensor");
   return DistributedTensor<DataType, Target, MemorySpace>(
       redistribute(t.runtime(), target.to_runtime()), target);

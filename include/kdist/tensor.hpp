@@ -236,7 +236,7 @@ struct tensor_layout_is_not_a_layout;
 //! `local()` of a typed tensor that is a pending sum over the mesh axes `Axes` (layout
 //! `Layout`): its block is one summand, not the values. Resolve the sum with kdist::redistribute,
 //! or take `local_summand()` on purpose.
-template <detail::fixed_string Axes, detail::fixed_string Layout>
+template <class Axes, class Layout>
 struct local_of_a_pending_sum_over;
 }  // namespace error
 
@@ -307,8 +307,9 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
  private:
   static_assert(
       detail::diagnose<layout_type::rank() == rank,
-                       error::layout_rank_mismatch<layout_type::rank(), rank,
-                                                   layout_type::axes_repr_string()>>::value,
+                       error::layout_rank_mismatch<
+                           layout_type::rank(), rank,
+                           detail::diagnostic_name<layout_type::axes_repr_string()>>>::value,
       "kdist::DistributedTensor: the layout's rank differs from the tensor's rank");
 
  public:
@@ -370,9 +371,10 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
   template <bool Complete>
   static constexpr void require_complete() {
     static_assert(
-        detail::diagnose<
-            Complete, error::local_of_a_pending_sum_over<detail::pending_axes_repr<parts::pending>,
-                                                         layout_type::axes_repr_string()>>::value,
+        detail::diagnose<Complete,
+                         error::local_of_a_pending_sum_over<
+                             detail::diagnostic_name<detail::pending_axes_repr<parts::pending>>,
+                             detail::diagnostic_name<layout_type::axes_repr_string()>>>::value,
         "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
         "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
         "local_summand()");

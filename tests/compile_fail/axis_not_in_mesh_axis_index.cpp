@@ -1,5 +1,5 @@
 // Mesh::axis_index<"name"> of a name the mesh does not have (a typo) names it and the mesh's axes.
-// expect: axis_not_in_mesh<.*("modle"|109, 111, 100, 108, 101, 0).*(shape=\(2, 4\), axis_names=\[.*data.*model|115, 104, 97, 112, 101, 61, 40, 50, 44, 32)
+// expect: axis_not_in_mesh<.*("modle"|'m', 'o', 'd', 'l', 'e').*(shape=\(2, 4\), axis_names=\[.*data.*model|'s', 'h', 'a', 'p', 'e', '=', '\(', '2', ',', ' ')
 #include <kdist/mesh.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;

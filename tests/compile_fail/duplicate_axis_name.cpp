@@ -1,5 +1,5 @@
 // Axis names are unique (Keras does not check this).
-// expect: duplicate_axis_name<.*("data"|100, 97, 116, 97, 0)
+// expect: duplicate_axis_name<.*("data"|'d', 'a', 't', 'a')
 #include <kdist/mesh.hpp>
 
 #ifdef KDIST_BAD

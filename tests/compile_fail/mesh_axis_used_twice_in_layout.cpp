@@ -1,5 +1,5 @@
 // A mesh axis shards one tensor dimension only.
-// expect: mesh_axis_used_twice_in_layout<.*("model"|109, 111, 100, 101, 108, 0)
+// expect: mesh_axis_used_twice_in_layout<.*("model"|'m', 'o', 'd', 'e', 'l')
 #include <kdist/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;

@@ -1,6 +1,6 @@
 // An optimizer step with a typed gradient laid out otherwise than its variable: a compile error
 // naming both layouts (issue 10).
-// expect: gradient_layout_differs_from_the_variables<kdist::TensorLayout<.*model.*kdist::TensorLayout<
+// expect: gradient_layout_differs_from_the_variables<kdist::TensorLayout<.*(model|109, 111, 100, 101, 108).*kdist::TensorLayout<
 #include <kdist/apply_gradient.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/redistribute.hpp>

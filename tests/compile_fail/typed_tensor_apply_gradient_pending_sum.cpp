@@ -1,7 +1,7 @@
 // An optimizer step with a typed gradient that is a pending sum (the data-parallel kernel gradient
 // before its all-reduce): a compile error naming the pending axis (issue 10), not replicas that
 // drift apart.
-// expect: gradient_is_a_pending_sum_over<.*data
+// expect: gradient_is_a_pending_sum_over<.*(data|'d', 'a', 't', 'a')
 #include <kdist/apply_gradient.hpp>
 #include <kdist/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>

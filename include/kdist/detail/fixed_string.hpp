@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 namespace kdist::detail {
 
@@ -26,5 +27,26 @@ struct fixed_string {
 };
 template <std::size_t N>
 fixed_string(const char (&)[N]) -> fixed_string<N>;
+
+//! A name as a type, for the arguments of kdist::error:: diagnostics: compilers print types, and
+//! clang 14 prints a string template argument only as character codes ({{109, 111, ...}}), a
+//! pack of chars as the characters ('m', 'o', 'd', 'l', 'e'). GCC and nvcc print the string.
+template <char... C>
+struct chars {};
+template <fixed_string S>
+struct text {};
+template <fixed_string S, class = std::make_index_sequence<S.size()>>
+struct as_chars;
+template <fixed_string S, std::size_t... I>
+struct as_chars<S, std::index_sequence<I...>> {
+  using type = chars<S.data[I]...>;
+};
+#if defined(__clang__)
+template <fixed_string S>
+using diagnostic_name = typename as_chars<S>::type;  // chars<'m', 'o', 'd', 'l', 'e'>
+#else
+template <fixed_string S>
+using diagnostic_name = text<S>;  // text<fixed_string<6>{"modle"}>
+#endif
 
 }  // namespace kdist::detail
