@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <kdist/mesh.hpp>
 #include <kdist/mesh_communicators.hpp>
 #include <kdist/runtime_mesh.hpp>
 
@@ -62,6 +63,16 @@ inline const MeshCommunicators& communicators(const RuntimeDeviceMesh& mesh) {
     it = c.meshes.emplace(std::move(key), std::move(comms)).first;
   }
   return *it->second;
+}
+
+//! The communicator of mesh axis `Axis` of a typed mesh, the axis checked at compile time:
+//! `kdist::comm<"data">(mesh)` is `communicators(mesh).comm("data")`, and `kdist::comm<"dta">(mesh)`
+//! does not compile (`kdist::error::axis_not_in_mesh<"dta", "shape=(...), axis_names=[...]">`).
+//! Example: `kdist::all_reduce(space, grads, kdist::ReduceOp::sum, kdist::comm<"data">(mesh));`
+template <detail::fixed_string Axis, class... Axes>
+const mpi::Communicator& comm(const DeviceMesh<Axes...>& mesh) {
+  [[maybe_unused]] constexpr std::size_t index = DeviceMesh<Axes...>::template axis_index<Axis>;
+  return communicators(static_cast<RuntimeDeviceMesh>(mesh)).comm(Axis.view());
 }
 
 }  // namespace kdist

@@ -5,7 +5,9 @@
 #include <mpi.h>
 #include "mpi_test_util.hpp"
 
+#include <kdist/mesh_binding.hpp>
 #include <kdist/mesh_communicators.hpp>
+#include <kdist/runtime.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -239,4 +241,18 @@ TEST(MeshCommunicators, UnknownOrRepeatedAxisIsAValueError) {
   EXPECT_TRUE(contains(m, "\"model\" appears twice in the group")) << m;
   m = value_error_of([&] { (void)mesh.coord("x"); });
   EXPECT_TRUE(contains(m, "\"x\" is not an axis")) << m;
+}
+
+// kdist::comm<"axis">(mesh) on a typed mesh: the axis is checked at compile time
+// (tests/compile_fail/typed_comm_axis_not_in_mesh.cpp); the communicator is the cached one of
+// communicators(mesh), grouping the processes that differ only along that axis.
+TEST(MeshCommunicators, TypedAxisCommunicatorIsTheAxisOne) {
+  const int n = kdist::test::world_size();
+  kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 1>> mesh(kdist::list_devices());
+  const auto& data = kdist::comm<"data">(mesh);
+  const auto& model = kdist::comm<"model">(mesh);
+  EXPECT_EQ(data.size(), n);
+  EXPECT_EQ(data.rank(), kdist::test::world_rank());
+  EXPECT_EQ(model.size(), 1);
+  EXPECT_EQ(&data, &kdist::communicators(kdist::RuntimeDeviceMesh(mesh)).comm("data"));
 }
