@@ -19,21 +19,13 @@ int train_on(const Mesh& mesh, const kdist::examples::TrainerOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return kdist::examples::trainer_main(argc, argv, [](int ac, char** av) {
-    const char* usage =
-        "usage: data_parallel_trainer [--mesh N | NxM] [--epochs N] [--batch-size N] "
-        "[--learning-rate X] [--optimizer adam|rmsprop|sgd] [--loss crossentropy|mse] [--seed N] "
-        "[--steps N] [--quiet]";
-    auto parsed = kdist::examples::parse_options(ac, av, usage, kdist::process_id() == 0);
-    if (!parsed) return 0;  // --help
-    auto o = *parsed;
+  using namespace kdist::examples;
+  return trainer_main(argc, argv, "data_parallel_trainer", "N | NxM", [](const auto& o) {
     const auto devices = kdist::list_devices();
-    if (o.mesh.empty()) o.mesh = {devices.size()};
+    if (o.mesh.size() == 2) return train_on(data_model_mesh(o, devices), o);
     if (o.mesh.size() > 2)
       throw kdist::ValueError("--mesh takes one or two extents, e.g. --mesh 4");
-    if (o.mesh.size() == 1) {
-      return train_on(kdist::DeviceMesh<kdist::axis<"batch">>({o.mesh[0]}, devices), o);
-    }
-    return train_on(kdist::examples::TrainerMesh({o.mesh[0], o.mesh[1]}, devices), o);
+    const std::size_t n = o.mesh.empty() ? devices.size() : o.mesh[0];
+    return train_on(kdist::DeviceMesh<kdist::axis<"batch">>({n}, devices), o);
   });
 }

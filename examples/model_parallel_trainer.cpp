@@ -11,20 +11,9 @@
 #include "common/trainer.hpp"
 
 int main(int argc, char** argv) {
-  return kdist::examples::trainer_main(argc, argv, [](int ac, char** av) {
-    const char* usage =
-        "usage: model_parallel_trainer [--mesh DATAxMODEL] [--epochs N] [--batch-size N] "
-        "[--learning-rate X] [--optimizer adam|rmsprop|sgd] [--loss crossentropy|mse] [--seed N] "
-        "[--steps N] [--quiet]";
-    auto parsed = kdist::examples::parse_options(ac, av, usage, kdist::process_id() == 0);
-    if (!parsed) return 0;  // --help
-    auto o = *parsed;
-    const auto devices = kdist::list_devices();
-    if (o.mesh.empty()) o.mesh = {1, devices.size()};
-    if (o.mesh.size() != 2) {
-      throw kdist::ValueError("--mesh needs two extents (data x model), e.g. --mesh 2x4");
-    }
-    const kdist::examples::TrainerMesh mesh({o.mesh[0], o.mesh[1]}, devices);
+  using namespace kdist::examples;
+  return trainer_main(argc, argv, "model_parallel_trainer", "DATAxMODEL", [](const auto& o) {
+    const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
     kdist::LayoutMap layout_map{mesh};
     layout_map["d1/kernel"] = {kdist::replicated, "model"};
     layout_map["d1/bias"] = {"model"};
@@ -33,6 +22,6 @@ int main(int argc, char** argv) {
                                               "data");  // "data" checked at compile time
     auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
     kdist::set_distribution(dist);
-    return kdist::examples::train_and_evaluate(dist, o, "ModelParallel");
+    return train_and_evaluate(dist, o, "ModelParallel");
   });
 }

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -24,22 +23,16 @@
 #include <kdist/model_parallel.hpp>
 #include <kdist/run.hpp>
 
+#include "common/random_normal.hpp"
+
 namespace {
 
 using Mesh2D = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
 
-// np.random.normal(size=n), the same on every process (one generator, one seed).
-std::vector<float> normal(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
-
 // inputs = np.random.normal(size=(128, 28, 28, 1)); labels = np.random.normal(size=(128, 10))
 kdist::ArrayDataset<float> dataset() {
-  return kdist::ArrayDataset<float>(normal(128 * 28 * 28, 1), {28, 28, 1}, normal(128 * 10, 2), 10);
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
+                                    kdist::examples::random_normal(128 * 10, 2), 10);
 }
 
 // The notebook's functional model; unnamed layers get Keras' automatic names.

@@ -90,10 +90,32 @@ inline int train_and_evaluate(std::shared_ptr<const Distribution> dist, const Tr
 //! The mesh the trainers run on: two axes named in the type, extents from the command line.
 using TrainerMesh = DeviceMesh<axis<"data">, axis<"model">>;
 
-//! main() of a trainer: kdist::run, so an error on every process is printed once and an error
-//! on some processes only ends the whole job (MPI_Abort) with the failing process' message.
-inline int trainer_main(int argc, char** argv, const std::function<int(int, char**)>& body) {
-  return kdist::run(argc, argv, body);
+//! The (data, model) mesh of `--mesh DATAxMODEL` over `devices`, (1, N) without the flag.
+//! Errors: ValueError for another number of extents, or extents whose product is not N.
+inline TrainerMesh data_model_mesh(const TrainerOptions& o,
+                                   const std::vector<std::string>& devices) {
+  const std::vector<std::size_t> shape =
+      o.mesh.empty() ? std::vector<std::size_t>{1, devices.size()} : o.mesh;
+  if (shape.size() != 2) {
+    throw ValueError("--mesh needs two extents (data x model), e.g. --mesh 2x4");
+  }
+  return TrainerMesh({shape[0], shape[1]}, devices);
+}
+
+//! main() of a trainer: parses the flags (`--help` prints the usage and ends with 0), then runs
+//! `body` under kdist::run, so an error on every process is printed once and an error on some
+//! processes only ends the whole job (MPI_Abort) with the failing process' message.
+inline int trainer_main(int argc, char** argv, const char* program, const char* mesh_usage,
+                        const std::function<int(const TrainerOptions&)>& body) {
+  return kdist::run(argc, argv, [&](int ac, char** av) {
+    const std::string usage =
+        std::string("usage: ") + program + " [--mesh " + mesh_usage +
+        "] [--epochs N] [--batch-size N] [--learning-rate X] [--optimizer adam|rmsprop|sgd] "
+        "[--loss crossentropy|mse] [--seed N] [--steps N] [--quiet] [--drop-remainder]";
+    const auto options = parse_options(ac, av, usage.c_str(), kdist::process_id() == 0);
+    if (!options) return 0;  // --help
+    return body(*options);
+  });
 }
 
 }  // namespace kdist::examples
