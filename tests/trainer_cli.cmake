@@ -41,3 +41,28 @@ add_test(NAME trainer.guide_meshes_agree
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_guide_meshes.cmake)
 set_tests_properties(trainer.guide_meshes_agree PROPERTIES PASS_REGULAR_EXPRESSION "guide meshes agree"
                      PROCESSORS 8 RESOURCE_LOCK mpi TIMEOUT 900)
+
+# The Conv2D trainer (the ModelParallel page's conv rules) and the notebook's three programs.
+set(_conv $<TARGET_FILE:conv2d_trainer>)
+add_test(NAME trainer.conv2d.smoke COMMAND ${_run} ${_conv} --mesh 1x2 --epochs 1 --steps 20)
+set_tests_properties(trainer.conv2d.smoke PROPERTIES
+  PASS_REGULAR_EXPRESSION "conv2d/kernel \\(3, 3, 1, 16\\) \\(None, None, None, 'model'\\).*20/20 .*Test loss: [0-9.]+ - Test accuracy: 0\\.[4-9]"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+set(_seeds $<TARGET_FILE:seeds_programs>)
+add_test(NAME example.seeds_programs.np2 COMMAND ${_run} ${_seeds})
+set_tests_properties(example.seeds_programs.np2 PROPERTIES
+  PASS_REGULAR_EXPRESSION "Epoch 3/3.*8/8 [^\n]* - loss: [0-9.]+.*a\\(\\) and b\\(\\): 2 runs, the same evaluate loss.*3 programs agree: yes"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+# the four 8-device meshes of the notebook, 3 epochs each (about 20 s at 8 ranks on 2 cores)
+add_test(NAME example.seeds_programs.np8
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 8 ${_seeds} --program c --quiet)
+set_tests_properties(example.seeds_programs.np8 PROPERTIES
+  PASS_REGULAR_EXPRESSION "c\\(\\) on every mesh: 4 runs, the same evaluate loss.*4 programs agree: yes"
+  PROCESSORS 8 RESOURCE_LOCK mpi TIMEOUT 900)
+kdist_trainer_error(seeds_programs_bad_program "--program: d not in" ${_seeds} --program d)
+add_test(NAME trainer.error.seeds_programs_no_mesh
+         COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_seeds} --program c)
+set_tests_properties(trainer.error.seeds_programs_no_mesh PROPERTIES
+  PASS_REGULAR_EXPRESSION "no program runs on 4 processes; program c needs 2 or 8.*exit status [1-9]"
+  PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)

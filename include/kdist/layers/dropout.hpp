@@ -17,6 +17,7 @@ namespace kdist::layers {
 template <class T>
 class BasicDropout {
  public:
+  using value_type = T;
   using Matrix = DistributedTensor<T**>;
 
   BasicDropout(double rate, std::string name) : rate_(rate), name_(std::move(name)) {

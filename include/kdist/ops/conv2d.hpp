@@ -1,0 +1,211 @@
+#pragma once
+//! \file ops/conv2d.hpp
+//! Local kernels of Keras' Conv2D (channels_last, padding "valid", strides 1, dilation 1) on
+//! rank-4 LayoutRight Views, the three products of a convolution layer:
+//! - forward `y[n, oh, ow, co] = sum_{i, j, c} x[n, oh + i, ow + j, c] * k[i, j, c, co]`,
+//! - kernel gradient `dk[i, j, c, co] = sum_{n, oh, ow} x[n, oh + i, ow + j, c] * dy[n, oh, ow, co]`,
+//! - input gradient `dx[n, h, w, c] = sum_{i, j, co} dy[n, h - i, w - j, co] * k[i, j, c, co]`.
+//! Each is an im2col (the (n * oh * ow, kh * kw * c) matrix of input patches, a Kokkos kernel in
+//! the Views' memory space) and one kdist::ops::matmul: Eigen's GEMM on the host, cuBLAS on CUDA
+//! devices. The kernel (kh, kw, c, co) in LayoutRight is already the (kh * kw * c, co) matrix,
+//! and y the (n * oh * ow, co) one. The input gradient scatters back by gathering (col2im over
+//! dx's elements), so no atomics. The patch matrix is a scratch View allocated per call.
+
+#include <Kokkos_Core.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <kdist/error.hpp>
+#include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/views.hpp>
+#include <kdist/ops/matmul.hpp>
+#include <string>
+#include <type_traits>
+
+namespace kdist::ops {
+
+namespace detail {
+
+//! Checks (at compile time) that `V` is a rank-4 LayoutRight View of float or double.
+template <class V>
+constexpr bool check_nhwc() {
+  static_assert(Kokkos::is_view<V>::value, "kdist::ops::conv2d: expected a Kokkos::View");
+  static_assert(static_cast<int>(V::rank) == 4,
+                "kdist::ops::conv2d: expected rank-4 Views: inputs and outputs (batch, height, "
+                "width, channels), kernels (kh, kw, in_channels, out_channels)");
+  static_assert(std::is_same_v<typename V::array_layout, Kokkos::LayoutRight>,
+                "kdist::ops::conv2d: expected Kokkos::LayoutRight Views (channels last, as Keras)");
+  static_assert(std::is_same_v<scalar_t<V>, float> || std::is_same_v<scalar_t<V>, double>,
+                "kdist::ops::conv2d: expected Views of float or double");
+  return true;
+}
+
+inline std::string shape4(std::size_t a, std::size_t b, std::size_t c, std::size_t d) {
+  return "(" + std::to_string(a) + ", " + std::to_string(b) + ", " + std::to_string(c) + ", " +
+         std::to_string(d) + ")";
+}
+template <class V>
+std::string shape4(const V& v) {
+  return shape4(v.extent(0), v.extent(1), v.extent(2), v.extent(3));
+}
+
+//! The shapes of one convolution, checked: x (n, h, w, c), kernel (kh, kw, c, co), y (n, h - kh
+//! + 1, w - kw + 1, co). `what` names the View that carries y's shape (y or dy).
+struct ConvShape {
+  std::size_t n, h, w, c, kh, kw, co, oh, ow;
+  std::size_t rows() const { return n * oh * ow; }
+  std::size_t patch() const { return kh * kw * c; }
+};
+
+template <class XV, class KV, class YV>
+ConvShape conv_shape(const char* op, const XV& x, const KV& k, const YV& y, const char* y_name) {
+  const std::string who = std::string("kdist::ops::") + op + ": ";
+  if (k.extent(2) != x.extent(3)) {
+    throw ValueError(who + "the kernel " + shape4(k) + " takes " + std::to_string(k.extent(2)) +
+                     " input channels but x " + shape4(x) + " has " + std::to_string(x.extent(3)));
+  }
+  if (k.extent(0) == 0 || k.extent(1) == 0 || k.extent(0) > x.extent(1) ||
+      k.extent(1) > x.extent(2)) {
+    throw ValueError(who + "the kernel " + shape4(k) + " does not fit images of " + shape4(x) +
+                     " (padding 'valid': kh <= height, kw <= width, both >= 1)");
+  }
+  ConvShape s{x.extent(0),
+              x.extent(1),
+              x.extent(2),
+              x.extent(3),
+              k.extent(0),
+              k.extent(1),
+              k.extent(3),
+              x.extent(1) - k.extent(0) + 1,
+              x.extent(2) - k.extent(1) + 1};
+  if (y.extent(0) != s.n || y.extent(1) != s.oh || y.extent(2) != s.ow || y.extent(3) != s.co) {
+    throw ValueError(who + y_name + " is " + shape4(y) + ", expected " +
+                     shape4(s.n, s.oh, s.ow, s.co) + " for x " + shape4(x) + " and the kernel " +
+                     shape4(k));
+  }
+  return s;
+}
+
+template <class V>
+void require_contiguous(const char* op, const char* what, const V& v) {
+  if (!v.span_is_contiguous()) {
+    throw ValueError(std::string("kdist::ops::") + op + ": " + what +
+                     " is not contiguous; convolutions take whole (packed) Views");
+  }
+}
+
+//! A contiguous rank-4 View seen as the (rows, cols) matrix of its memory.
+template <class V>
+auto as_matrix(const V& v, std::size_t rows, std::size_t cols) {
+  using M = Kokkos::View<typename V::value_type**, Kokkos::LayoutRight, typename V::memory_space,
+                         Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return M(v.data(), rows, cols);
+}
+
+//! The patch matrix of x: row (n, oh, ow), column (i, j, c) holds x[n, oh + i, ow + j, c].
+template <class XV>
+auto im2col(const XV& x, const ConvShape& s) {
+  using T = scalar_t<XV>;
+  Kokkos::View<T**, Kokkos::LayoutRight, typename XV::memory_space> cols(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/im2col"), s.rows(),
+      s.patch());
+  const auto oh = static_cast<std::int64_t>(s.oh), ow = static_cast<std::int64_t>(s.ow);
+  const auto kw = static_cast<std::int64_t>(s.kw), c = static_cast<std::int64_t>(s.c);
+  Kokkos::parallel_for(
+      "kdist::ops::conv2d/im2col", md_range<XV>(s.rows(), s.patch()),
+      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t q) {
+        const std::int64_t b = r / (oh * ow), i = (r / ow) % oh, j = r % ow;
+        const std::int64_t di = q / (kw * c), dj = (q / c) % kw, ch = q % c;
+        cols(r, q) = x(b, i + di, j + dj, ch);
+      });
+  return cols;
+}
+
+}  // namespace detail
+
+//! `y = conv2d(x, kernel)`: x (n, h, w, c), kernel (kh, kw, c, co), y (n, h - kh + 1, w - kw + 1,
+//! co), overwritten. Errors: kdist::ValueError for shapes that do not fit (the message gives the
+//! three shapes) or non-contiguous Views.
+template <class XV, class KV, class YV, class Backend = AutoBackend>
+void conv2d(const XV& x, const KV& kernel, const YV& y, Backend b = {}) {
+  static_assert(detail::check_nhwc<XV>() && detail::check_nhwc<KV>() && detail::check_nhwc<YV>());
+  static_assert(detail::check_same_scalar<XV, YV>() && detail::check_same_scalar<KV, YV>());
+  static_assert(!std::is_const_v<typename YV::value_type>,
+                "kdist::ops::conv2d: the output View y must not be const");
+  const auto s = detail::conv_shape("conv2d", x, kernel, y, "y");
+  detail::require_contiguous("conv2d", "the kernel", kernel);
+  detail::require_contiguous("conv2d", "y", y);
+  if (s.rows() == 0 || s.co == 0) return;
+  const auto cols = detail::im2col(x, s);
+  matmul(cols, detail::as_matrix(kernel, s.patch(), s.co), detail::as_matrix(y, s.rows(), s.co),
+         Op::none, Op::none, 1, 0, b);
+}
+
+//! The kernel gradient: `dkernel = sum over the batch and positions of x patches * dy`, shaped
+//! like the kernel (kh, kw, c, co), overwritten. Errors: as conv2d (dy has y's shape).
+template <class XV, class DYV, class DKV, class Backend = AutoBackend>
+void conv2d_backward_kernel(const XV& x, const DYV& dy, const DKV& dkernel, Backend b = {}) {
+  static_assert(detail::check_nhwc<XV>() && detail::check_nhwc<DYV>() && detail::check_nhwc<DKV>());
+  static_assert(detail::check_same_scalar<XV, DKV>() && detail::check_same_scalar<DYV, DKV>());
+  static_assert(!std::is_const_v<typename DKV::value_type>,
+                "kdist::ops::conv2d_backward_kernel: the kernel gradient View must not be const");
+  const auto s = detail::conv_shape("conv2d_backward_kernel", x, dkernel, dy, "dy");
+  detail::require_contiguous("conv2d_backward_kernel", "dy", dy);
+  detail::require_contiguous("conv2d_backward_kernel", "the kernel gradient", dkernel);
+  if (s.patch() == 0 || s.co == 0) return;
+  if (s.rows() == 0) {
+    Kokkos::deep_copy(dkernel, detail::scalar_t<DKV>(0));  // an empty sum
+    return;
+  }
+  const auto cols = detail::im2col(x, s);
+  matmul(cols, detail::as_matrix(dy, s.rows(), s.co), detail::as_matrix(dkernel, s.patch(), s.co),
+         Op::transpose, Op::none, 1, 0, b);
+}
+
+//! The input gradient: `dx[n, h, w, c] = sum_{i, j, co} dy[n, h - i, w - j, co] k[i, j, c, co]`
+//! over the positions inside dy, shaped like x, overwritten. Errors: as conv2d.
+template <class DYV, class KV, class DXV, class Backend = AutoBackend>
+void conv2d_backward_input(const DYV& dy, const KV& kernel, const DXV& dx, Backend b = {}) {
+  static_assert(detail::check_nhwc<DYV>() && detail::check_nhwc<KV>() && detail::check_nhwc<DXV>());
+  static_assert(detail::check_same_scalar<DYV, DXV>() && detail::check_same_scalar<KV, DXV>());
+  static_assert(!std::is_const_v<typename DXV::value_type>,
+                "kdist::ops::conv2d_backward_input: the input gradient View must not be const");
+  const auto s = detail::conv_shape("conv2d_backward_input", dx, kernel, dy, "dy");
+  detail::require_contiguous("conv2d_backward_input", "dy", dy);
+  detail::require_contiguous("conv2d_backward_input", "the kernel", kernel);
+  detail::require_contiguous("conv2d_backward_input", "the input gradient", dx);
+  using T = detail::scalar_t<DXV>;
+  if (dx.size() == 0) return;
+  if (s.rows() == 0 || s.co == 0) {
+    Kokkos::deep_copy(dx, T(0));
+    return;
+  }
+  // dcols = dy * K^T: the gradient of each patch entry; dx gathers the entries of its element.
+  Kokkos::View<T**, Kokkos::LayoutRight, typename DXV::memory_space> dcols(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/dcols"), s.rows(),
+      s.patch());
+  matmul(detail::as_matrix(dy, s.rows(), s.co), detail::as_matrix(kernel, s.patch(), s.co), dcols,
+         Op::none, Op::transpose, 1, 0, b);
+  const auto oh = static_cast<std::int64_t>(s.oh), ow = static_cast<std::int64_t>(s.ow);
+  const auto kh = static_cast<std::int64_t>(s.kh), kw = static_cast<std::int64_t>(s.kw);
+  const auto h = static_cast<std::int64_t>(s.h), w = static_cast<std::int64_t>(s.w);
+  const auto c = static_cast<std::int64_t>(s.c);
+  auto flat = detail::as_matrix(dx, s.n * s.h * s.w, s.c);
+  Kokkos::parallel_for(
+      "kdist::ops::conv2d/col2im", detail::md_range<DXV>(s.n * s.h * s.w, s.c),
+      KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t ch) {
+        const std::int64_t bn = p / (h * w), y0 = (p / w) % h, x0 = p % w;
+        T sum = 0;
+        for (std::int64_t di = 0; di < kh; ++di) {
+          const std::int64_t i = y0 - di;
+          if (i < 0 || i >= oh) continue;
+          for (std::int64_t dj = 0; dj < kw; ++dj) {
+            const std::int64_t j = x0 - dj;
+            if (j < 0 || j >= ow) continue;
+            sum += dcols((bn * oh + i) * ow + j, (di * kw + dj) * c + ch);
+          }
+        }
+        flat(p, ch) = sum;
+      });
+}
+
+}  // namespace kdist::ops

@@ -1,0 +1,198 @@
+// kdist/ops/conv2d.hpp: the three convolution kernels against a direct sum in long double, for
+// kernel shapes 1x1 to 3x3 (square and not), 1 to 3 input and 1 to 5 output channels, batches of
+// 0 to 4, images as small as the kernel, float and double, both backends (Eigen's GEMM and the
+// portable Kokkos kernels); the two gradients against finite differences of sum(y * r); every
+// error path with its message.
+#include <gtest/gtest.h>
+
+#include "kokkos_environment.hpp"
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include <kdist/ops/conv2d.hpp>
+
+namespace {
+
+namespace ops = kdist::ops;
+template <class T>
+using T4 = Kokkos::View<T****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+template <class T>
+T4<T> random4(std::size_t a, std::size_t b, std::size_t c, std::size_t d, std::uint64_t seed) {
+  T4<T> v("v", a, b, c, d);
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (std::size_t i = 0; i < v.size(); ++i) v.data()[i] = static_cast<T>(u(gen));
+  return v;
+}
+
+// The definitions, summed directly.
+template <class T>
+T4<T> direct_conv(const T4<T>& x, const T4<T>& k) {
+  const std::size_t oh = x.extent(1) - k.extent(0) + 1, ow = x.extent(2) - k.extent(1) + 1;
+  T4<T> y("y", x.extent(0), oh, ow, k.extent(3));
+  for (std::size_t n = 0; n < x.extent(0); ++n)
+    for (std::size_t i = 0; i < oh; ++i)
+      for (std::size_t j = 0; j < ow; ++j)
+        for (std::size_t o = 0; o < k.extent(3); ++o) {
+          long double s = 0;
+          for (std::size_t a = 0; a < k.extent(0); ++a)
+            for (std::size_t b = 0; b < k.extent(1); ++b)
+              for (std::size_t c = 0; c < k.extent(2); ++c)
+                s += static_cast<long double>(x(n, i + a, j + b, c)) * k(a, b, c, o);
+          y(n, i, j, o) = static_cast<T>(s);
+        }
+  return y;
+}
+template <class T>
+T4<T> direct_dkernel(const T4<T>& x, const T4<T>& dy, const T4<T>& k) {
+  T4<T> dk("dk", k.extent(0), k.extent(1), k.extent(2), k.extent(3));
+  for (std::size_t a = 0; a < k.extent(0); ++a)
+    for (std::size_t b = 0; b < k.extent(1); ++b)
+      for (std::size_t c = 0; c < k.extent(2); ++c)
+        for (std::size_t o = 0; o < k.extent(3); ++o) {
+          long double s = 0;
+          for (std::size_t n = 0; n < dy.extent(0); ++n)
+            for (std::size_t i = 0; i < dy.extent(1); ++i)
+              for (std::size_t j = 0; j < dy.extent(2); ++j)
+                s += static_cast<long double>(x(n, i + a, j + b, c)) * dy(n, i, j, o);
+          dk(a, b, c, o) = static_cast<T>(s);
+        }
+  return dk;
+}
+template <class T>
+T4<T> direct_dx(const T4<T>& dy, const T4<T>& k, const T4<T>& x) {
+  T4<T> dx("dx", x.extent(0), x.extent(1), x.extent(2), x.extent(3));
+  for (std::size_t n = 0; n < dy.extent(0); ++n)
+    for (std::size_t i = 0; i < dy.extent(1); ++i)
+      for (std::size_t j = 0; j < dy.extent(2); ++j)
+        for (std::size_t a = 0; a < k.extent(0); ++a)
+          for (std::size_t b = 0; b < k.extent(1); ++b)
+            for (std::size_t c = 0; c < k.extent(2); ++c)
+              for (std::size_t o = 0; o < k.extent(3); ++o)
+                dx(n, i + a, j + b, c) += dy(n, i, j, o) * k(a, b, c, o);
+  return dx;
+}
+
+template <class T>
+void expect_near_all(const T4<T>& got, const T4<T>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got.data()[i], want.data()[i], tol * (1 + std::abs(double(want.data()[i]))))
+        << what << " at " << i;
+  }
+}
+
+struct Case {
+  std::size_t n, h, w, c, kh, kw, co;
+};
+const Case cases[] = {{2, 5, 5, 1, 1, 1, 1}, {4, 6, 5, 3, 3, 3, 5}, {1, 4, 7, 2, 2, 3, 4},
+                      {3, 3, 3, 1, 3, 3, 2}, {0, 4, 4, 2, 2, 2, 3}, {2, 8, 7, 2, 3, 2, 1}};
+
+template <class T>
+class Conv2DOps : public ::testing::Test {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(Conv2DOps, Scalars);
+
+template <class F>
+void for_each_backend(F&& f) {
+  f(ops::backend::automatic, "automatic (Eigen)");
+  f(ops::backend::kokkos, "kokkos");
+}
+
+TYPED_TEST(Conv2DOps, AllThreeMatchTheDefinitions) {
+  using T = TypeParam;
+  for (const auto& s : cases) {
+    const auto x = random4<T>(s.n, s.h, s.w, s.c, 1);
+    const auto k = random4<T>(s.kh, s.kw, s.c, s.co, 2);
+    const auto dy = random4<T>(s.n, s.h - s.kh + 1, s.w - s.kw + 1, s.co, 3);
+    const std::string shape = "x (" + std::to_string(s.n) + ", " + std::to_string(s.h) + ", " +
+                              std::to_string(s.w) + ", " + std::to_string(s.c) + ") kernel (" +
+                              std::to_string(s.kh) + ", " + std::to_string(s.kw) + ", ..., " +
+                              std::to_string(s.co) + ")";
+    for_each_backend([&](auto backend, const char* name) {
+      T4<T> y("y", dy.extent(0), dy.extent(1), dy.extent(2), dy.extent(3));
+      Kokkos::deep_copy(y, T(7));  // overwritten, never read
+      ops::conv2d(x, k, y, backend);
+      expect_near_all(y, direct_conv(x, k), shape + " forward " + name);
+      T4<T> dk("dk", s.kh, s.kw, s.c, s.co);
+      Kokkos::deep_copy(dk, T(7));
+      ops::conv2d_backward_kernel(x, dy, dk, backend);
+      expect_near_all(dk, direct_dkernel(x, dy, k), shape + " kernel gradient " + name);
+      T4<T> dx("dx", s.n, s.h, s.w, s.c);
+      Kokkos::deep_copy(dx, T(7));
+      ops::conv2d_backward_input(dy, k, dx, backend);
+      expect_near_all(dx, direct_dx(dy, k, x), shape + " input gradient " + name);
+    });
+  }
+}
+
+// L = sum(conv2d(x, k) * r): dL/dk and dL/dx are the backward kernels with dy = r.
+TEST(Conv2DOps, GradientsAreFiniteDifferencesOfTheForward) {
+  const auto x = random4<double>(2, 5, 4, 2, 4);
+  const auto k = random4<double>(3, 2, 2, 3, 5);
+  const auto r = random4<double>(2, 3, 3, 3, 6);
+  auto loss = [&](const T4<double>& xx, const T4<double>& kk) {
+    T4<double> y("y", 2, 3, 3, 3);
+    ops::conv2d(xx, kk, y);
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y.data()[i] * r.data()[i];
+    return s;
+  };
+  T4<double> dk("dk", 3, 2, 2, 3), dx("dx", 2, 5, 4, 2);
+  ops::conv2d_backward_kernel(x, r, dk);
+  ops::conv2d_backward_input(r, k, dx);
+  const double eps = 1e-6;
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    T4<double> kp("kp", 3, 2, 2, 3), km("km", 3, 2, 2, 3);
+    Kokkos::deep_copy(kp, k);
+    Kokkos::deep_copy(km, k);
+    kp.data()[i] += eps;
+    km.data()[i] -= eps;
+    EXPECT_NEAR(dk.data()[i], (loss(x, kp) - loss(x, km)) / (2 * eps), 1e-7) << "kernel " << i;
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    T4<double> xp("xp", 2, 5, 4, 2), xm("xm", 2, 5, 4, 2);
+    Kokkos::deep_copy(xp, x);
+    Kokkos::deep_copy(xm, x);
+    xp.data()[i] += eps;
+    xm.data()[i] -= eps;
+    EXPECT_NEAR(dx.data()[i], (loss(xp, k) - loss(xm, k)) / (2 * eps), 1e-7) << "input " << i;
+  }
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const kdist::ValueError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no kdist::ValueError";
+  return {};
+}
+
+TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
+  T4<float> x("x", 2, 5, 5, 3), k("k", 3, 3, 3, 4), y("y", 2, 3, 3, 4);
+  T4<float> k2("k2", 3, 3, 2, 4), big("big", 6, 3, 3, 4), y_bad("y_bad", 2, 3, 4, 4);
+  EXPECT_EQ(error_of([&] { ops::conv2d(x, k2, y); }),
+            "kdist::ops::conv2d: the kernel (3, 3, 2, 4) takes 2 input channels but x (2, 5, 5, "
+            "3) has 3");
+  EXPECT_EQ(error_of([&] { ops::conv2d(x, big, y); }),
+            "kdist::ops::conv2d: the kernel (6, 3, 3, 4) does not fit images of (2, 5, 5, 3) "
+            "(padding 'valid': kh <= height, kw <= width, both >= 1)");
+  EXPECT_EQ(error_of([&] { ops::conv2d(x, k, y_bad); }),
+            "kdist::ops::conv2d: y is (2, 3, 4, 4), expected (2, 3, 3, 4) for x (2, 5, 5, 3) and "
+            "the kernel (3, 3, 3, 4)");
+  EXPECT_EQ(error_of([&] { ops::conv2d_backward_kernel(x, y_bad, k); }),
+            "kdist::ops::conv2d_backward_kernel: dy is (2, 3, 4, 4), expected (2, 3, 3, 4) for x "
+            "(2, 5, 5, 3) and the kernel (3, 3, 3, 4)");
+  EXPECT_EQ(error_of([&] { ops::conv2d_backward_input(y_bad, k, x); }),
+            "kdist::ops::conv2d_backward_input: dy is (2, 3, 4, 4), expected (2, 3, 3, 4) for x "
+            "(2, 5, 5, 3) and the kernel (3, 3, 3, 4)");
+}
+
+}  // namespace
