@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <kdist/detail/fixed_string.hpp>
+#include <kdist/detail/layout_rules.hpp>
 #include <kdist/detail/shard_math.hpp>
 #include <kdist/dim_spec.hpp>
 #include <kdist/error.hpp>
@@ -127,25 +128,19 @@ struct layout_facts {
     }
     return {};
   }
+  // The rules are detail/layout_rules.hpp's, which RuntimeTensorLayout applies too.
+  static constexpr std::size_t count(std::size_t d) { return dims[d].size(); }
+  static constexpr std::string_view name(std::size_t d, std::size_t k) { return dims[d].axis(k); }
+  static constexpr std::optional<std::size_t> find(std::string_view n) {
+    return Mesh::find_axis(n);
+  }
   static constexpr DimAxisRef first_unknown_axis() {
-    for (std::size_t d = 0; d < rank; ++d) {
-      for (std::size_t k = 0; k < dims[d].size(); ++k) {
-        if (!Mesh::find_axis(dims[d].axis(k))) return {d, k, true};
-      }
-    }
-    return {};
+    const auto r = detail::first_unknown_axis(rank, count, name, find);
+    return {r.dim, r.k, r.found};
   }
   static constexpr DimAxisRef first_reused_axis() {
-    std::array<bool, Mesh::rank()> seen{};
-    for (std::size_t d = 0; d < rank; ++d) {
-      for (std::size_t k = 0; k < dims[d].size(); ++k) {
-        auto i = Mesh::find_axis(dims[d].axis(k));
-        if (!i) continue;
-        if (seen[*i]) return {d, k, true};
-        seen[*i] = true;
-      }
-    }
-    return {};
+    const auto r = detail::first_reused_axis(rank, count, name, find);
+    return {r.dim, r.k, r.found};
   }
   static constexpr DimAxisRef overflow = first_overflow();
   static constexpr DimAxisRef unknown = overflow.found ? DimAxisRef{} : first_unknown_axis();

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kdist/detail/layout_rules.hpp>
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/detail/shard_math.hpp>
 #include <kdist/dim_spec.hpp>
@@ -227,30 +228,35 @@ class RuntimeTensorLayout {
   }
 
  private:
+  //! The mesh axis indices of each dimension, after the rules of detail/layout_rules.hpp (the
+  //! static TensorLayout's too): Keras' message for unknown names (all of them), kdist's for a
+  //! mesh axis used twice.
   std::vector<std::vector<std::size_t>> resolve(const RuntimeDeviceMesh& mesh) const {
-    std::vector<std::vector<std::size_t>> idx(rank());
-    std::vector<std::string> invalid;
-    std::vector<int> seen(mesh.rank(), -1);
-    for (std::size_t d = 0; d < rank(); ++d) {
-      for (const auto& name : axes_[d].names()) {
-        auto i = mesh.find_axis(name);
-        if (!i) {
-          invalid.push_back(detail::py_str(name));
-          continue;
+    auto count = [&](std::size_t d) { return axes_[d].names().size(); };
+    auto name = [&](std::size_t d, std::size_t k) -> const std::string& {
+      return axes_[d].names()[k];
+    };
+    auto find = [&](std::string_view n) { return mesh.find_axis(n); };
+    if (detail::first_unknown_axis(rank(), count, name, find).found) {
+      std::vector<std::string> invalid;
+      for (const auto& dim : axes_) {
+        for (const auto& n : dim.names()) {
+          if (!mesh.find_axis(n)) invalid.push_back(detail::py_str(n));
         }
-        if (seen[*i] >= 0) {
-          throw ValueError("kdist::TensorLayout: mesh axis '" + name + "' is used twice in " +
-                           axes_repr() + " (dimensions " + std::to_string(seen[*i]) + " and " +
-                           std::to_string(d) + "); a mesh axis can shard one dimension only");
-        }
-        seen[*i] = static_cast<int>(d);
-        idx[d].push_back(*i);
       }
-    }
-    if (!invalid.empty()) {
       throw ValueError("kdist::TensorLayout: Invalid axis names for Layout. Valid axis names: " +
                        detail::join_quoted(mesh.axis_names()) + ", Got " +
                        detail::py_list(invalid) + " in layout " + axes_repr());
+    }
+    if (const auto r = detail::first_reused_axis(rank(), count, name, find); r.found) {
+      throw ValueError("kdist::TensorLayout: mesh axis '" + name(r.dim, r.k) +
+                       "' is used twice in " + axes_repr() + " (dimensions " +
+                       std::to_string(r.earlier_dim) + " and " + std::to_string(r.dim) +
+                       "); a mesh axis can shard one dimension only");
+    }
+    std::vector<std::vector<std::size_t>> idx(rank());
+    for (std::size_t d = 0; d < rank(); ++d) {
+      for (const auto& n : axes_[d].names()) idx[d].push_back(*mesh.find_axis(n));
     }
     return idx;
   }
