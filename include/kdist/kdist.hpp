@@ -3,6 +3,7 @@
 //! Everything kdist offers, in one include.
 
 #include <kdist/apply_gradient.hpp>
+#include <kdist/array_dataset.hpp>
 #include <kdist/axis.hpp>
 #include <kdist/collectives.hpp>
 #include <kdist/data_parallel.hpp>
@@ -11,8 +12,11 @@
 #include <kdist/distribute_tensor.hpp>
 #include <kdist/distribution.hpp>
 #include <kdist/error.hpp>
+#include <kdist/layer.hpp>
+#include <kdist/layers/conv2d.hpp>
 #include <kdist/layers/dense.hpp>
 #include <kdist/layers/dropout.hpp>
+#include <kdist/layers/flatten.hpp>
 #include <kdist/layout.hpp>
 #include <kdist/layout_map.hpp>
 #include <kdist/matmul.hpp>
@@ -27,11 +31,13 @@
 #include <kdist/mpi/gpu_aware.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/pending_sum.hpp>
+#include <kdist/progress.hpp>
 #include <kdist/random.hpp>
 #include <kdist/redistribute.hpp>
 #include <kdist/run.hpp>
