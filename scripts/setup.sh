@@ -15,6 +15,7 @@ KDIST_PACKAGES=(
   libre2-dev                         # linear-time regular expressions for LayoutMap
   librandom123-dev                   # counter-based random numbers (Philox)
   zlib1g-dev                         # reading the gzip'd dataset
+  libhdf5-mpich-dev hdf5-tools       # parallel HDF5 (checkpoints); h5dump/h5ls for their tests
   libcli11-dev                       # the example trainers' command-line flags
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data

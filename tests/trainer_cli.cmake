@@ -66,3 +66,16 @@ add_test(NAME trainer.error.seeds_programs_no_mesh
 set_tests_properties(trainer.error.seeds_programs_no_mesh PROPERTIES
   PASS_REGULAR_EXPRESSION "no program runs on 4 processes; program c needs 2 or 8.*exit status [1-9]"
   PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)
+
+# Checkpoints (docs/checkpoints.md): an interrupted run resumed on another mesh ends as the
+# uninterrupted one; the flags' misuse and a missing checkpoint are errors.
+add_test(NAME trainer.checkpoint_resume_on_another_mesh
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR}/resume_test
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/run_resume.cmake)
+set_tests_properties(trainer.checkpoint_resume_on_another_mesh PROPERTIES
+  PASS_REGULAR_EXPRESSION "resume agrees" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
+set(_env KDIST_TRAINER_DUMMY=1)
+kdist_trainer_error(resume_needs_a_directory "--resume needs --checkpoint-dir DIR" ${_mp} --resume)
+kdist_trainer_error(resume_without_a_checkpoint "no_checkpoint_here/checkpoint.h5"
+                    ${_mp} --checkpoint-dir ${CMAKE_CURRENT_BINARY_DIR}/no_checkpoint_here --resume)

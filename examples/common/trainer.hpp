@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <kdist/array_dataset.hpp>
+#include <kdist/checkpoint.hpp>
 #include <kdist/data_sharding.hpp>
 #include <kdist/mesh.hpp>
 #include <kdist/model.hpp>
@@ -43,6 +45,32 @@ inline Sequential make_seed_model() {
 inline ArrayDataset<float> as_dataset(FashionMnist&& data, Shape example_shape) {
   std::vector<std::int32_t> labels(data.labels.begin(), data.labels.end());
   return ArrayDataset<float>(std::move(data.images), std::move(example_shape), std::move(labels));
+}
+
+//! model.fit with a checkpoint in --checkpoint-dir every --save-every epochs and after the last
+//! (an on_epoch_end callback, Keras' ModelCheckpoint); with --resume, first loads that checkpoint
+//! (saved on any mesh) and continues after its epoch: the same losses as a run never interrupted.
+inline void fit_with_checkpoints(Sequential& model, const ArrayDataset<float>& train,
+                                 FitOptions fit, const TrainerOptions& o, bool root) {
+  std::error_code ignored;
+  std::filesystem::create_directories(o.checkpoint_dir, ignored);  // every process: idempotent
+  const std::string path = (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string();
+  if (o.resume) {
+    const LoadedCheckpoint saved = load_checkpoint(model, path);
+    fit.initial_epoch = saved.epoch;
+    if (root && fit.verbose) {
+      std::printf("Resumed from %s: epoch %zu, step %lld (saved by %s on %s)\n", path.c_str(),
+                  saved.epoch, static_cast<long long>(saved.step), saved.distribution.c_str(),
+                  saved.mesh.c_str());
+    }
+  }
+  const std::size_t last = fit.epochs;
+  fit.on_epoch_end = [&](std::size_t done, const Metrics& m) {
+    if (done % o.save_every != 0 && done != last) return;
+    save_checkpoint(model, path, {.epoch = done, .loss = m.loss});
+    if (root && fit.verbose) std::printf("Saved %s (epoch %zu)\n", path.c_str(), done);
+  };
+  model.fit(train, fit);
 }
 
 //! Compiles `model` under `dist` with the flags' loss and optimizer, prints the variables' layouts,
@@ -74,7 +102,11 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
     std::cout << "global batch " << o.batch_size << ", " << plan.local_batch_size()
               << " rows per data shard, " << plan.steps_per_epoch() << " steps per epoch\n";
   }
-  model.fit(train, fit);
+  if (o.checkpoint_dir.empty()) {
+    model.fit(train, fit);
+  } else {
+    fit_with_checkpoints(model, train, fit, o, root);
+  }
   const Metrics t = model.evaluate(test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
   if (root) std::printf("Test loss: %.4f - Test accuracy: %.4f\n", t.loss, t.accuracy);
   return 0;
@@ -111,7 +143,8 @@ inline int trainer_main(int argc, char** argv, const char* program, const char* 
     const std::string usage =
         std::string("usage: ") + program + " [--mesh " + mesh_usage +
         "] [--epochs N] [--batch-size N] [--learning-rate X] [--optimizer adam|rmsprop|sgd] "
-        "[--loss crossentropy|mse] [--seed N] [--steps N] [--quiet] [--drop-remainder]";
+        "[--loss crossentropy|mse] [--seed N] [--steps N] [--quiet] [--drop-remainder] "
+        "[--checkpoint-dir DIR [--save-every N] [--resume]]";
     const auto options = parse_options(ac, av, usage.c_str(), kdist::process_id() == 0);
     if (!options) return 0;  // --help
     return body(*options);

@@ -30,6 +30,9 @@ struct TrainerOptions {
   std::size_t max_steps = 0;  // per epoch; 0: all
   bool quiet = false;
   bool drop_remainder = false;  // drop each epoch's partial last batch (Keras keeps it)
+  std::string checkpoint_dir;   // empty: no checkpoints
+  std::size_t save_every = 1;   // epochs between checkpoints (and after the last)
+  bool resume = false;          // start from <checkpoint_dir>/checkpoint.h5
 };
 
 //! Limits of the trainers' integer flags.
@@ -127,6 +130,13 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
       detail::unsigned_flag("--steps", o.max_steps, 0, std::numeric_limits<std::int64_t>::max()),
       "at most this many steps per epoch (0: all)");
   app.add_flag("--quiet", o.quiet, "no progress output");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "save <dir>/checkpoint.h5 (sharded parallel HDF5) every --save-every epochs");
+  app.add_option_function<std::string>(
+      "--save-every", detail::unsigned_flag("--save-every", o.save_every, 1, max_epochs),
+      "epochs between checkpoints (1 to 10^6; default 1)");
+  app.add_flag("--resume", o.resume,
+               "resume from <checkpoint-dir>/checkpoint.h5, saved on any mesh");
   app.add_flag("--drop-remainder", o.drop_remainder,
                "drop each epoch's partial last batch (default: train on it, as Keras)");
   try {
@@ -138,6 +148,10 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
     throw ValueError(std::string(e.what()) + "\n" + usage);
   }
   if (!mesh_text.empty() || app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  if ((o.resume || app.count("--save-every") > 0) && o.checkpoint_dir.empty()) {
+    throw ValueError(std::string(o.resume ? "--resume" : "--save-every") +
+                     " needs --checkpoint-dir DIR (where checkpoint.h5 is)\n" + usage);
+  }
   return o;
 }
 

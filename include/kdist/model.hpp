@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,9 @@ struct FitOptions {
   bool drop_remainder = false;      //!< drop each epoch's partial last batch (Keras keeps it)
   std::size_t steps_per_epoch = 0;  //!< at most this many steps per epoch; 0: all
   int verbose = 1;                  //!< 1: "Epoch i/n" and the progress line on process 0; 0: none
+  //! Called on every process after each epoch with the number of epochs completed and the
+  //! epoch's metrics (Keras' `on_epoch_end` callback: a checkpoint every N epochs, early stop).
+  std::function<void(std::size_t epochs_done, const Metrics& metrics)> on_epoch_end;
 };
 
 struct EvaluateOptions {
@@ -262,6 +266,7 @@ class BasicSequential {
     for (std::size_t e = options.initial_epoch; e < options.epochs; ++e) {
       if (print) std::printf("Epoch %zu/%zu\n", e + 1, options.epochs);
       history.epochs.push_back(run_epoch(data, plan, e, options.steps_per_epoch, true, print));
+      if (options.on_epoch_end) options.on_epoch_end(e + 1, history.epochs.back());
     }
     return history;
   }

@@ -1,0 +1,211 @@
+// Crash safety of kdist::save_checkpoint (tests/checkpoint.cmake, docs/checkpoints.md):
+//   checkpoint_kill save DIR    trains the seeds' model one epoch, saves DIR/ckpt.h5 and prints
+//                               "first checkpoint saved", trains one more epoch and saves again.
+//                               With KDIST_TEST_KILL_DURING_SAVE=K in the environment, the last
+//                               process SIGKILLs itself at its K-th MPI-IO write of that second
+//                               save (this program wraps MPI_File_write_at[_all] through MPI's
+//                               profiling interface; the library knows nothing of it). The job
+//                               must then end, non-zero, without "second checkpoint saved".
+//   checkpoint_kill check DIR   a fresh run: DIR/ckpt.h5 loads, on another layout, and holds the
+//                               first checkpoint's weights and slots bit for bit (recomputed by
+//                               training the same epoch again); the killed save's temporary file
+//                               is there, and loading it is an error, not garbage weights.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <kdist/checkpoint.hpp>
+#include <kdist/data_parallel.hpp>
+#include <kdist/distribute_tensor.hpp>
+#include <kdist/layout_map.hpp>
+#include <kdist/model.hpp>
+#include <kdist/model_parallel.hpp>
+#include <kdist/run.hpp>
+
+#include "common/random_normal.hpp"
+
+namespace {
+
+bool armed = false;  // set around the second save
+long writes_left = -1;
+
+void count_write() {
+  if (!armed || writes_left < 0) return;
+  if (--writes_left == 0) {
+    std::fprintf(stderr, "checkpoint_kill: process %d SIGKILLs itself in the middle of a save\n",
+                 kdist::process_id());
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+}
+
+}  // namespace
+
+// MPI's profiling interface: HDF5's MPI-IO driver writes through these.
+extern "C" int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void* buf, int count,
+                                     MPI_Datatype datatype, MPI_Status* status) {
+  count_write();
+  return PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+}
+extern "C" int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void* buf, int count,
+                                 MPI_Datatype datatype, MPI_Status* status) {
+  count_write();
+  return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+}
+
+namespace {
+
+using namespace kdist::layers;
+
+kdist::Sequential seeds_model() {
+  std::vector<kdist::Sequential::Layer> l;
+  l.emplace_back(Flatten());
+  l.emplace_back(Dense(200, Activation::relu, false, "d1"));
+  l.emplace_back(Dropout(0.4, "dropout"));
+  l.emplace_back(Dense(10, Activation::softmax, true, "d2"));
+  return kdist::Sequential({28, 28, 1}, std::move(l));
+}
+
+kdist::ArrayDataset<float> seeds_data() {
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
+                                    kdist::examples::random_normal(128 * 10, 2), 10);
+}
+
+std::shared_ptr<const kdist::Distribution> model_parallel() {
+  const auto n = static_cast<std::size_t>(kdist::process_count());
+  kdist::RuntimeDeviceMesh mesh({1, n}, {"data", "model"}, kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  map["d1/kernel"] = {kdist::replicated, "model"};
+  map["d2/output"] = {"data", kdist::replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+}
+
+// The model after its first epoch: what the first checkpoint holds.
+kdist::Sequential first_epoch(const kdist::ArrayDataset<float>& data) {
+  auto m = seeds_model();
+  m.compile(model_parallel(), kdist::Loss::mean_squared_error, kdist::Adam(), 7);
+  m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+  return m;
+}
+
+// A full tensor as process 0 gathers it (a replicated block: the replica at coordinate 0, which
+// is what a checkpoint holds), on every process.
+template <class Tensor>
+std::vector<float> full_from_zero(const Tensor& t) {
+  auto full = kdist::full_tensor(t, 0);
+  std::vector<float> out(t.global_size());
+  if (kdist::process_id() == 0) out.assign(full.data(), full.data() + full.size());
+  MPI_Bcast(out.data(), static_cast<int>(out.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+std::map<std::string, std::vector<float>> state_of(kdist::Sequential& m) {
+  std::map<std::string, std::vector<float>> out;
+  m.for_each_variable_with_slots([&](auto& v, auto& slots) {
+    out[v.path] = full_from_zero(v.value);
+    for (std::size_t k = 0; k < 2; ++k) {
+      out[v.path + "/slot" + std::to_string(k)] = full_from_zero(slots.at(k));
+    }
+  });
+  return out;
+}
+
+int save(const std::string& dir) {
+  if (kdist::process_id() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto data = seeds_data();
+  auto m = first_epoch(data);
+  kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 1});
+  if (kdist::process_id() == 0) std::printf("first checkpoint saved\n");
+  std::fflush(stdout);
+  m.fit(data, {.batch_size = 16, .epochs = 2, .initial_epoch = 1, .verbose = 0});
+  if (const char* k = std::getenv("KDIST_TEST_KILL_DURING_SAVE")) {
+    if (kdist::process_id() + 1 == kdist::process_count()) writes_left = std::atol(k);
+  }
+  armed = true;
+  kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 2});
+  armed = false;
+  if (kdist::process_id() == 0) {
+    std::printf("second checkpoint saved\n");
+    if (writes_left > 0) std::printf("the kill never happened: fewer MPI-IO writes than asked\n");
+  }
+  return writes_left > 0 ? 1 : 0;
+}
+
+int check(const std::string& dir) {
+  const auto data = seeds_data();
+  auto reference = first_epoch(data);
+  const auto want = state_of(reference);
+  auto loaded = seeds_model();
+  loaded.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                 kdist::Adam(), 7);
+  const auto info = kdist::load_checkpoint(loaded, dir + "/ckpt.h5");
+  int bad = 0;
+  if (info.epoch != 1 || loaded.iterations() != reference.iterations()) {
+    std::printf(
+        "process %d: the checkpoint says epoch %zu, step %lld; the first one was epoch 1, "
+        "step %lld\n",
+        kdist::process_id(), info.epoch, static_cast<long long>(loaded.iterations()),
+        static_cast<long long>(reference.iterations()));
+    ++bad;
+  }
+  const auto got = state_of(loaded);
+  for (const auto& [k, w] : want) {
+    if (std::memcmp(got.at(k).data(), w.data(), w.size() * sizeof(float)) != 0) {
+      std::printf("process %d: %s differs from the first checkpoint's\n", kdist::process_id(),
+                  k.c_str());
+      ++bad;
+    }
+  }
+  // The interrupted save left its temporary file, and it does not load.
+  std::string tmp;
+  if (kdist::process_id() == 0) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().filename().string().rfind("ckpt.h5.tmp-", 0) == 0) tmp = e.path().string();
+    }
+  }
+  kdist::detail::checkpoint::broadcast_string(tmp);
+  if (tmp.empty()) {
+    if (kdist::process_id() == 0) {
+      std::printf("no ckpt.h5.tmp-* in %s: the second save was not interrupted\n", dir.c_str());
+    }
+    ++bad;
+  } else {
+    try {
+      kdist::load_checkpoint(loaded, tmp);
+      std::printf("process %d: the interrupted save's %s loaded\n", kdist::process_id(),
+                  tmp.c_str());
+      ++bad;
+    } catch (const kdist::ValueError& e) {
+      if (kdist::process_id() == 0) std::printf("the interrupted save: %s\n", e.what());
+    }
+  }
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (kdist::process_id() == 0 && any == 0) {
+    std::printf("checkpoint intact: the first checkpoint's weights, slots and step\n");
+  }
+  return any ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kdist::run(argc, argv, [](int argc_, char** argv_) {
+    const std::string mode = argc_ > 2 ? argv_[1] : "";
+    if (mode == "save") return save(argv_[2]);
+    if (mode == "check") return check(argv_[2]);
+    throw kdist::ValueError("usage: checkpoint_kill save|check DIR");
+  });
+}

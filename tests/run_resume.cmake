@@ -1,0 +1,31 @@
+# cmake -DMPIEXEC=... -DTRAINER=... -DDIR=... -P run_resume.cmake
+# A run interrupted and resumed on another mesh gives the uninterrupted run's results: 2 epochs
+# on (1, 2) in one go, against 1 epoch on (1, 2) with a checkpoint, then --resume on (2, 1) for
+# the second (the weights, optimizer state and step counter come from the checkpoint).
+file(REMOVE_RECURSE ${DIR})
+set(_common --epochs 2 --steps 5 --batch-size 64)
+function(run_trainer out)
+  execute_process(COMMAND ${MPIEXEC} -n 2 ${TRAINER} ${ARGN}
+                  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc TIMEOUT 300)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "${ARGN}: the trainer failed (${_rc}):\n${_out}\n${_err}")
+  endif()
+  set(${out} "${_out}" PARENT_SCOPE)
+endfunction()
+run_trainer(_whole --mesh 1x2 ${_common})
+run_trainer(_first --mesh 1x2 --epochs 1 --steps 5 --batch-size 64 --checkpoint-dir ${DIR})
+if(NOT _first MATCHES "Saved [^\n]*checkpoint.h5 \\(epoch 1\\)")
+  message(FATAL_ERROR "no checkpoint saved:\n${_first}")
+endif()
+run_trainer(_second --mesh 2x1 ${_common} --checkpoint-dir ${DIR} --resume)
+if(NOT _second MATCHES "Resumed from [^\n]*checkpoint.h5: epoch 1, step 5 \\(saved by ModelParallel on")
+  message(FATAL_ERROR "no resume line:\n${_second}")
+endif()
+foreach(_v IN ITEMS _whole _second)
+  string(REGEX MATCH "Test loss: [0-9.]+ - Test accuracy: [0-9.]+" ${_v}_test "${${_v}}")
+endforeach()
+message(STATUS "uninterrupted: ${_whole_test}; resumed on (2, 1): ${_second_test}")
+if(NOT _whole_test OR NOT _whole_test STREQUAL _second_test)
+  message(FATAL_ERROR "the resumed run differs:\n${_whole}\n---\n${_second}")
+endif()
+message(STATUS "resume agrees")
