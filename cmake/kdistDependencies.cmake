@@ -5,7 +5,6 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 # KDIST_KOKKOS_DIR_HINT: set by the installed kdistConfig.cmake to the Kokkos kdist was built with.
 find_package(Kokkos REQUIRED HINTS ${KDIST_KOKKOS_DIR_HINT})
 kdist_repair_kokkos_target()
-find_package(Boost REQUIRED)
 find_package(Eigen3 REQUIRED NO_MODULE)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)

@@ -10,7 +10,6 @@ KDIST_PACKAGES=(
   cmake make g++ pkg-config          # toolchain
   libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
   mpich libmpich-dev                 # MPI
-  libboost-dev                       # Boost.Hana
   libeigen3-dev                      # host linear algebra
   libre2-dev                         # linear-time regular expressions for LayoutMap
   librandom123-dev                   # counter-based random numbers (Philox)

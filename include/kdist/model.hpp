@@ -401,7 +401,10 @@ class BasicSequential {
             if constexpr (std::is_same_v<O, Adam>) {
               apply_gradient(opt, v.value, v.grad, s0, s1);
             } else if constexpr (std::is_same_v<O, RMSprop>) {
-              apply_gradient(opt, v.value, v.grad, s0, s1, s2);
+              // slots in order: velocity, [average_gradient if centered], [momentum if > 0]
+              const View& average = opt.centered() ? s1 : s0;
+              const View& momentum = opt.momentum() > 0.0 ? (opt.centered() ? s2 : s1) : s0;
+              apply_gradient(opt, v.value, v.grad, s0, average, momentum);
             } else if (opt.momentum() != 0.0) {
               apply_gradient(opt, v.value, v.grad, s0);
             } else {
