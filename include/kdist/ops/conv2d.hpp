@@ -102,8 +102,10 @@ auto as_matrix(const V& v, std::size_t rows, std::size_t cols) {
 }
 
 //! The patch matrix of x: row (n, oh, ow), column (i, j, c) holds x[n, oh + i, ow + j, c].
+// (Not `auto`: nvcc rejects an extended lambda in a function with a deduced return type.)
 template <class XV>
-auto im2col(const XV& x, const ConvShape& s) {
+Kokkos::View<scalar_t<XV>**, Kokkos::LayoutRight, typename XV::memory_space> im2col(
+    const XV& x, const ConvShape& s) {
   using T = scalar_t<XV>;
   Kokkos::View<T**, Kokkos::LayoutRight, typename XV::memory_space> cols(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/im2col"), s.rows(),
