@@ -245,6 +245,26 @@ TEST_F(DataParallelDistributionTest, NumModelReplicas) {
   EXPECT_EQ(distribution.num_processes(), 2u);
 }
 
+TEST_F(DataParallelDistributionTest, BatchAxisNamedInCodeOrAtRunTime) {
+  // a (model, data) mesh: the batch axis is the second one, checked at compile time when written
+  // in code on a typed mesh (compile_fail/data_parallel_batch_axis_not_in_mesh.cpp)
+  kdist::DeviceMesh<kdist::axis<"model">, kdist::axis<"data">> typed({2, 4}, devices);
+  DataParallel distribution(typed, "data", {.num_processes = 8, .process_id = 5});
+  EXPECT_EQ(distribution.batch_dim_name(), "data");
+  EXPECT_EQ(distribution.num_model_replicas(), 4u);
+  EXPECT_EQ(distribution.get_data_layout(std::vector<std::size_t>{16, 3}).axes(),
+            (std::vector<DimAxes>{"data", kdist::replicated}));
+  // at run time: the same, and a name that is not an axis is a ValueError naming the axes
+  RuntimeDeviceMesh mesh({2, 4}, {"model", "data"}, devices);
+  const std::string batch = "data";
+  DataParallel runtime(mesh, batch, {.num_processes = 8, .process_id = 5});
+  EXPECT_EQ(runtime.get_data_layout(std::vector<std::size_t>{16, 3}).axes(),
+            (std::vector<DimAxes>{"data", kdist::replicated}));
+  expect_error([&] { DataParallel d(mesh, std::string("dta")); },
+               {"kdist::DataParallel: batch_dim_name 'dta' is not an axis of the mesh",
+                "valid axis names: ['model', 'data']"});
+}
+
 TEST_F(DataParallelDistributionTest, GetTensorLayout) {
   DataParallel distribution(device_mesh);
   EXPECT_EQ(distribution.get_tensor_layout("path/to/tensor"), std::nullopt);

@@ -4,9 +4,12 @@
 //! are replicated on every device; input data is sharded along its first (batch) dimension over
 //! the mesh's first axis.
 
+#include <concepts>
 #include <cstddef>
 #include <kdist/distribution.hpp>
 #include <kdist/error.hpp>
+#include <kdist/layout_axes.hpp>
+#include <kdist/mesh.hpp>
 #include <kdist/runtime.hpp>
 #include <kdist/runtime_layout.hpp>
 #include <kdist/runtime_mesh.hpp>
@@ -25,8 +28,8 @@ namespace kdist {
 //! with axis "batch"), or from every device (`kdist::list_devices()`).
 //!
 //! A mesh of more than one axis works (Keras warns and then fails): the data is sharded over the
-//! first axis and replicated over the others, and `num_model_replicas` is the first axis' extent
-//! (Keras counts every device, which is the same for a 1-D mesh).
+//! first axis (or the batch axis named) and replicated over the others, and `num_model_replicas`
+//! is that axis' extent (Keras counts every device, which is the same for a 1-D mesh).
 //!
 //! Errors: ValueError for an empty device list; those of DistributionOptions; more processes
 //! than replicas that are not a multiple of them (Keras' ModelParallel text); RuntimeError from
@@ -36,6 +39,8 @@ namespace kdist {
 //! kdist::DataParallel data_parallel(kdist::list_devices());     // 1-D mesh, axis "batch"
 //! kdist::RuntimeDeviceMesh mesh_1d({8}, {"data"}, kdist::list_devices());
 //! kdist::DataParallel on_mesh(mesh_1d);                          // batch axis "data"
+//! kdist::DeviceMesh<kdist::axis<"model">, kdist::axis<"data">> mesh({2, 4}, devices);
+//! kdist::DataParallel second_axis(mesh, "data");                 // checked at compile time
 //! \endcode
 class DataParallel : public Distribution {
  public:
@@ -54,6 +59,29 @@ class DataParallel : public Distribution {
                          RuntimeDeviceMesh>) explicit DataParallel(const Mesh& device_mesh,
                                                                    DistributionOptions options = {})
       : DataParallel(static_cast<RuntimeDeviceMesh>(device_mesh), options) {}
+  //! On a static mesh, sharding the data over `batch_dim_name`, an axis written in code and
+  //! checked at compile time: `kdist::DataParallel(mesh, "dta")` does not compile
+  //! (`kdist::error::axis_name_is_not_an_axis_of_the_mesh`). Keras' DataParallel always takes the
+  //! mesh's first axis; this names another (a (model, data) mesh).
+  template <class Mesh>
+  requires(is_device_mesh_v<Mesh>) DataParallel(const Mesh& device_mesh,
+                                                std::type_identity_t<AxisName<Mesh>> batch_dim_name,
+                                                DistributionOptions options = {})
+      : Distribution(static_cast<RuntimeDeviceMesh>(device_mesh), batch_dim_name.str(), options,
+                     "DataParallel") {
+    check_processes_divisible();
+  }
+  //! The same with the batch axis known at run time (read from a file): a name that is not an
+  //! axis of the mesh is a ValueError naming the mesh's axes.
+  //! (A template so that neither a braced DistributionOptions nor a typed mesh with a literal
+  //! picks it.)
+  template <class RuntimeMesh, std::convertible_to<std::string> Name>
+  requires std::same_as<std::remove_cvref_t<RuntimeMesh>, RuntimeDeviceMesh>
+  DataParallel(RuntimeMesh&& device_mesh, Name&& batch_dim_name, DistributionOptions options = {})
+      : Distribution(RuntimeDeviceMesh(std::forward<RuntimeMesh>(device_mesh)),
+                     std::string(std::forward<Name>(batch_dim_name)), options, "DataParallel") {
+    check_processes_divisible();
+  }
   //! On `devices` as a 1-D mesh whose axis is "batch".
   explicit DataParallel(std::vector<std::string> devices, DistributionOptions options = {})
       : DataParallel(mesh_from_devices(std::move(devices)), options) {}
