@@ -23,28 +23,14 @@
 #include <kdist/model_parallel.hpp>
 #include <kdist/run.hpp>
 
-#include "common/random_normal.hpp"
+#include "common/seeds_model.hpp"
 
 namespace {
 
+using kdist::examples::seeds_data;
+using kdist::examples::seeds_model;
+
 using Mesh2D = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
-
-// inputs = np.random.normal(size=(128, 28, 28, 1)); labels = np.random.normal(size=(128, 10))
-kdist::ArrayDataset<float> dataset() {
-  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
-                                    kdist::examples::random_normal(128 * 10, 2), 10);
-}
-
-// The notebook's functional model; unnamed layers get Keras' automatic names.
-kdist::Sequential model(const char* first, const char* second) {
-  using namespace kdist::layers;
-  std::vector<kdist::Sequential::Layer> l;
-  l.emplace_back(Flatten());
-  l.emplace_back(Dense(200, Activation::relu, /*use_bias=*/false, first));
-  l.emplace_back(Dropout(0.4, "dropout"));
-  l.emplace_back(Dense(10, Activation::softmax, true, second));
-  return kdist::Sequential({28, 28, 1}, std::move(l));
-}
 
 // model.compile(loss="mse"); model.fit(dataset, epochs=...); model.evaluate(dataset)
 double compile_fit_evaluate(kdist::Sequential m, const kdist::ArrayDataset<float>& data,
@@ -76,22 +62,22 @@ int main(int argc, char** argv) {
     }
     const bool root = kdist::process_id() == 0;
     const int verbose = quiet ? 0 : 1;
-    const auto data = dataset();
+    const auto data = seeds_data();
     const auto devices = kdist::list_devices();
     std::vector<std::pair<std::string, double>> results;
 
     if (program == "a" || program == "all") {  // def a(): no distribution
       if (root) std::printf("a(): no distribution\n");
       kdist::set_distribution(nullptr);
-      results.emplace_back("a()",
-                           compile_fit_evaluate(model("dense", "dense_1"), data, epochs, verbose));
+      results.emplace_back(
+          "a()", compile_fit_evaluate(seeds_model("dense", "dense_1"), data, epochs, verbose));
     }
     if (program == "b" || program == "all") {  // def b(): DataParallel on a 1-D mesh
       const kdist::DeviceMesh<kdist::axis<"data">> mesh_1d({devices.size()}, devices);
       kdist::set_distribution(std::make_shared<kdist::DataParallel>(mesh_1d));
       if (root) std::printf("b(): DataParallel on %s\n", mesh_1d.to_string().c_str());
-      results.emplace_back("b()",
-                           compile_fit_evaluate(model("dense", "dense_1"), data, epochs, verbose));
+      results.emplace_back(
+          "b()", compile_fit_evaluate(seeds_model("dense", "dense_1"), data, epochs, verbose));
     }
     if (program == "c" || program == "all") {  // ModelParallel and LayoutMap, every mesh shape
       const std::vector<std::array<std::size_t, 2>> shapes{{2, 1}, {8, 1}, {4, 2}, {2, 4}, {1, 8}};
@@ -106,7 +92,7 @@ int main(int argc, char** argv) {
         kdist::set_distribution(model_parallel);
         if (root) std::printf("c(): ModelParallel on %s\n", mesh_2d.to_string().c_str());
         results.emplace_back("c() " + mesh_2d.to_string(),
-                             compile_fit_evaluate(model("d1", "d2"), data, epochs, verbose));
+                             compile_fit_evaluate(seeds_model("d1", "d2"), data, epochs, verbose));
       }
     }
     kdist::set_distribution(nullptr);

@@ -1,9 +1,13 @@
-# Checkpoints (issue 11, docs/checkpoints.md). tests/mpi/test_checkpoint.cpp is registered with the
-# other MPI tests; here: the HDF5 tools it compares the file's tree with, and the crash-safety test.
+# Checkpoints and Keras weights files (issue 11, docs/checkpoints.md). tests/mpi/test_checkpoint.cpp
+# and test_keras_weights.cpp are registered with the other MPI tests; here: the HDF5 tools they
+# compare the file's tree with, the Keras-written file in tests/data, and the crash-safety test.
 find_program(KDIST_H5LS h5ls DOC "HDF5's h5ls (Debian: hdf5-tools), for the checkpoint tests")
 if(KDIST_H5LS)
   target_compile_definitions(mpi_test_checkpoint PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
+  target_compile_definitions(mpi_test_keras_weights PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
 endif()
+target_compile_definitions(mpi_test_keras_weights
+                           PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
 
 # Crash safety: a save killed midway (SIGKILL of one process during its MPI-IO writes) leaves the
 # previous checkpoint intact and loadable. The first test kills the job and must see it end

@@ -75,7 +75,18 @@ add_test(NAME trainer.checkpoint_resume_on_another_mesh
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_resume.cmake)
 set_tests_properties(trainer.checkpoint_resume_on_another_mesh PROPERTIES
   PASS_REGULAR_EXPRESSION "resume agrees" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
+# Keras weights files (docs/checkpoints.md): saved by one run, evaluated by another on another mesh.
+add_test(NAME trainer.keras_weights_on_another_mesh
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR}/keras_weights_test
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/run_keras_weights.cmake)
+set_tests_properties(trainer.keras_weights_on_another_mesh PROPERTIES
+  PASS_REGULAR_EXPRESSION "keras weights agree" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
 set(_env KDIST_TRAINER_DUMMY=1)
+kdist_trainer_error(evaluate_only_needs_weights "--evaluate-only needs weights to evaluate"
+                    ${_mp} --evaluate-only)
+kdist_trainer_error(load_keras_weights_missing "no_such.weights.h5': no such file"
+                    ${_mp} --load-keras-weights ${CMAKE_CURRENT_BINARY_DIR}/no_such.weights.h5)
 kdist_trainer_error(resume_needs_a_directory "--resume needs --checkpoint-dir DIR" ${_mp} --resume)
 kdist_trainer_error(resume_without_a_checkpoint "no_checkpoint_here/checkpoint.h5"
                     ${_mp} --checkpoint-dir ${CMAKE_CURRENT_BINARY_DIR}/no_checkpoint_here --resume)

@@ -19,6 +19,7 @@
 #include <kdist/array_dataset.hpp>
 #include <kdist/checkpoint.hpp>
 #include <kdist/data_sharding.hpp>
+#include <kdist/keras_weights.hpp>
 #include <kdist/mesh.hpp>
 #include <kdist/model.hpp>
 #include <kdist/run.hpp>
@@ -102,13 +103,28 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
     std::cout << "global batch " << o.batch_size << ", " << plan.local_batch_size()
               << " rows per data shard, " << plan.steps_per_epoch() << " steps per epoch\n";
   }
-  if (o.checkpoint_dir.empty()) {
+  if (!o.load_keras_weights.empty()) {
+    const LoadedKerasWeights loaded = load_keras_weights(model, o.load_keras_weights);
+    if (root && !o.quiet) {
+      std::printf("Loaded Keras weights from %s (optimizer state: %s)\n",
+                  o.load_keras_weights.c_str(),
+                  loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str());
+    }
+  }
+  if (o.evaluate_only) {
+    if (o.resume)
+      load_checkpoint(model, (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string());
+  } else if (o.checkpoint_dir.empty()) {
     model.fit(train, fit);
   } else {
     fit_with_checkpoints(model, train, fit, o, root);
   }
   const Metrics t = model.evaluate(test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
   if (root) std::printf("Test loss: %.4f - Test accuracy: %.4f\n", t.loss, t.accuracy);
+  if (!o.save_keras_weights.empty()) {
+    save_keras_weights(model, o.save_keras_weights);
+    if (root && !o.quiet) std::printf("Saved Keras weights to %s\n", o.save_keras_weights.c_str());
+  }
   return 0;
 }
 

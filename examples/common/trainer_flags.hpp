@@ -33,6 +33,9 @@ struct TrainerOptions {
   std::string checkpoint_dir;   // empty: no checkpoints
   std::size_t save_every = 1;   // epochs between checkpoints (and after the last)
   bool resume = false;          // start from <checkpoint_dir>/checkpoint.h5
+  std::string load_keras_weights;  // start from a Keras .weights.h5 file (empty: no)
+  std::string save_keras_weights;  // after training, write a Keras .weights.h5 file (empty: no)
+  bool evaluate_only = false;      // no training: evaluate the loaded weights
 };
 
 //! Limits of the trainers' integer flags.
@@ -137,6 +140,13 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
       "epochs between checkpoints (1 to 10^6; default 1)");
   app.add_flag("--resume", o.resume,
                "resume from <checkpoint-dir>/checkpoint.h5, saved on any mesh");
+  app.add_option("--load-keras-weights", o.load_keras_weights,
+                 "start from the weights (and optimizer state) of a Keras .weights.h5 file");
+  app.add_option("--save-keras-weights", o.save_keras_weights,
+                 "after training, write the weights as a Keras .weights.h5 file "
+                 "(Keras: model.load_weights)");
+  app.add_flag("--evaluate-only", o.evaluate_only,
+               "do not train: evaluate the weights of --load-keras-weights or --resume");
   app.add_flag("--drop-remainder", o.drop_remainder,
                "drop each epoch's partial last batch (default: train on it, as Keras)");
   try {
@@ -151,6 +161,11 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
   if ((o.resume || app.count("--save-every") > 0) && o.checkpoint_dir.empty()) {
     throw ValueError(std::string(o.resume ? "--resume" : "--save-every") +
                      " needs --checkpoint-dir DIR (where checkpoint.h5 is)\n" + usage);
+  }
+  if (o.evaluate_only && o.load_keras_weights.empty() && !o.resume) {
+    throw ValueError(std::string("--evaluate-only needs weights to evaluate: --load-keras-weights "
+                                 "FILE or --checkpoint-dir DIR --resume\n") +
+                     usage);
   }
   return o;
 }

@@ -55,6 +55,7 @@
 
 #include <kdist/collectives.hpp>
 #include <kdist/detail/hdf5.hpp>
+#include <kdist/detail/parallel_hdf5_io.hpp>
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/error.hpp>
 #include <kdist/model.hpp>
@@ -88,48 +89,6 @@ struct LoadedCheckpoint {
 
 namespace detail::checkpoint {
 
-//! The optimizer as a checkpoint records it.
-struct OptimizerRecord {
-  std::string name;
-  std::size_t slot_count = 0;
-  std::vector<std::string> slot_names;
-  std::vector<std::pair<std::string, double>> hyperparameters;
-};
-inline OptimizerRecord describe(const SGD& o) {
-  OptimizerRecord r{"SGD", o.slot_count(), {}, {}};
-  if (o.slot_count()) r.slot_names = {"momentum"};
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"momentum", o.momentum()},
-                       {"nesterov", o.nesterov() ? 1.0 : 0.0}};
-  return r;
-}
-inline OptimizerRecord describe(const Adam& o) {
-  OptimizerRecord r{"Adam", o.slot_count(), {"momentum", "velocity"}, {}};
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"beta_1", o.beta_1()},
-                       {"beta_2", o.beta_2()},
-                       {"epsilon", o.epsilon()}};
-  return r;
-}
-inline OptimizerRecord describe(const RMSprop& o) {
-  OptimizerRecord r{"RMSprop", o.slot_count(), {"velocity"}, {}};
-  if (o.needs_average_gradient()) r.slot_names.push_back("average_gradient");
-  if (o.needs_momentum()) r.slot_names.push_back("momentum");
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"rho", o.rho()},
-                       {"momentum", o.momentum()},
-                       {"epsilon", o.epsilon()},
-                       {"centered", o.centered() ? 1.0 : 0.0}};
-  return r;
-}
-
-template <class T>
-constexpr const char* dtype_name() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kdist checkpoints hold float32 or float64 models");
-  return std::is_same_v<T, float> ? "float32" : "float64";
-}
-
 inline std::string variable_dataset(const std::string& path) {
   return "variables/" + path;
 }
@@ -139,142 +98,6 @@ inline std::string slot_dataset(const std::string& path, std::size_t k) {
 
 inline std::string loss_name(Loss l) {
   return l == Loss::mean_squared_error ? "mean_squared_error" : "categorical_crossentropy";
-}
-
-//! `s` as process 0 has it, on every process.
-inline void broadcast_string(std::string& s) {
-  std::uint64_t n = s.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<std::size_t>(n));
-  if (n) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-}
-
-//! Every process must name the same file (a rank in the path is a mistake MPI-IO would answer
-//! with a hang or an error on some processes only): the same ValueError everywhere otherwise.
-inline void require_same_path(const std::string& path, const char* who) {
-  std::string zero = path;
-  broadcast_string(zero);
-  mpi::agree<ValueError>(MPI_COMM_WORLD, zero == path,
-                         std::string(who) + ": the processes were given different paths ('" + zero +
-                             "' on process 0, '" + path + "' on process " +
-                             std::to_string(detail::world_rank()) +
-                             "); give every process the same path");
-}
-
-template <class Model>
-void require_compiled(const Model& model, const char* who) {
-  if (model.output_shape().empty()) {  // compile builds the layers, which fixes the output shape
-    throw ValueError(std::string(who) +
-                     ": the model is not compiled; call model.compile(...) first (its distribution "
-                     "decides which block of each variable this process holds)");
-  }
-}
-
-//! Whether this process writes its block of `t`: blocks replicated along some mesh axes are
-//! written once, by the process at coordinate 0 along each of them.
-template <class Tensor>
-bool writes_block(const Tensor& t) {
-  const auto coords = t.device_mesh().coords_of(t.device());
-  for (auto a : t.layout().replicated_mesh_axes()) {
-    if (coords[a] != 0) return false;
-  }
-  std::size_t n = 1;
-  for (auto e : t.local_extents()) n *= e;
-  return n > 0;
-}
-
-//! This process's block of a dataset of shape `shape`: a hyperslab of the file space and a memory
-//! space of its extents, or none in both when `take` is false (the process still joins the
-//! collective transfer).
-template <std::size_t R>
-std::pair<hdf5::Dataspace, hdf5::Dataspace> block_selection(const std::array<hsize_t, R>& shape,
-                                                            const std::array<std::size_t, R>& lo,
-                                                            const std::array<std::size_t, R>& ext,
-                                                            bool take) {
-  auto file = hdf5::simple_space(shape);
-  if (!take) {
-    hdf5::check(H5Sselect_none(file.get()), "H5Sselect_none");
-    const hsize_t one = 1;
-    auto mem = hdf5::simple_space(std::span<const hsize_t>(&one, 1));
-    hdf5::check(H5Sselect_none(mem.get()), "H5Sselect_none");
-    return {std::move(file), std::move(mem)};
-  }
-  std::array<hsize_t, R> start{}, count{};
-  for (std::size_t d = 0; d < R; ++d) {
-    start[d] = lo[d];
-    count[d] = ext[d];
-  }
-  hdf5::check(
-      H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-      "H5Sselect_hyperslab");
-  return {std::move(file), hdf5::simple_space(count)};
-}
-
-template <std::size_t R>
-std::array<hsize_t, R> dims_of(const std::array<std::size_t, R>& shape) {
-  std::array<hsize_t, R> d{};
-  for (std::size_t i = 0; i < R; ++i) d[i] = shape[i];
-  return d;
-}
-
-//! Creates dataset `name` for tensor `t` (every process, collectively) and writes this process's
-//! block, or nothing if another process writes the same block.
-template <class Tensor>
-void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dxpl) {
-  using T = typename Tensor::value_type;
-  constexpr std::size_t R = Tensor::rank;
-  const auto dims = dims_of<R>(t.shape());
-  hdf5::PropertyList lcpl(hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
-  hdf5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
-  hdf5::PropertyList dcpl(hdf5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
-  hdf5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
-  hdf5::check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
-  hdf5::ParallelDataset ds;
-  {
-    auto space = hdf5::simple_space(dims);
-    ds = hdf5::ParallelDataset(
-        hdf5::check(H5Dcreate2(file, name.c_str(), hdf5::file_float_type<T>(), space.get(),
-                               lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                    "H5Dcreate2 '" + name + "'"));
-  }
-  hdf5::write_array(ds.get(), "shape",
-                    std::vector<std::uint64_t>(t.shape().begin(), t.shape().end()));
-  hdf5::write_string(ds.get(), "dtype", dtype_name<T>());
-  hdf5::write_string(ds.get(), "layout", t.layout().axes_repr());
-
-  const bool take = writes_block(t);
-  // the block in host memory (on a CPU build, the block itself); only its writer copies it
-  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local())) host;
-  if (take) host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
-  auto [fspace, mspace] = block_selection<R>(dims, t.offsets(), t.local_extents(), take);
-  const T dummy{};
-  hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                       take ? static_cast<const void*>(host.data()) : &dummy),
-              "H5Dwrite '" + name + "'");
-  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
-}
-
-//! Reads this process's block of tensor `t` (its block under its current layout) from dataset
-//! `name` into a new host View; returns the function that copies it into `t`.
-template <class Tensor>
-std::function<void()> read_tensor(hid_t file, const std::string& name, const Tensor& t,
-                                  hid_t dxpl) {
-  using T = typename Tensor::value_type;
-  constexpr std::size_t R = Tensor::rank;
-  auto staging = Kokkos::create_mirror(t.local());  // never the model's memory: see load_checkpoint
-  hdf5::ParallelDataset ds(
-      hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
-  std::size_t n = 1;
-  for (auto e : t.local_extents()) n *= e;
-  auto [fspace, mspace] =
-      block_selection<R>(dims_of<R>(t.shape()), t.offsets(), t.local_extents(), n > 0);
-  T dummy{};
-  hdf5::check(H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                      n > 0 ? static_cast<void*>(staging.data()) : &dummy),
-              "H5Dread '" + name + "'");
-  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
-  auto target = t.local();
-  return [target, staging]() { Kokkos::deep_copy(target, staging); };
 }
 
 //! What the model expects of a file: the checks of a load, made by process 0.
@@ -295,30 +118,14 @@ struct Expected {
 inline std::string check_file(const std::string& path, const Expected& want,
                               LoadedCheckpoint& out) {
   const std::string who = "kdist::load_checkpoint: '" + path + "'";
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return who +
-             ": no such file (a checkpoint is written by kdist::save_checkpoint; every "
-             "process must see the same path)";
-    }
-    return who + ": cannot be read: " + std::strerror(errno);
-  }
-  if (S_ISDIR(st.st_mode)) return who + " is a directory, not a checkpoint file";
   hdf5::QuietErrors quiet;
+  hdf5::File file;
   const std::string expected_format(checkpoint_format);
-  if (hdf5::is_hdf5(path.c_str()) <= 0) {
-    return who +
-           " is not an HDF5 file, so not a kdist checkpoint (expected a file written by "
-           "kdist::save_checkpoint, format '" +
-           expected_format + "')";
-  }
-  const auto fapl = hdf5::local_read_access();
-  hdf5::File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
-  if (!file.valid()) {  // (before any other HDF5 call, which would clear the error stack)
-    return who + " is a damaged or truncated HDF5 file and cannot be opened (HDF5: " +
-           hdf5::error_text() + ")";
-  }
+  const FileKind kind{"a checkpoint", "a checkpoint file", "kdist::save_checkpoint",
+                      "so not a kdist checkpoint (expected a file written by "
+                      "kdist::save_checkpoint, format '" +
+                          expected_format + "')"};
+  if (auto problem = open_to_check(path, who, kind, file); !problem.empty()) return problem;
   const hid_t root = file.get();
   std::string format;
   if (!hdf5::read_string(root, "format", format)) {
@@ -388,31 +195,13 @@ inline std::string check_file(const std::string& path, const Expected& want,
            "checkpoint's optimizer settings";
   }
   // every dataset: present, a float of the model's width, the model's shape
+  const std::size_t width = want.dtype == "float32" ? 4 : 8;
   for (const auto& e : want.entries) {
-    const std::string where = "dataset '/" + e.dataset + "' (" + e.what + ")";
-    if (!hdf5::path_exists(root, e.dataset)) {
-      return who + ": " + where + " is missing; the checkpoint is damaged";
-    }
-    hdf5::Dataset ds(H5Dopen2(root, e.dataset.c_str(), H5P_DEFAULT));
-    if (!ds.valid()) return who + ": " + where + " is not a dataset; the checkpoint is damaged";
-    hdf5::Datatype type(H5Dget_type(ds.get()));
-    hdf5::Dataspace space(H5Dget_space(ds.get()));
-    const std::size_t width = want.dtype == "float32" ? 4 : 8;
-    if (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT ||
-        H5Tget_size(type.get()) != width) {
-      return who + ": " + where + " does not hold " + want.dtype + " values; the checkpoint is " +
-             "damaged";
-    }
-    const int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-    std::vector<hsize_t> dims(rank > 0 ? static_cast<std::size_t>(rank) : 0);
-    if (rank < 0 || H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
-      return who + ": " + where + " has no simple shape; the checkpoint is damaged";
-    }
-    const std::vector<std::size_t> got(dims.begin(), dims.end());
-    if (got != e.shape) {
-      return who + ": " + e.what + " has shape " + detail::shape_repr(got) +
-             " in the checkpoint but " + detail::shape_repr(e.shape) +
-             " in the model; the checkpoint is of another model";
+    const auto p = check_float_dataset(root, e.dataset, e.what, e.shape, width, "checkpoint");
+    if (!p.empty()) {
+      return who + ": " + p.text +
+             (p.other_shape ? "; the checkpoint is of another model"
+                            : "; the checkpoint is damaged");
     }
   }
   std::string distribution, mesh;
@@ -425,30 +214,6 @@ inline std::string check_file(const std::string& path, const Expected& want,
   out.optimizer = name;
   out.distribution = distribution;
   out.mesh = mesh;
-  return {};
-}
-
-//! Process 0 fsyncs `tmp`, renames it to `path` (an atomic replace) and fsyncs the directory.
-//! Returns "" or what failed.
-inline std::string publish(const std::string& tmp, const std::string& path) {
-  const int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd < 0) return "cannot open '" + tmp + "' to flush it: " + std::strerror(errno);
-  const int synced = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (synced != 0) return "fsync of '" + tmp + "' failed: " + std::strerror(err);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno);
-  }
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {  // makes the rename durable; a file system that cannot is no error
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
   return {};
 }
 
@@ -568,35 +333,13 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
   // process 0's values everywhere: what each process writes as attributes must agree
   std::uint64_t epoch = info.epoch;
   double loss = info.loss;
-  std::int64_t pid = static_cast<std::int64_t>(::getpid());
   MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&pid, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  const std::string tmp = path + ".tmp-" + std::to_string(pid);
   const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
-  Kokkos::fence();  // the model's last step is complete before its blocks are read
-  {
-    h5::QuietErrors quiet;
-    const auto fapl = h5::mpio_access(MPI_COMM_WORLD);
-    h5::ParallelFile file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    const std::string why = file.valid() ? std::string() : h5::error_text();
-    mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
-                             "kdist::save_checkpoint: cannot create '" + tmp +
-                                 "' (the temporary file of '" + path + "'): HDF5: " + why);
-    try {
-      ck::write_metadata(file.get(), model, opt, epoch, loss);
-      ck::write_state(file.get(), model, opt.slot_count);
-      // MPI_File_sync on every process: each one's blocks reach storage
-      h5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush");
-    } catch (const RuntimeError& e) {
-      throw RuntimeError("kdist::save_checkpoint: writing '" + tmp + "': " + e.what());
-    }
-    h5::check(file.close(), "kdist::save_checkpoint: closing '" + tmp + "'");
-  }
-  MPI_Barrier(MPI_COMM_WORLD);  // every process has closed the file
-  const std::string failed = detail::world_rank() == 0 ? ck::publish(tmp, path) : std::string();
-  mpi::agree<RuntimeError>(MPI_COMM_WORLD, failed.empty(),
-                           "kdist::save_checkpoint: '" + path + "': " + failed);
+  ck::write_atomically(path, "kdist::save_checkpoint", [&](hid_t file) {
+    ck::write_metadata(file, model, opt, epoch, loss);
+    ck::write_state(file, model, opt.slot_count);
+  });
 }
 
 //! Loads the checkpoint `path` into the compiled `model`: its weights, optimizer slots and step

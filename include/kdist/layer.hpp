@@ -151,6 +151,9 @@ class AnyLayer {
   }
   std::vector<VariableRef<T>> variables() { return self_->variables(); }
   bool ends_in_softmax() const { return self_->ends_in_softmax(); }
+  //! The Keras class the layer mirrors (`L::keras_class`, e.g. "Dense"), or "" for a layer that
+  //! names none; kdist::save_keras_weights needs it to name the layer's group.
+  std::string keras_class() const { return self_->keras_class(); }
 
   //! The layer as its own type, or nullptr if it holds another type.
   template <class L>
@@ -169,6 +172,7 @@ class AnyLayer {
     virtual std::optional<LayerTensor<T>> backward(const LayerTensor<T>&, bool) = 0;
     virtual std::vector<VariableRef<T>> variables() = 0;
     virtual bool ends_in_softmax() const = 0;
+    virtual std::string keras_class() const = 0;
   };
   template <class L>
   struct Model final : Concept {
@@ -186,6 +190,13 @@ class AnyLayer {
     }
     std::vector<VariableRef<T>> variables() override { return layer.variables(); }
     bool ends_in_softmax() const override { return detail::ends_in_softmax(layer); }
+    std::string keras_class() const override {
+      if constexpr (requires { L::keras_class; }) {
+        return std::string(L::keras_class);
+      } else {
+        return {};
+      }
+    }
     L layer;
   };
   template <class L, class Arg>

@@ -161,6 +161,10 @@ class BasicSequential {
   void set_iterations(std::int64_t n) {
     std::visit([n](auto& o) { o.set_iterations(n); }, optimizer_);
   }
+  //! Sets the optimizer's learning rate (a Keras weights file's restore).
+  void set_learning_rate(double lr) {
+    std::visit([lr](auto& o) { o.set_learning_rate(lr); }, optimizer_);
+  }
   //! The seed of compile: initial weights, dropout masks and fit's shuffles derive from it.
   std::uint64_t seed() const { return seed_; }
   Loss loss() const { return loss_; }

@@ -20,6 +20,7 @@
 #include <kdist/model_parallel.hpp>
 
 #include "common/random_normal.hpp"
+#include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
 
 namespace {
@@ -28,6 +29,11 @@ using kdist::test::contains;
 using kdist::test::message_of;
 using kdist::test::world_size;
 using namespace kdist::layers;
+using kdist::test::guide_model_parallel;
+using kdist::test::meshes;
+using kdist::test::name_of;
+using kdist::test::seeds_data;
+using kdist::test::seeds_model;
 
 std::vector<float> normal(std::size_t n, std::uint64_t seed) {
   return kdist::examples::random_normal(n, seed);
@@ -40,41 +46,7 @@ std::shared_ptr<const kdist::Distribution> replicated_everywhere() {
   return std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(mesh), "data");
 }
 
-// The meshes of the world's size, (data, model).
-std::vector<std::vector<std::size_t>> meshes() {
-  const auto n = static_cast<std::size_t>(world_size());
-  if (n == 1) return {{1, 1}};
-  if (n == 2) return {{2, 1}, {1, 2}};
-  return {{4, 1}, {2, 2}, {1, 4}};
-}
-
-std::string name_of(const kdist::Distribution& d) {
-  return d.name() + " " + d.device_mesh().to_string();
-}
-
 // ---- the seeds' programs ------------------------------------------------------------------------
-
-kdist::ArrayDataset<float> seeds_data() {
-  return kdist::ArrayDataset<float>(normal(128 * 28 * 28, 1), {28, 28, 1}, normal(128 * 10, 2), 10);
-}
-
-kdist::Sequential seeds_model() {
-  std::vector<kdist::Sequential::Layer> l;
-  l.emplace_back(Flatten());
-  l.emplace_back(Dense(200, Activation::relu, false, "d1"));
-  l.emplace_back(Dropout(0.4, "dropout"));
-  l.emplace_back(Dense(10, Activation::softmax, true, "d2"));
-  return kdist::Sequential({28, 28, 1}, std::move(l));
-}
-
-std::shared_ptr<const kdist::Distribution> guide_model_parallel(std::vector<std::size_t> shape) {
-  kdist::RuntimeDeviceMesh mesh(shape, {"data", "model"}, kdist::list_devices());
-  kdist::LayoutMap map(mesh);
-  map["d1/kernel"] = {kdist::replicated, "model"};
-  map["d1/bias"] = {"model"};
-  map["d2/output"] = {"data", kdist::replicated};
-  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
-}
 
 void expect_close(double got, double want, double rel, const std::string& what) {
   EXPECT_LE(std::abs(got - want), rel * std::max(1.0, std::abs(want)))

@@ -30,7 +30,7 @@
 #include <kdist/model_parallel.hpp>
 #include <kdist/run.hpp>
 
-#include "common/random_normal.hpp"
+#include "common/seeds_model.hpp"
 
 namespace {
 
@@ -64,20 +64,8 @@ extern "C" int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void* buf
 namespace {
 
 using namespace kdist::layers;
-
-kdist::Sequential seeds_model() {
-  std::vector<kdist::Sequential::Layer> l;
-  l.emplace_back(Flatten());
-  l.emplace_back(Dense(200, Activation::relu, false, "d1"));
-  l.emplace_back(Dropout(0.4, "dropout"));
-  l.emplace_back(Dense(10, Activation::softmax, true, "d2"));
-  return kdist::Sequential({28, 28, 1}, std::move(l));
-}
-
-kdist::ArrayDataset<float> seeds_data() {
-  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
-                                    kdist::examples::random_normal(128 * 10, 2), 10);
-}
+using kdist::examples::seeds_data;
+using kdist::examples::seeds_model;
 
 std::shared_ptr<const kdist::Distribution> model_parallel() {
   const auto n = static_cast<std::size_t>(kdist::process_count());

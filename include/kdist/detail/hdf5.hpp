@@ -184,6 +184,10 @@ inline bool path_exists(hid_t loc, std::string_view name) {
 template <class T>
 hid_t native_type();
 template <>
+inline hid_t native_type<std::int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
 inline hid_t native_type<std::int64_t>() {
   return H5T_NATIVE_INT64;
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -63,6 +64,8 @@ class BasicConv2D {
   }
 
   const std::string& name() const { return name_; }
+  //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
+  static constexpr std::string_view keras_class = "Conv2D";
   std::size_t filters() const { return filters_; }
   const std::array<std::size_t, 2>& kernel_size() const { return kernel_size_; }
 

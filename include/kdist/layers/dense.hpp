@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -44,6 +45,8 @@ class BasicDense {
   }
 
   const std::string& name() const { return name_; }
+  //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
+  static constexpr std::string_view keras_class = "Dense";
   std::size_t units() const { return units_; }
   Activation activation() const { return activation_; }
   bool ends_in_softmax() const { return activation_ == Activation::softmax; }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <kdist/layer.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -27,6 +28,8 @@ class BasicDropout {
     }
   }
   const std::string& name() const { return name_; }
+  //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
+  static constexpr std::string_view keras_class = "Dropout";
   double rate() const { return rate_; }
 
   // ---- kdist::Layer: (batch, features) tensors; the identity outside training ----------------

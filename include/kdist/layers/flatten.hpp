@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <Kokkos_Core.hpp>
 
@@ -28,6 +29,8 @@ class BasicFlatten {
 
   explicit BasicFlatten(std::string name = "flatten") : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
+  //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
+  static constexpr std::string_view keras_class = "Flatten";
 
   Shape build(const Shape& input_shape, const Distribution&, std::uint64_t) {
     if (input_shape.size() != 1 && input_shape.size() != 3) {

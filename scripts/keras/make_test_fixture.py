@@ -1,0 +1,33 @@
+"""Writes tests/data/keras_small.weights.h5: a file written by Keras 3 itself, which
+tests/mpi/test_keras_weights.cpp loads into kdist. Not run by the tests (they need no Keras):
+run it again (with keras==3.15 and jax installed) only to regenerate the fixture.
+
+The model is the tests' small_model(): Flatten -> Dense(10, relu, "d1") -> Dropout(0.4) ->
+Dense(10, softmax, "d2") on (8, 8, 1) inputs, compiled with RMSprop(0.01) and trained 3 steps, so
+the file holds trained weights and the optimizer's state (iterations 3, the velocities).
+
+    KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py tests/data/keras_small.weights.h5
+"""
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/keras_small.weights.h5"
+keras.utils.set_random_seed(7)
+model = keras.Sequential([
+    keras.Input((8, 8, 1)),
+    keras.layers.Flatten(),
+    keras.layers.Dense(10, activation="relu", name="d1"),
+    keras.layers.Dropout(0.4, name="dropout"),
+    keras.layers.Dense(10, activation="softmax", name="d2"),
+])
+model.compile(optimizer=keras.optimizers.RMSprop(0.01), loss="mse")
+rng = np.random.default_rng(7)
+x = rng.normal(size=(48, 8, 8, 1)).astype("float32")
+y = rng.normal(size=(48, 10)).astype("float32")
+model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+model.save_weights(out)
+print("wrote", out, "after", int(model.optimizer.iterations.numpy()), "steps")

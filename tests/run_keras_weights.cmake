@@ -1,0 +1,31 @@
+# cmake -DMPIEXEC=... -DTRAINER=... -DDIR=... -P run_keras_weights.cmake
+# Weights written as a Keras .weights.h5 file by one run load into another run on another mesh:
+# a trainer trains on (1, 2) and saves with --save-keras-weights; a second one evaluates that file
+# with --load-keras-weights --evaluate-only on (2, 1) and reports the same test loss and accuracy.
+file(REMOVE_RECURSE ${DIR})
+file(MAKE_DIRECTORY ${DIR})
+function(run_trainer out)
+  execute_process(COMMAND ${MPIEXEC} -n 2 ${TRAINER} ${ARGN}
+                  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc TIMEOUT 300)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "${ARGN}: the trainer failed (${_rc}):\n${_out}\n${_err}")
+  endif()
+  set(${out} "${_out}" PARENT_SCOPE)
+endfunction()
+set(_file ${DIR}/mlp.weights.h5)
+run_trainer(_trained --mesh 1x2 --epochs 1 --steps 5 --batch-size 64 --save-keras-weights ${_file})
+if(NOT _trained MATCHES "Saved Keras weights to [^\n]*mlp.weights.h5")
+  message(FATAL_ERROR "no Keras weights saved:\n${_trained}")
+endif()
+run_trainer(_loaded --mesh 2x1 --batch-size 64 --load-keras-weights ${_file} --evaluate-only)
+if(NOT _loaded MATCHES "Loaded Keras weights from [^\n]*mlp.weights.h5 \\(optimizer state: restored\\)")
+  message(FATAL_ERROR "no load line:\n${_loaded}")
+endif()
+foreach(_v IN ITEMS _trained _loaded)
+  string(REGEX MATCH "Test loss: [0-9.]+ - Test accuracy: [0-9.]+" ${_v}_test "${${_v}}")
+endforeach()
+message(STATUS "trained on (1, 2): ${_trained_test}; loaded on (2, 1): ${_loaded_test}")
+if(NOT _trained_test OR NOT _trained_test STREQUAL _loaded_test)
+  message(FATAL_ERROR "the loaded weights evaluate differently:\n${_trained}\n---\n${_loaded}")
+endif()
+message(STATUS "keras weights agree")
