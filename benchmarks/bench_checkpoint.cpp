@@ -1,4 +1,5 @@
-// Checkpoint throughput (issue 11): kdist::save_checkpoint / load_checkpoint of a ~100 MB model
+// Checkpoint throughput (issue 11): kdist::save_checkpoint / load_checkpoint (and the Keras weights
+// file: save_keras_weights / load_keras_weights) of a ~100 MB model
 // (Dense 4096 -> 3072 -> 4096, no bias, SGD: two 48 MiB kernels, sharded (None, 'model') and
 // ('model', None) over all processes) against the machine's sequential bandwidth for one file of
 // the same size, in the same run: process 0 write()s the bytes to a file and fsync()s it, then
@@ -19,9 +20,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <kdist/checkpoint.hpp>
+#include <kdist/keras_weights.hpp>
 #include <kdist/layout_map.hpp>
 #include <kdist/model.hpp>
 #include <kdist/model_parallel.hpp>
@@ -86,37 +89,70 @@ void report(benchmark::State& state, const kdist::bench::PairedMedians& m, doubl
   state.counters["kdist/baseline"] = m.base / m.lib;
 }
 
-void BM_save(benchmark::State& state) {
+// Save: `save(model, path)` against process 0 writing the same bytes.
+template <class Save>
+void save_vs_sequential(benchmark::State& state, const char* file, Save save) {
   auto model = big_model();
   const double bytes = 2.0 * kIn * kHidden * sizeof(float);
   std::vector<char> raw(static_cast<std::size_t>(bytes), 1);
-  const auto ckpt = scratch("kdist-bench-checkpoint.h5");
+  const auto path = scratch(file);
   const auto base = scratch("kdist-bench-sequential.bin");
   const auto m = kdist::bench::paired_medians(
-      state, [&] { sequential_write(raw, base); },
-      [&] { kdist::save_checkpoint(model, ckpt, {.epoch = 1}); });
+      state, [&] { sequential_write(raw, base); }, [&] { save(model, path); });
   report(state, m, bytes);
 }
 
-void BM_load(benchmark::State& state) {
+// Load: `load(model, path)` of what `save` wrote against process 0 reading the same bytes.
+template <class Save, class Load>
+void load_vs_sequential(benchmark::State& state, const char* file, Save save, Load load) {
   auto model = big_model();
   const double bytes = 2.0 * kIn * kHidden * sizeof(float);
   std::vector<char> raw(static_cast<std::size_t>(bytes), 1);
-  const auto ckpt = scratch("kdist-bench-checkpoint.h5");
+  const auto path = scratch(file);
   const auto base = scratch("kdist-bench-sequential.bin");
-  kdist::save_checkpoint(model, ckpt, {.epoch = 1});
+  save(model, path);
   sequential_write(raw, base);
   const auto m = kdist::bench::paired_medians(
-      state, [&] { sequential_read(raw, base); },
-      [&] { (void)kdist::load_checkpoint(model, ckpt); });
+      state, [&] { sequential_read(raw, base); }, [&] { load(model, path); });
   report(state, m, bytes);
+}
+
+const auto save_ckpt = [](kdist::Sequential& m, const std::string& p) {
+  kdist::save_checkpoint(m, p, {.epoch = 1});
+};
+const auto load_ckpt = [](kdist::Sequential& m, const std::string& p) {
+  (void)kdist::load_checkpoint(m, p);
+};
+const auto save_keras = [](kdist::Sequential& m, const std::string& p) {
+  kdist::save_keras_weights(m, p);
+};
+const auto load_keras = [](kdist::Sequential& m, const std::string& p) {
+  (void)kdist::load_keras_weights(m, p);
+};
+
+void BM_save(benchmark::State& state) {
+  save_vs_sequential(state, "kdist-bench-checkpoint.h5", save_ckpt);
+}
+void BM_load(benchmark::State& state) {
+  load_vs_sequential(state, "kdist-bench-checkpoint.h5", save_ckpt, load_ckpt);
+}
+void BM_save_keras_weights(benchmark::State& state) {
+  save_vs_sequential(state, "kdist-bench.weights.h5", save_keras);
+}
+void BM_load_keras_weights(benchmark::State& state) {
+  load_vs_sequential(state, "kdist-bench.weights.h5", save_keras, load_keras);
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("BM_save", BM_save)->UseManualTime()->Iterations(8)->Unit(
-      benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_load", BM_load)->UseManualTime()->Iterations(8)->Unit(
-      benchmark::kMillisecond);
+  using Fn = void (*)(benchmark::State&);
+  for (auto [name, fn] :
+       {std::pair<const char*, Fn>{"BM_save", BM_save},
+        std::pair<const char*, Fn>{"BM_load", BM_load},
+        std::pair<const char*, Fn>{"BM_save_keras_weights", BM_save_keras_weights},
+        std::pair<const char*, Fn>{"BM_load_keras_weights", BM_load_keras_weights}}) {
+    benchmark::RegisterBenchmark(name, fn)->UseManualTime()->Iterations(8)->Unit(
+        benchmark::kMillisecond);
+  }
 }
 
 }  // namespace

@@ -284,7 +284,7 @@ Expected expected_of(Model& model, const OptimizerRecord& opt) {
 template <class Model>
 std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::size_t slots) {
   std::vector<std::function<void()>> commit;
-  auto dxpl = hdf5::collective_transfer();
+  auto dxpl = hdf5::independent_transfer();  // each process its own block
   model.for_each_variable_with_slots([&](auto& v, auto& s) {
     commit.push_back(read_tensor(file, variable_dataset(v.path), v.value, dxpl.get()));
     for (std::size_t k = 0; k < slots; ++k) {
@@ -352,8 +352,9 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
 //! is HDF5 but not a kdist checkpoint (no `format` attribute) or of another format version, holds
 //! another dtype, other variables or shapes (another model), another optimizer or another number
 //! of slots per variable; each message names the file, the variable and what was expected
-//! (docs/errors.md). The model is changed only when everything was read: an error leaves it as it
-//! was. Errors: also kdist::RuntimeError for an I/O failure while reading.
+//! (docs/errors.md); the model is then unchanged. Then each process reads its blocks (in place in
+//! host memory, through a host buffer for device memory): kdist::RuntimeError for an I/O failure
+//! while reading, which leaves the model partly loaded (load again).
 //!
 //! Returns what the file says (epoch, step, seed, ...). The seed is not restored: compile the model
 //! with the saved one (`LoadedCheckpoint::seed`) for dropout masks and shuffles to continue as an
@@ -372,7 +373,8 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   mpi::agree<ValueError>(MPI_COMM_WORLD, problem.empty(), problem);
   ck::broadcast(out);
 
-  // Every block into host buffers first; the model changes only once all were read.
+  // The file was checked: each process reads its blocks (in place on the host; device blocks are
+  // copied from their host buffers once all were read).
   Kokkos::fence();
   std::vector<std::function<void()>> commit;
   {

@@ -438,8 +438,9 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
 //! The file is checked by process 0 first, and every process throws the same kdist::ValueError when
 //! it is wrong: missing, a directory, not HDF5, damaged, not a Keras weights file, a layer's group
 //! missing or with another number of variables, a variable of another shape, weights for a layer
-//! the model lacks; each message names the file and the layer (docs/errors.md). The model changes
-//! only when everything was read. kdist::RuntimeError for an I/O failure while reading.
+//! the model lacks; each message names the file and the layer (docs/errors.md); the model is then
+//! unchanged. kdist::RuntimeError for an I/O failure while reading, which leaves the model partly
+//! loaded (load again).
 template <class T>
 LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::string& path,
                                       KerasWeightsOptions options = {}) {
@@ -470,7 +471,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
                              std::string(who) + ": '" + path + "' cannot be opened by every " +
                                  "process (is it on a file system they all see?): HDF5: " + why);
     try {
-      auto dxpl = h5::collective_transfer();
+      auto dxpl = h5::independent_transfer();  // each process its own block
       std::vector<std::string> names;
       for (const auto& l : layers) {
         for (std::size_t j = 0; j < l.vars.size(); ++j)

@@ -165,6 +165,15 @@ inline PropertyList collective_transfer() {
   return dxpl;
 }
 
+//! Transfers in which each process reads or writes alone (MPI-IO independent I/O): what loads use,
+//! each process reading only its own block (no process waits for another; measured 2.2x faster
+//! than collective I/O at 2 processes, docs/benchmarks.md).
+inline PropertyList independent_transfer() {
+  PropertyList dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"));
+  check(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
+  return dxpl;
+}
+
 //! Whether `name` (a path of '/'-separated links, relative to `loc`) exists, every link on the way
 //! included (H5Lexists alone fails on a missing intermediate group).
 inline bool path_exists(hid_t loc, std::string_view name) {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -194,13 +195,27 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
 }
 
 //! Reads this process's block of tensor `t` (its block under its current layout) from dataset
-//! `name` into a new host View; returns the function that copies it into `t`.
+//! `name`. A block in host memory is read in place (the caller has checked the file: what is left
+//! to fail is I/O); a block in device memory is read into a host buffer, and the returned function
+//! copies it to the device.
 template <class Tensor>
 std::function<void()> read_tensor(hid_t file, const std::string& name, const Tensor& t,
                                   hid_t dxpl) {
   using T = typename Tensor::value_type;
+  using View = std::decay_t<decltype(t.local())>;
   constexpr std::size_t R = Tensor::rank;
-  auto staging = Kokkos::create_mirror(t.local());  // never the model's memory: see load_checkpoint
+  // In place on the host: a fresh buffer would cost its page faults and a copy, as much as the
+  // read itself (docs/benchmarks.md).
+  constexpr bool in_place =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>::accessible;
+  typename View::HostMirror staging;
+  if constexpr (in_place) {
+    staging = t.local();
+  } else {
+    staging = typename View::HostMirror(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::read_staging"),
+        t.local().layout());
+  }
   hdf5::ParallelDataset ds(
       hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
   std::size_t n = 1;
@@ -212,8 +227,12 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const Ten
                       n > 0 ? static_cast<void*>(staging.data()) : &dummy),
               "H5Dread '" + name + "'");
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
-  auto target = t.local();
-  return [target, staging]() { Kokkos::deep_copy(target, staging); };
+  if constexpr (in_place) {
+    return [] {};
+  } else {
+    auto target = t.local();
+    return [target, staging]() { Kokkos::deep_copy(target, staging); };
+  }
 }
 
 //! What kind of file a load expects, for its messages.
