@@ -10,8 +10,8 @@ RUNS="${1:-3}"
 CXX="${CXX:-c++}"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
-# kdist's include directories as the build uses them (MPICH, Kokkos, Eigen, RE2).
-INC=(-I"$ROOT/include" $(pkg-config --cflags-only-I eigen3 re2 2>/dev/null)
+# kdist's include directories as the build uses them (MPICH, Kokkos, Eigen, RE2, HDF5).
+INC=(-I"$ROOT/include" $(pkg-config --cflags-only-I eigen3 re2 hdf5-mpich 2>/dev/null)
      -I/usr/include/trilinos $(mpicxx -show 2>/dev/null | tr ' ' '\n' | grep '^-I' || true))
 FLAGS=(-std=c++20 -O2 -w "${INC[@]}")
 

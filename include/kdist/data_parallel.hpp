@@ -64,9 +64,9 @@ class DataParallel : public Distribution {
   //! (`kdist::error::axis_name_is_not_an_axis_of_the_mesh`). Keras' DataParallel always takes the
   //! mesh's first axis; this names another (a (model, data) mesh).
   template <class Mesh>
-  requires(is_device_mesh_v<Mesh>) DataParallel(const Mesh& device_mesh,
-                                                std::type_identity_t<AxisName<Mesh>> batch_dim_name,
-                                                DistributionOptions options = {})
+  requires(is_device_mesh_v<Mesh>)
+      DataParallel(const Mesh& device_mesh, std::type_identity_t<AxisName<Mesh>> batch_dim_name,
+                   DistributionOptions options = {})
       : Distribution(static_cast<RuntimeDeviceMesh>(device_mesh), batch_dim_name.str(), options,
                      "DataParallel") {
     check_processes_divisible();
@@ -76,8 +76,8 @@ class DataParallel : public Distribution {
   //! (A template so that neither a braced DistributionOptions nor a typed mesh with a literal
   //! picks it.)
   template <class RuntimeMesh, std::convertible_to<std::string> Name>
-  requires std::same_as<std::remove_cvref_t<RuntimeMesh>, RuntimeDeviceMesh>
-  DataParallel(RuntimeMesh&& device_mesh, Name&& batch_dim_name, DistributionOptions options = {})
+  requires std::same_as<std::remove_cvref_t<RuntimeMesh>, RuntimeDeviceMesh> DataParallel(
+      RuntimeMesh&& device_mesh, Name&& batch_dim_name, DistributionOptions options = {})
       : Distribution(RuntimeDeviceMesh(std::forward<RuntimeMesh>(device_mesh)),
                      std::string(std::forward<Name>(batch_dim_name)), options, "DataParallel") {
     check_processes_divisible();

@@ -132,6 +132,20 @@ std::vector<LayerEntry> layer_entries(Model& model, const char* who) {
   return out;
 }
 
+//! What a save and a load both check and need: the model compiled, one path on every process, the
+//! layers' groups and the optimizer.
+struct ModelEntries {
+  std::vector<LayerEntry> layers;
+  io::OptimizerRecord optimizer;
+};
+template <class Model>
+ModelEntries model_entries(Model& model, const std::string& path, const char* who) {
+  io::require_compiled(model, who);
+  io::require_same_path(path, who);
+  return {layer_entries(model, who),
+          std::visit([](const auto& o) { return io::describe(o); }, model.optimizer())};
+}
+
 //! The optimizer's name attribute in Keras (its class name in snake case).
 inline std::string optimizer_name(const io::OptimizerRecord& opt) {
   return to_snake_case(opt.name);
@@ -378,10 +392,9 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::save_keras_weights";
   detail::collectives::Region region(who);
-  io::require_compiled(model, who);
-  io::require_same_path(path, who);
-  const auto layers = kw::layer_entries(model, who);
-  const auto opt = std::visit([](const auto& o) { return io::describe(o); }, model.optimizer());
+  const auto entries = kw::model_entries(model, path, who);
+  const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
+  const auto& opt = entries.optimizer;
   const double lr = std::visit([](const auto& o) { return o.learning_rate(); }, model.optimizer());
   io::write_atomically(path, who, [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
@@ -449,10 +462,9 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::load_keras_weights";
   detail::collectives::Region region(who);
-  io::require_compiled(model, who);
-  io::require_same_path(path, who);
-  const auto layers = kw::layer_entries(model, who);
-  const auto opt = std::visit([](const auto& o) { return io::describe(o); }, model.optimizer());
+  const auto entries = kw::model_entries(model, path, who);
+  const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
+  const auto& opt = entries.optimizer;
   kw::Plan plan;
   if (detail::world_rank() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
   mpi::agree<ValueError>(MPI_COMM_WORLD, plan.problem.empty(), plan.problem);

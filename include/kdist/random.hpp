@@ -30,6 +30,15 @@
 #if (defined(__CUDACC__) || defined(__HIPCC__)) && !defined(R123_CUDA_DEVICE)
 #define R123_CUDA_DEVICE __host__ __device__
 #endif
+// Philox needs no SSE; without it Random123 does not pull in <x86intrin.h> (every x86 intrinsic,
+// 0.85 s of each compile: docs/benchmarks.md). A program that includes Random123 first keeps its
+// own settings.
+#if !defined(R123_USE_SSE)
+#define R123_USE_SSE 0
+#endif
+#if !defined(R123_USE_X86INTRIN_H)
+#define R123_USE_X86INTRIN_H 0
+#endif
 #include <Random123/philox.h>
 
 #include <kdist/detail/kokkos_math.hpp>

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -191,5 +192,18 @@ inline void write_file_on_zero(const std::string& path, const std::string& bytes
   if (world_rank() == 0) std::ofstream(path, std::ios::binary) << bytes;
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+#ifdef KDIST_TEST_H5LS
+// What `h5ls -r` prints for `path` (the HDF5 tools' view of a file), with a failure if it fails.
+inline std::string h5ls_listing(const std::string& path) {
+  std::string listing;
+  if (FILE* p = popen((std::string(KDIST_TEST_H5LS) + " -r " + path).c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) listing += buf;
+    EXPECT_EQ(pclose(p), 0) << listing;
+  }
+  return listing;
+}
+#endif
 
 }  // namespace kdist::test

@@ -150,14 +150,26 @@ TEST_F(KerasWeights, SeedsModelFileHasKerasLayoutAndValues) {
   if (world_rank() == 0) {
     // exactly the tree Keras 3.15's model.save_weights writes for this model (checked against
     // Keras: docs/checkpoints.md)
-    const std::vector<std::string> want{
-        "layers/",           "layers/dense/",         "layers/dense/vars/",
-        "layers/dense/vars/0", "layers/dense_1/",     "layers/dense_1/vars/",
-        "layers/dense_1/vars/0", "layers/dense_1/vars/1", "layers/dropout/",
-        "layers/dropout/vars/", "layers/flatten/",    "layers/flatten/vars/",
-        "optimizer/",        "optimizer/vars/",       "optimizer/vars/0",
-        "optimizer/vars/1",  "optimizer/vars/2",      "optimizer/vars/3",
-        "optimizer/vars/4",  "vars/"};
+    const std::vector<std::string> want{"layers/",
+                                        "layers/dense/",
+                                        "layers/dense/vars/",
+                                        "layers/dense/vars/0",
+                                        "layers/dense_1/",
+                                        "layers/dense_1/vars/",
+                                        "layers/dense_1/vars/0",
+                                        "layers/dense_1/vars/1",
+                                        "layers/dropout/",
+                                        "layers/dropout/vars/",
+                                        "layers/flatten/",
+                                        "layers/flatten/vars/",
+                                        "optimizer/",
+                                        "optimizer/vars/",
+                                        "optimizer/vars/0",
+                                        "optimizer/vars/1",
+                                        "optimizer/vars/2",
+                                        "optimizer/vars/3",
+                                        "optimizer/vars/4",
+                                        "vars/"};
     EXPECT_EQ(tree_of(path), want);
     EXPECT_EQ(string_attribute(path, "layers/dense/vars", "name"), "d1");
     EXPECT_EQ(string_attribute(path, "layers/dense_1/vars", "name"), "d2");
@@ -182,12 +194,7 @@ TEST_F(KerasWeights, SeedsModelFileHasKerasLayoutAndValues) {
     EXPECT_EQ(dataset_of(path, "optimizer/vars/3").values, state.at("d2/kernel/slot0"));
     EXPECT_EQ(dataset_of(path, "optimizer/vars/4").values, state.at("d2/bias/slot0"));
 #ifdef KDIST_TEST_H5LS
-    std::string listing;
-    if (FILE* p = popen((std::string(KDIST_TEST_H5LS) + " -r " + path).c_str(), "r")) {
-      char buf[256];
-      while (std::fgets(buf, sizeof buf, p)) listing += buf;
-      EXPECT_EQ(pclose(p), 0) << listing;
-    }
+    const std::string listing = h5ls_listing(path);
     for (const char* line : {"/layers/dense/vars/0     Dataset {784, 200}",
                              "/optimizer/vars/0        Dataset {SCALAR}"}) {
       EXPECT_TRUE(contains(listing, line)) << "h5ls -r:\n" << listing << "\nlacks " << line;
@@ -268,15 +275,15 @@ TEST_F(KerasWeights, WithoutOptimizerHasNoOptimizerGroup) {
 TEST_F(KerasWeights, FileWrittenByKerasLoadsOnEveryLayout) {
   // what Keras wrote, read with the HDF5 library
   std::map<std::string, std::vector<float>> keras;
-  for (const auto& [name, key] : std::vector<std::pair<std::string, std::string>>{
-           {"layers/dense/vars/0", "d1/kernel"},
-           {"layers/dense/vars/1", "d1/bias"},
-           {"layers/dense_1/vars/0", "d2/kernel"},
-           {"layers/dense_1/vars/1", "d2/bias"},
-           {"optimizer/vars/2", "d1/kernel/slot0"},
-           {"optimizer/vars/3", "d1/bias/slot0"},
-           {"optimizer/vars/4", "d2/kernel/slot0"},
-           {"optimizer/vars/5", "d2/bias/slot0"}}) {
+  for (const auto& [name, key] :
+       std::vector<std::pair<std::string, std::string>>{{"layers/dense/vars/0", "d1/kernel"},
+                                                        {"layers/dense/vars/1", "d1/bias"},
+                                                        {"layers/dense_1/vars/0", "d2/kernel"},
+                                                        {"layers/dense_1/vars/1", "d2/bias"},
+                                                        {"optimizer/vars/2", "d1/kernel/slot0"},
+                                                        {"optimizer/vars/3", "d1/bias/slot0"},
+                                                        {"optimizer/vars/4", "d2/kernel/slot0"},
+                                                        {"optimizer/vars/5", "d2/bias/slot0"}}) {
     keras[key] = dataset_of(keras_fixture, name).values;
   }
   for (const auto& dist : distributions()) {
@@ -287,8 +294,8 @@ TEST_F(KerasWeights, FileWrittenByKerasLoadsOnEveryLayout) {
     EXPECT_TRUE(r.optimizer_loaded) << what << ": " << r.optimizer_note;
     EXPECT_EQ(r.iterations, 3) << what;  // the fixture trained 3 steps
     EXPECT_EQ(m.iterations(), 3) << what;
-    EXPECT_FLOAT_EQ(
-        static_cast<float>(std::get<kdist::RMSprop>(m.optimizer()).learning_rate()), 0.01f)
+    EXPECT_FLOAT_EQ(static_cast<float>(std::get<kdist::RMSprop>(m.optimizer()).learning_rate()),
+                    0.01f)
         << what;
     expect_bitwise_equal(state_of(m), keras, what);
     // and it trains on from there on every layout alike
@@ -311,7 +318,8 @@ TEST_F(KerasWeights, SavedOnEveryLayoutLoadsOnEveryOtherBitForBit) {
     for (std::size_t l = 0; l < dists.size(); ++l) {
       auto loaded = small_model();
       loaded.compile(dists[l], kdist::Loss::mean_squared_error, kdist::Adam(0.01), 99);
-      const std::string what = "saved on " + layouts_of(saved) + ", loaded on " + layouts_of(loaded);
+      const std::string what =
+          "saved on " + layouts_of(saved) + ", loaded on " + layouts_of(loaded);
       const auto r = kdist::load_keras_weights(loaded, path);
       EXPECT_TRUE(r.optimizer_loaded) << what;
       expect_bitwise_equal(state_of(loaded), want, what);
@@ -338,8 +346,7 @@ TEST_F(KerasWeights, Conv2DModelRoundTripsAcrossMeshes) {
     return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
   };
   auto saved = conv_model();
-  saved.compile(conv_rules(meshes().back()), kdist::Loss::mean_squared_error, kdist::Adam(0.01),
-                2);
+  saved.compile(conv_rules(meshes().back()), kdist::Loss::mean_squared_error, kdist::Adam(0.01), 2);
   saved.fit(small_data(), one_epoch);
   const std::string path = file("conv.weights.h5");
   kdist::save_keras_weights(saved, path);
@@ -370,8 +377,9 @@ TEST_F(KerasWeights, OptimizerOfAnotherKindIsLeftAloneAndSaysWhy) {
                  kdist::Adam(0.03), 9);
   const auto r = kdist::load_keras_weights(loaded, path);
   EXPECT_FALSE(r.optimizer_loaded);
-  EXPECT_TRUE(contains(r.optimizer_note, "the file's optimizer has 2 variables but the model's "
-                                         "Adam has 10"))
+  EXPECT_TRUE(contains(r.optimizer_note,
+                       "the file's optimizer has 2 variables but the model's "
+                       "Adam has 10"))
       << r.optimizer_note;
   EXPECT_EQ(loaded.iterations(), 0);
   EXPECT_EQ(std::get<kdist::Adam>(loaded.optimizer()).learning_rate(), 0.03);
@@ -401,8 +409,9 @@ TEST_F(KerasWeights, BadFilesAreTheSameErrorEverywhere) {
   fails(file("text.weights.h5"), "' is not an HDF5 file, so not a Keras weights file");
   // an HDF5 file that is no Keras weights file: a kdist checkpoint
   kdist::save_checkpoint(m, file("ckpt.h5"));
-  fails(file("ckpt.h5"), "' is an HDF5 file but not a Keras weights file: it has no group "
-                         "'/layers'");
+  fails(file("ckpt.h5"),
+        "' is an HDF5 file but not a Keras weights file: it has no group "
+        "'/layers'");
   // another model: d1 of 12 units
   {
     auto other = small_model(12);
@@ -418,8 +427,8 @@ TEST_F(KerasWeights, BadFilesAreTheSameErrorEverywhere) {
     auto longer = small_model(10, /*extra_layer=*/true);
     longer.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
                    kdist::RMSprop(), 1);
-    const std::string msg = message_of<kdist::ValueError>(
-        [&] { kdist::load_keras_weights(longer, keras_fixture); });
+    const std::string msg =
+        message_of<kdist::ValueError>([&] { kdist::load_keras_weights(longer, keras_fixture); });
     EXPECT_TRUE(contains(msg, "layer 'd2' (group '/layers/dense_2') is not in the file")) << msg;
     expect_same_on_every_process(msg);
   }
@@ -444,10 +453,11 @@ TEST_F(KerasWeights, BadFilesAreTheSameErrorEverywhere) {
     kdist::Sequential no_bias({8, 8, 1}, std::move(l));
     no_bias.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
                     kdist::RMSprop(), 1);
-    const std::string msg = message_of<kdist::ValueError>(
-        [&] { kdist::load_keras_weights(no_bias, keras_fixture); });
-    EXPECT_TRUE(contains(msg, "layer 'd1' (group '/layers/dense') has 1 variable(s) in the model "
-                              "but 2 in the file"))
+    const std::string msg =
+        message_of<kdist::ValueError>([&] { kdist::load_keras_weights(no_bias, keras_fixture); });
+    EXPECT_TRUE(contains(msg,
+                         "layer 'd1' (group '/layers/dense') has 1 variable(s) in the model "
+                         "but 2 in the file"))
         << msg;
   }
   // a damaged file: a variable's dataset replaced by one of integers
@@ -472,12 +482,12 @@ TEST_F(KerasWeights, BadFilesAreTheSameErrorEverywhere) {
 TEST_F(KerasWeights, ModelErrors) {
   // not compiled
   auto m = small_model();
-  EXPECT_TRUE(contains(message_of<kdist::ValueError>(
-                           [&] { kdist::save_keras_weights(m, file("x.weights.h5")); }),
-                       "kdist::save_keras_weights: the model is not compiled"));
   EXPECT_TRUE(contains(
-      message_of<kdist::ValueError>([&] { kdist::load_keras_weights(m, keras_fixture); }),
-      "kdist::load_keras_weights: the model is not compiled"));
+      message_of<kdist::ValueError>([&] { kdist::save_keras_weights(m, file("x.weights.h5")); }),
+      "kdist::save_keras_weights: the model is not compiled"));
+  EXPECT_TRUE(
+      contains(message_of<kdist::ValueError>([&] { kdist::load_keras_weights(m, keras_fixture); }),
+               "kdist::load_keras_weights: the model is not compiled"));
   // a user layer with variables and no Keras class
   std::vector<kdist::Sequential::Layer> l;
   l.emplace_back(kdist::layers::Flatten());
