@@ -118,25 +118,6 @@ DatasetInfo dataset_of(const std::string& path, const std::string& name) {
   return out;
 }
 
-// Every variable's and slot's full tensor, in the model's order: {path, values}.
-std::vector<std::pair<std::string, std::vector<float>>> ordered_state(kdist::Sequential& m) {
-  const std::size_t slots = std::visit([](const auto& o) { return o.slot_count(); }, m.optimizer());
-  std::vector<std::pair<std::string, std::vector<float>>> vars, out;
-  std::vector<std::vector<std::vector<float>>> slot_values;
-  m.for_each_variable_with_slots([&](auto& v, auto& s) {
-    vars.emplace_back(v.path, full_from_zero(v.value));
-    slot_values.emplace_back();
-    for (std::size_t k = 0; k < slots; ++k) slot_values.back().push_back(full_from_zero(s.at(k)));
-  });
-  out = vars;
-  for (std::size_t k = 0; k < slots; ++k) {
-    for (std::size_t v = 0; v < vars.size(); ++v) {
-      out.emplace_back(vars[v].first + "/slot" + std::to_string(k), slot_values[v][k]);
-    }
-  }
-  return out;
-}
-
 // ---- the layout Keras writes ------------------------------------------------------------------
 
 TEST_F(KerasWeights, SeedsModelFileHasKerasLayoutAndValues) {
