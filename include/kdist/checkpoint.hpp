@@ -379,12 +379,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   std::vector<std::function<void()>> commit;
   {
     h5::QuietErrors quiet;
-    const auto fapl = h5::mpio_access(MPI_COMM_WORLD);
-    h5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
-    const std::string why = file.valid() ? std::string() : h5::error_text();
-    mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
-                             "kdist::load_checkpoint: '" + path + "' cannot be opened by every " +
-                                 "process (is it on a file system they all see?): HDF5: " + why);
+    h5::ParallelFile file = ck::open_on_every_process(path, "kdist::load_checkpoint");
     try {
       commit = ck::read_state(file.get(), model, opt.slot_count);
     } catch (const RuntimeError& e) {

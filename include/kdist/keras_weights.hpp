@@ -27,6 +27,7 @@
 //! resume on another mesh use kdist::save_checkpoint.
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -194,6 +195,14 @@ inline std::size_t variable_count(const std::vector<LayerEntry>& layers) {
 
 inline std::string var_dataset(const std::string& group, std::size_t j) {
   return group + "/vars/" + std::to_string(j);
+}
+//! The dataset of each of the model's variables, in the model's order.
+inline std::vector<std::string> variable_datasets(const std::vector<LayerEntry>& layers) {
+  std::vector<std::string> out;
+  for (const auto& l : layers) {
+    for (std::size_t j = 0; j < l.vars.size(); ++j) out.push_back(var_dataset(l.group, j));
+  }
+  return out;
 }
 inline std::string optimizer_dataset(std::size_t i) {
   return "optimizer/vars/" + std::to_string(i);
@@ -406,15 +415,10 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
         h5::write_string(vg.get(), "name", l.name);
       }
     }
-    std::vector<std::pair<std::string, std::size_t>> names;  // dataset of each variable
-    for (const auto& l : layers) {
-      for (std::size_t j = 0; j < l.vars.size(); ++j) {
-        names.emplace_back(kw::var_dataset(l.group, j), l.vars[j]);
-      }
-    }
+    const auto names = kw::variable_datasets(layers);
     std::size_t v = 0;
     model.for_each_variable([&](auto& var) {
-      io::write_tensor(file, names.at(v++).first, var.value, dxpl.get(), /*annotate=*/false);
+      io::write_tensor(file, names.at(v++), var.value, dxpl.get(), /*annotate=*/false);
     });
     if (options.optimizer) {
       auto og = kw::make_group(file, "optimizer");
@@ -476,19 +480,10 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   float learning_rate = 0;
   {
     h5::QuietErrors quiet;
-    const auto fapl = h5::mpio_access(MPI_COMM_WORLD);
-    h5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
-    const std::string why = file.valid() ? std::string() : h5::error_text();
-    mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
-                             std::string(who) + ": '" + path + "' cannot be opened by every " +
-                                 "process (is it on a file system they all see?): HDF5: " + why);
+    h5::ParallelFile file = io::open_on_every_process(path, who);
     try {
       auto dxpl = h5::independent_transfer();  // each process its own block
-      std::vector<std::string> names;
-      for (const auto& l : layers) {
-        for (std::size_t j = 0; j < l.vars.size(); ++j)
-          names.push_back(kw::var_dataset(l.group, j));
-      }
+      const auto names = kw::variable_datasets(layers);
       const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
       std::size_t v = 0;
       model.for_each_variable_with_slots([&](auto& var, auto& s) {

@@ -213,8 +213,7 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const Ten
     staging = t.local();
   } else {
     staging = typename View::HostMirror(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::read_staging"),
-        t.local().layout());
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::read_staging"), t.local().layout());
   }
   hdf5::ParallelDataset ds(
       hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
@@ -308,6 +307,18 @@ inline DatasetProblem check_float_dataset(hid_t root, const std::string& name,
             true};
   }
   return {};
+}
+
+//! Opens `path` for reading on every process (MPI-IO); the same kdist::RuntimeError everywhere if
+//! any process cannot (`who` begins it). Call it under hdf5::QuietErrors.
+inline hdf5::ParallelFile open_on_every_process(const std::string& path, const std::string& who) {
+  const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+  hdf5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  const std::string why = file.valid() ? std::string() : hdf5::error_text();
+  mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
+                           who + ": '" + path + "' cannot be opened by every process (is it on " +
+                               "a file system they all see?): HDF5: " + why);
+  return file;
 }
 
 //! Process 0 fsyncs `tmp`, renames it to `path` (an atomic replace) and fsyncs the directory.
