@@ -79,21 +79,45 @@ struct variable_is_a_pending_sum;
 //! kdist::apply_gradient with typed gradient and variable of different layouts (or meshes).
 template <class GradientLayout, class VariableLayout>
 struct gradient_layout_differs_from_the_variables;
+//! kdist::apply_gradient with typed gradient and variable whose data types give different static
+//! extents (`GradientShape`, `VariableShape`, `?` for a run-time extent) in a dimension.
+template <class GradientShape, class VariableShape>
+struct gradient_shape_differs_from_the_variables;
 }  // namespace error
+
+namespace detail {
+//! Whether two data types' static extents agree wherever both are static.
+template <class A, class B>
+constexpr bool static_extents_agree() {
+  constexpr auto a = data_type_extents<A>::extents;
+  constexpr auto b = data_type_extents<B>::extents;
+  for (std::size_t d = 0; d < a.size(); ++d) {
+    if (a[d] != std::dynamic_extent && b[d] != std::dynamic_extent && a[d] != b[d]) return false;
+  }
+  return true;
+}
+}  // namespace detail
 
 //! apply_gradient with typed tensors: a gradient that is a pending sum, or of another layout or
 //! mesh than the variable, does not compile (the run-time checks still run: shapes, extents).
-template <class Optimizer, class DataType, class VariableLayout, class GradientLayout,
-          class MemorySpace, class... Slots>
-requires(is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<
-         GradientLayout>) void apply_gradient(const Optimizer& optimizer,
-                                              DistributedTensor<DataType, VariableLayout,
-                                                                MemorySpace>& variable,
-                                              const DistributedTensor<DataType, GradientLayout,
-                                                                      MemorySpace>& gradient,
-                                              const Slots&... slots) {
-  using G = DistributedTensor<DataType, GradientLayout, MemorySpace>;
-  using V = DistributedTensor<DataType, VariableLayout, MemorySpace>;
+//! Their data types may differ in which extents are static (`float[784][200]`, `float**`), not in
+//! a static extent (`error::gradient_shape_differs_from_the_variables`).
+template <class Optimizer, class VariableData, class VariableLayout, class GradientData,
+          class GradientLayout, class MemorySpace, class... Slots>
+requires(is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<GradientLayout> &&
+         std::is_same_v<detail::dynamic_data_type_t<VariableData>,
+                        detail::dynamic_data_type_t<GradientData>>) void
+    apply_gradient(const Optimizer& optimizer,
+                   DistributedTensor<VariableData, VariableLayout, MemorySpace>& variable,
+                   const DistributedTensor<GradientData, GradientLayout, MemorySpace>& gradient,
+                   const Slots&... slots) {
+  using G = DistributedTensor<GradientData, GradientLayout, MemorySpace>;
+  using V = DistributedTensor<VariableData, VariableLayout, MemorySpace>;
+  static_assert(detail::diagnose<detail::static_extents_agree<GradientData, VariableData>(),
+                                 error::gradient_shape_differs_from_the_variables<
+                                     detail::diagnostic_name<G::static_shape_string()>,
+                                     detail::diagnostic_name<V::static_shape_string()>>>::value,
+                "kdist::apply_gradient: the gradient's static extents differ from the variable's");
   static_assert(
       detail::diagnose<!G::is_pending_sum,
                        error::gradient_is_a_pending_sum_over<

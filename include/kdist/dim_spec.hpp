@@ -53,7 +53,17 @@ struct DimSpec {
     return std::string_view(names[i], std::char_traits<char>::length(names[i]));
   }
 
-  friend constexpr bool operator==(const DimSpec&, const DimSpec&) = default;
+  // Written out: nvcc's constant evaluator (CUDA 13) reads past the end of a row of `names` in
+  // the defaulted comparison of the 2-D array, and rejects every typed matmul that compares two.
+  friend constexpr bool operator==(const DimSpec& a, const DimSpec& b) {
+    if (a.count != b.count || a.overflow != b.overflow) return false;
+    for (std::size_t i = 0; i < max_axes; ++i) {
+      for (std::size_t c = 0; c <= max_name; ++c) {
+        if (a.names[i][c] != b.names[i][c]) return false;
+      }
+    }
+    return true;
+  }
 
  private:
   constexpr void push(std::string_view name) {

@@ -160,13 +160,14 @@ constexpr bool invocable_with_indices(std::index_sequence<I...>) {
 //!
 //! Example: `auto w = kdist::distribute_tensor<float**>(data.data(), {784, 200}, layout);`
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor(
-    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+  requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
+detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
         global,
-    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type& shape,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
     const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
-  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   auto h = Kokkos::create_mirror_view(t.local());
   detail::copy_box(global, detail::whole<Tensor>(shape), h.data(), t.block(), t.block());
@@ -180,7 +181,8 @@ DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor(
 template <class GlobalView>
 requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
     const GlobalView& global, const RuntimeTensorLayout& layout) {
-  using DataType = typename GlobalView::traits::non_const_data_type;
+  // A View with static extents (float[8][6]) gives a run-time tensor (float**).
+  using DataType = detail::dynamic_data_type_t<typename GlobalView::traits::non_const_data_type>;
   using Tensor = DistributedTensor<DataType>;
   typename Tensor::shape_type shape{};
   for (std::size_t d = 0; d < Tensor::rank; ++d) shape[d] = global.extent(d);
@@ -193,13 +195,14 @@ requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
 
 //! From one root process (MPI scatter): only `root` reads `global_on_root`; others pass nullptr.
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor_from_root(
-    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+  requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
+detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
         global_on_root,
-    const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type& shape,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
     const RuntimeTensorLayout& layout, int root = 0) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
-  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   auto t = Tensor::uninitialized(shape, layout);
   const std::size_t n = t.device_mesh().size();
@@ -286,17 +289,17 @@ inline constexpr bool evaluates_on_device_v =
 //! `kdist::distribute_tensor<float**>(KOKKOS_LAMBDA(std::size_t i, std::size_t j) { return
 //! float(i * 200 + j); }, {784, 200}, layout);` (evaluated on the device).
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
-requires(detail::invocable_with_indices<
-         F, typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type>(
+requires(detail::is_dynamic_data_type_v<DataType>&& detail::invocable_with_indices<
+         F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
     std::make_index_sequence<
-        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::rank>{}))
-    DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> distribute_tensor(
+        detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
+    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
         F f,
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
             shape,
         const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
-  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   detail::fill_from_function<evaluates_on_device_v<F, MemorySpace>>(t.local(), t.offsets(), f);
   Kokkos::Profiling::popRegion();
@@ -307,34 +310,40 @@ requires(detail::invocable_with_indices<
 //! `DistributedTensor<DataType, Layout>`, whose type carries the mesh and the sharding; a layout
 //! of another rank than DataType's is a compile error (`error::layout_rank_mismatch`).
 //!
+//! DataType may give static extents (`float[784][200]`): the shape must have them (ValueError), and
+//! where all are static the shape may be left out.
+//!
 //! Example: `auto w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);` with
-//! `kdist::TensorLayout<Mesh, kdist::replicated, "model"> kernel_layout(mesh);`
+//! `kdist::TensorLayout<Mesh, kdist::replicated, "model"> kernel_layout(mesh);`, or
+//! `auto w = kdist::distribute_tensor<float[784][200]>(f, kernel_layout);`.
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
           class Layout>
 requires(is_tensor_layout_v<Layout>&& detail::invocable_with_indices<
-         F, typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type>(
+         F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
     std::make_index_sequence<
-        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::rank>{}))
+        detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
         F f,
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
             shape,
         const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
-  return Typed(distribute_tensor<DataType, MemorySpace>(std::move(f), shape, layout.to_runtime()),
+  Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
+  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(std::move(f), shape, layout.to_runtime()),
                layout);
 }
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
           class Layout>
 requires(is_tensor_layout_v<Layout>)
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
             global,
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
             shape,
         const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
-  return Typed(distribute_tensor<DataType, MemorySpace>(global, shape, layout.to_runtime()),
+  Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
+  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(global, shape, layout.to_runtime()),
                layout);
 }
 template <class GlobalView, class Layout>
@@ -347,15 +356,38 @@ template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::mem
           class Layout>
 requires(is_tensor_layout_v<Layout>)
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor_from_root(
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::value_type*
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
             global_on_root,
-        const typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::shape_type&
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
             shape,
         const Layout& layout, int root = 0) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
-  return Typed(distribute_tensor_from_root<DataType, MemorySpace>(global_on_root, shape,
+  Typed::check_static_shape(shape, "kdist::distribute_tensor_from_root");  // before any work or message
+  return Typed(distribute_tensor_from_root<detail::dynamic_data_type_t<DataType>, MemorySpace>(global_on_root, shape,
                                                                   layout.to_runtime(), root),
                layout);
+}
+
+//! The forms above for a DataType whose extents are all static (`float[784][200]`): the shape is
+//! DataType's.
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
+          class Layout>
+requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType> &&
+         detail::invocable_with_indices<
+             F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
+             std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
+    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(F f, const Layout& layout) {
+  return distribute_tensor<DataType, MemorySpace>(
+      std::move(f), detail::data_type_extents<DataType>::extents, layout);
+}
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          class Layout>
+requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType>)
+    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+        const Layout& layout) {
+  return distribute_tensor<DataType, MemorySpace>(
+      global, detail::data_type_extents<DataType>::extents, layout);
 }
 
 //! The whole tensor on every process (all-gather, summing pending partial sums), as a host View.

@@ -244,8 +244,20 @@ class BasicTensorLayout {
     return p;
   }
 
+  //! The local extent of dimension d when its global extent is `global`, known at compile time
+  //! (the same on every device): when `global` and the mesh axes of d are static and the shards
+  //! divide `global`. Else kdist::dynamic_extent (ceil-division blocks differ across devices).
+  static constexpr std::size_t static_local_extent(std::size_t d, std::size_t global) {
+    const std::size_t shards = static_shards(d);
+    if (global == dynamic_extent || shards == dynamic_extent || global % shards != 0) {
+      return dynamic_extent;
+    }
+    return global / shards;
+  }
+
   //! Checks a tensor of static shape Shape... against the layout at compile time: the rank and,
-  //! for EvenTensorLayout on static mesh axes, even division.
+  //! for EvenTensorLayout on static mesh axes, even division (kdist::dynamic_extent in Shape: a
+  //! run-time extent, checked at run time).
   template <std::size_t... Shape>
   static constexpr bool check_static_shape() {
     static_assert(
@@ -379,7 +391,8 @@ class BasicTensorLayout {
   static constexpr bool check_even_division(std::index_sequence<D...>) {
     constexpr std::array<std::size_t, rank()> shape{Shape...};
     static_assert(
-        (detail::diagnose < static_shards(D) == dynamic_extent || shape[D] % static_shards(D) == 0,
+        (detail::diagnose < static_shards(D) == dynamic_extent || shape[D] == dynamic_extent ||
+             shape[D] % static_shards(D) == 0,
          error::extent_not_divisible < D, shape[D], static_shards(D),
          detail::diagnostic_name<repr_> >> ::value && ...),
         "kdist::EvenTensorLayout: a static extent is not divisible by its number of shards");

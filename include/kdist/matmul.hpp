@@ -13,6 +13,7 @@
 //! run through kdist::ops::matmul (Eigen on host memory, Kokkos kernels elsewhere).
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -20,6 +21,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/detail/data_type_extents.hpp>
 #include <kdist/dim_spec.hpp>
 #include <kdist/error.hpp>
 #include <kdist/layout.hpp>
@@ -137,6 +139,10 @@ namespace error {
 //! kdist::matmul of typed operands on two mesh types (each as `shape=(...), axis_names=[...]`).
 template <class MeshOfA, class MeshOfB>
 struct matmul_operands_on_different_meshes;
+//! kdist::matmul of typed operands whose static extents contract `ExtentOfA` (a column of op(A))
+//! against `ExtentOfB` (a row of op(B)): they must be equal.
+template <std::size_t ExtentOfA, std::size_t ExtentOfB>
+struct matmul_inner_extents_differ;
 }  // namespace error
 
 namespace detail {
@@ -174,32 +180,54 @@ struct matmul_result {
   using layout = TensorLayout<Mesh, rows, cols>;
   using type = std::conditional_t<pending.size() == 0, layout, PendingSum<layout, pending>>;
 };
+//! The static extents of op_a(A) op_b(B) for data types DA and DB: `data_type` (the rows of
+//! op(A), the columns of op(B), static where theirs are) and whether the contracted extents agree.
+template <class DA, class DB, ops::Op OpA, ops::Op OpB>
+struct matmul_extents {
+  static constexpr auto a = data_type_extents<DA>::extents;
+  static constexpr auto b = data_type_extents<DB>::extents;
+  static constexpr std::size_t a_m = OpA == ops::Op::none ? 0 : 1;
+  static constexpr std::size_t b_k = OpB == ops::Op::none ? 0 : 1;
+  static constexpr std::size_t k_of_a = a[1 - a_m], k_of_b = b[b_k];
+  static constexpr bool inner_agree =
+      k_of_a == std::dynamic_extent || k_of_b == std::dynamic_extent || k_of_a == k_of_b;
+  using data_type = typename data_type_with_extents<typename data_type_extents<DA>::value_type,
+                                                     a[a_m], b[1 - b_k]>::type;
+};
 }  // namespace detail
 
 //! matmul of typed operands: the same product, with the result's layout and pending sum in its
 //! type (`TensorLayout<Mesh, A's rows, B's columns>`, a `PendingSum` of it over the contraction's
-//! axes when both operands shard it alike). Transposes are template arguments
-//! (`kdist::matmul<kdist::ops::Op::transpose>(A, B)`); operands on two mesh types are a compile
-//! error naming both. Example (Megatron's MLP block): `auto h = kdist::matmul(x, w1);` (column
+//! axes when both operands shard it alike), and the static extents the operands give
+//! (`float[64][784]` times `float[784][200]` is `float[64][200]`). Transposes are template
+//! arguments (`kdist::matmul<kdist::ops::Op::transpose>(A, B)`); operands on two mesh types, or
+//! static contracted extents that differ, are compile errors naming both. Example (Megatron's MLP block): `auto h = kdist::matmul(x, w1);` (column
 //! parallel, complete), `auto y = kdist::matmul(h, w2);` (row parallel, a PendingSum over
 //! 'model'), `kdist::redistribute(y, y.layout())` (the all-reduce).
-template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, class T, class LA, class LB,
-          class MemorySpace>
-requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB>) auto matmul(
-    const DistributedTensor<T**, LA, MemorySpace>& A,
-    const DistributedTensor<T**, LB, MemorySpace>& B,
-    typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
-  using MeshA = typename DistributedTensor<T**, LA, MemorySpace>::mesh_type;
-  using MeshB = typename DistributedTensor<T**, LB, MemorySpace>::mesh_type;
+template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, class DA, class DB, class LA,
+          class LB, class MemorySpace>
+requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB> &&
+         detail::data_type_extents<DA>::rank == 2 && detail::data_type_extents<DB>::rank == 2 &&
+         std::is_same_v<detail::dynamic_data_type_t<DA>, detail::dynamic_data_type_t<DB>>) auto
+    matmul(const DistributedTensor<DA, LA, MemorySpace>& A,
+           const DistributedTensor<DB, LB, MemorySpace>& B,
+           typename detail::runtime_tensor_t<DA, MemorySpace>::view_type reuse = {}) {
+  using MeshA = typename DistributedTensor<DA, LA, MemorySpace>::mesh_type;
+  using MeshB = typename DistributedTensor<DB, LB, MemorySpace>::mesh_type;
   static_assert(
       detail::diagnose<std::is_same_v<MeshA, MeshB>,
                        error::matmul_operands_on_different_meshes<
                            detail::diagnostic_name<detail::mesh_repr_of<MeshA>::value>,
                            detail::diagnostic_name<detail::mesh_repr_of<MeshB>::value>>>::value,
       "kdist::matmul: the operands are on different mesh types");
+  using Extents = detail::matmul_extents<DA, DB, OpA, OpB>;
+  static_assert(detail::diagnose<Extents::inner_agree,
+                                 error::matmul_inner_extents_differ<Extents::k_of_a,
+                                                                    Extents::k_of_b>>::value,
+                "kdist::matmul: the static extents the product contracts differ");
   using Result =
       detail::matmul_result<MeshA, resolved_layout_t<LA>, resolved_layout_t<LB>, OpA, OpB>;
-  return DistributedTensor<T**, typename Result::type, MemorySpace>(
+  return DistributedTensor<typename Extents::data_type, typename Result::type, MemorySpace>(
       matmul(A.runtime(), B.runtime(), OpA, OpB, std::move(reuse)),
       typename Result::layout(A.layout().device_mesh()));
 }

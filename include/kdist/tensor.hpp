@@ -18,6 +18,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/detail/box.hpp>
+#include <kdist/detail/data_type_extents.hpp>
 #include <kdist/detail/python_repr.hpp>
 #include <kdist/error.hpp>
 #include <kdist/layout.hpp>
@@ -69,7 +70,10 @@ View make_view(const std::string& label, const std::array<std::size_t, sizeof...
 //! A tensor of global `shape()` laid out on a mesh by `layout()`; this process holds `local()`.
 //!
 //! DataType is a Kokkos data type (`float**`, `double***`...), rank 1 to 4 (and beyond). The local
-//! View is LayoutRight in MemorySpace (the default execution space's by default).
+//! View is LayoutRight in MemorySpace (the default execution space's by default). A typed tensor's
+//! DataType may have static extents (`float[784][200]`, `float*[784]`): the global shape is then
+//! checked against them, and its local View has static extents where every device's block has
+//! the same, known extent (see the typed tensor below).
 //!
 //! Layout says what the type knows, as mdspan's extents do:
 //! - `kdist::RuntimeTensorLayout` (the default, `DistributedTensor<float**>`): the layout and
@@ -86,11 +90,27 @@ template <class DataType, class Layout = RuntimeTensorLayout,
           class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
 class DistributedTensor;
 
+namespace error {
+//! A run-time tensor (`DistributedTensor<DataType>`, layout a value) with static extents in
+//! `DataType`: its blocks' extents are known at run time only. Write the extents as `*`
+//! (`float**`), or give the tensor a static kdist::TensorLayout, whose type can carry them.
+template <class DataType>
+struct run_time_tensor_has_static_extents;
+}  // namespace error
+
 //! The run-time tensor: layout and pending-sum state are values.
 template <class DataType, class MemorySpace>
 class DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> {
+  static_assert(
+      detail::diagnose<detail::is_dynamic_data_type_v<DataType>,
+                       error::run_time_tensor_has_static_extents<DataType>>::value,
+      "kdist::DistributedTensor<DataType>: a run-time tensor's extents are run-time; write them "
+      "as * (float**), or give the tensor a static kdist::TensorLayout");
+
  public:
-  using view_type = Kokkos::View<DataType, Kokkos::LayoutRight, MemorySpace>;
+  // (The all-run-time form of DataType, so a misuse diagnosed above fails once.)
+  using view_type =
+      Kokkos::View<detail::dynamic_data_type_t<DataType>, Kokkos::LayoutRight, MemorySpace>;
   using value_type = typename view_type::non_const_value_type;
   using memory_space = MemorySpace;
   static constexpr std::size_t rank = static_cast<std::size_t>(view_type::rank);
@@ -274,20 +294,34 @@ requires(!is_static_tensor_layout_v<L>) struct typed_tensor_parts<L, R, std::ind
 //! - reading or writing a pending sum's values: `local()` of a `PendingSum` tensor, an optimizer
 //!   step with it (kdist::apply_gradient) (`error::local_of_a_pending_sum_over<"('model',)",
 //!   ...>`).
-//! It is a run-time tensor too (its public base): every function that takes one takes it, and
-//! returns a run-time result; kdist::distribute_tensor, kdist::redistribute and kdist::matmul on
-//! typed arguments return typed results. From a run-time tensor only by the explicit, checked
-//! constructor.
+//!
+//! Static extents, as mdspan's: DataType may give extents (`float[784][200]`, `float*[784]` for a
+//! run-time batch). The global shape must then have them (ValueError), an EvenTensorLayout that
+//! cannot divide one is a compile error (`error::extent_not_divisible`), and a dimension whose
+//! every block has the same extent - the global one static, its mesh axes static and dividing it
+//! - is static in `view_type`, the type of `local()` (Kokkos spells the static extents last, so
+//! a static extent before a run-time one stays run-time there). `static_extent(d)` and
+//! `static_local_extent(d)` say what the type knows.
+//!
+//! It is a run-time tensor too (its public base, `DistributedTensor<float**>` for DataType
+//! `float[784][200]`): every function that takes one takes it, and returns a run-time result;
+//! kdist::distribute_tensor, kdist::redistribute and kdist::matmul on typed arguments return typed
+//! results. From a run-time tensor only by the explicit, checked constructor.
 //!
 //! Example: `kdist::DistributedTensor<float**, kdist::TensorLayout<Mesh, kdist::replicated,
 //! "model">> w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);`
 template <class DataType, class Layout, class MemorySpace>
-class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> {
+class DistributedTensor
+    : public DistributedTensor<detail::dynamic_data_type_t<DataType>, RuntimeTensorLayout,
+                               MemorySpace> {
  public:
-  using runtime_type = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  using runtime_type =
+      DistributedTensor<detail::dynamic_data_type_t<DataType>, RuntimeTensorLayout, MemorySpace>;
   using runtime_type::rank;
   using typename runtime_type::shape_type;
-  using typename runtime_type::view_type;
+  using data_type = DataType;
+  //! The run-time tensor's View (all extents run-time).
+  using runtime_view_type = typename runtime_type::view_type;
 
  private:
   using parts = detail::typed_tensor_parts<Layout, rank>;
@@ -305,20 +339,62 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
   static constexpr DimSpec pending_axes() { return parts::pending; }
 
  private:
+  static constexpr bool rank_matches = layout_type::rank() == rank;
   static_assert(
-      detail::diagnose<layout_type::rank() == rank,
+      detail::diagnose<rank_matches,
                        error::layout_rank_mismatch<
                            layout_type::rank(), rank,
                            detail::diagnostic_name<layout_type::axes_repr_string()>>>::value,
       "kdist::DistributedTensor: the layout's rank differs from the tensor's rank");
+  static constexpr auto static_extents_ = detail::data_type_extents<DataType>::extents;
+  // Even division of the static extents (EvenTensorLayout); the layout names the offender. (A
+  // function template, not a template lambda: nvcc then re-emits the class's default arguments.)
+  template <std::size_t... D>
+  static constexpr bool static_extents_fit_layout(std::index_sequence<D...>) {
+    if constexpr (rank_matches) {
+      return layout_type::template check_static_shape<static_extents_[D]...>();
+    }
+    return true;
+  }
+  static_assert(static_extents_fit_layout(std::make_index_sequence<rank>{}));
+  static constexpr std::array<std::size_t, rank> static_local_extents_ = [] {
+    std::array<std::size_t, rank> out{};
+    for (std::size_t d = 0; d < rank; ++d) {
+      out[d] = rank_matches ? layout_type::static_local_extent(d, static_extents_[d])
+                            : dynamic_extent;
+    }
+    return out;
+  }();
+  struct local_extents_source {
+    static constexpr auto extents = static_local_extents_;
+  };
 
  public:
+  //! DataType's extents as a shape for messages, `(784, 200)` or `(?, 784)`.
+  static constexpr auto static_shape_string() { return detail::static_shape_string<DataType>(); }
+  //! The global extent of dimension d that DataType gives, or kdist::dynamic_extent.
+  static constexpr std::size_t static_extent(std::size_t d) { return static_extents_[d]; }
+  //! The extent of dimension d of every device's block, when the type determines it (the global
+  //! extent and the mesh axes of d static, the shards dividing it), else kdist::dynamic_extent.
+  static constexpr std::size_t static_local_extent(std::size_t d) {
+    return static_local_extents_[d];
+  }
+  using value_type = typename detail::data_type_extents<DataType>::value_type;
+  //! This process's block: a View whose extents are static where static_local_extent is (and
+  //! every later one is too), e.g. `Kokkos::View<float*[100]>` for `float[784][200]` with the
+  //! columns over a static 'model' axis of 2 and the rows over a run-time one.
+  using view_type =
+      Kokkos::View<typename detail::data_type_from<value_type, local_extents_source>::type,
+                   Kokkos::LayoutRight, MemorySpace>;
+
   //! An empty tensor (no mesh); assign a real one to it.
   DistributedTensor() = default;
-  //! `t` as a typed tensor, checked (ValueError, alike on every process): `t`'s layout must be
-  //! `layout` and its pending sum the type's (an axis of extent 1 holds no pending sum).
+  //! `t` as a typed tensor, checked (ValueError, alike on every process): `t`'s shape must have
+  //! DataType's static extents, its layout must be `layout` and its pending sum the type's (an
+  //! axis of extent 1 holds no pending sum).
   explicit DistributedTensor(runtime_type t, layout_type layout)
       : runtime_type(std::move(t)), layout_(std::move(layout)) {
+    check_static_shape(runtime_type::shape(), "kdist::DistributedTensor");
     check_against_type();
   }
 
@@ -326,25 +402,47 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
   static DistributedTensor zeros(
       const shape_type& shape, layout_type layout,
       std::string label = "kdist::DistributedTensor") requires(!is_pending_sum) {
+    check_static_shape(shape, "kdist::DistributedTensor::zeros");
     auto t = runtime_type::zeros(shape, layout.to_runtime(), std::move(label));
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
+  }
+  //! A zero-filled tensor of the shape DataType gives (`float[784][200]`).
+  static DistributedTensor zeros(layout_type layout, std::string label = "kdist::DistributedTensor")
+  requires(!is_pending_sum && detail::is_static_data_type_v<DataType>) {
+    return zeros(static_extents_, std::move(layout), std::move(label));
   }
   //! Allocated but not initialised (for callers that write every element).
   static DistributedTensor uninitialized(
       const shape_type& shape, layout_type layout,
       std::string label = "kdist::DistributedTensor") requires(!is_pending_sum) {
+    check_static_shape(shape, "kdist::DistributedTensor::uninitialized");
     auto t = runtime_type::uninitialized(shape, layout.to_runtime(), std::move(label));
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
+  }
+  static DistributedTensor uninitialized(layout_type layout,
+                                         std::string label = "kdist::DistributedTensor")
+  requires(!is_pending_sum && detail::is_static_data_type_v<DataType>) {
+    return uninitialized(static_extents_, std::move(layout), std::move(label));
   }
   //! From this process's block (its extents must be the layout's); for a PendingSum type the
   //! block is this process's summand.
   static DistributedTensor from_local(view_type local, const shape_type& shape,
                                       layout_type layout) {
-    auto t = runtime_type::from_local(std::move(local), shape, layout.to_runtime(),
-                                      pending_axis_names());
+    check_static_shape(shape, "kdist::DistributedTensor::from_local");
+    auto t = runtime_type::from_local(runtime_view_type(std::move(local)), shape,
+                                      layout.to_runtime(), pending_axis_names());
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
 
+  //! ValueError unless `shape` has DataType's static extents; `who` names the caller.
+  static void check_static_shape(const shape_type& shape, const char* who) {
+    const std::size_t d = detail::first_static_extent_mismatch<DataType>(shape);
+    if (d == rank) return;
+    throw ValueError(std::string(who) + ": shape " +
+                     detail::shape_repr(shape) + " differs from the type's static shape " +
+                     std::string(static_shape_string().view()) + " in dimension " + std::to_string(d) +
+                     "; give the shape the type says, or make that extent run-time (*)");
+  }
   //! The static layout (for a PendingSum: the layout the resolved sum has).
   const layout_type& layout() const {
     if (!layout_) throw ValueError("kdist::DistributedTensor::layout: the tensor is empty");
@@ -354,18 +452,17 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
   const runtime_type& runtime() const { return *this; }
   runtime_type& runtime() { return *this; }
 
-  //! This process's block of the values; does not compile for a pending sum (its block is one
-  //! summand): resolve it with kdist::redistribute first, or take `local_summand()` on purpose.
+  //! This process's block of the values, with the type's static extents (a View: it shares the
+  //! block, writes through it land in the tensor). Does not compile for a pending sum (its block
+  //! is one summand): resolve it with kdist::redistribute first, or take `local_summand()` on
+  //! purpose.
   template <bool Complete = !is_pending_sum>
-  const view_type& local() const {
+  view_type local() const {
     require_complete<Complete>();
-    return runtime_type::local();
+    return typed_view(runtime_type::local());
   }
-  template <bool Complete = !is_pending_sum>
-  view_type& local() {
-    require_complete<Complete>();
-    return runtime_type::local();
-  }
+  //! This process's block as stored, whatever the state (one summand of a pending sum).
+  view_type local_summand() const { return typed_view(runtime_type::local_summand()); }
 
  private:
   template <bool Complete>
@@ -378,6 +475,12 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
         "kdist::DistributedTensor::local: the tensor is a pending sum: this process holds one "
         "summand, not the values. Resolve it (kdist::redistribute(t, t.layout())) or use "
         "local_summand()");
+  }
+  // The stored block with the type's static extents; an empty tensor's is an empty View (its
+  // extents 0 would not convert to static ones).
+  view_type typed_view(const runtime_view_type& block) const {
+    if (!layout_) return view_type();
+    return view_type(block);
   }
 
   struct unchecked {};
@@ -416,5 +519,13 @@ class DistributedTensor : public DistributedTensor<DataType, RuntimeTensorLayout
 
   std::optional<layout_type> layout_;  // empty in a default-constructed tensor only
 };
+
+namespace detail {
+//! The run-time tensor a tensor of DataType converts to: `DistributedTensor<float**>` for
+//! `float[784][200]`.
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+using runtime_tensor_t =
+    DistributedTensor<dynamic_data_type_t<DataType>, RuntimeTensorLayout, MemorySpace>;
+}  // namespace detail
 
 }  // namespace kdist

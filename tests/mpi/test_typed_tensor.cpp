@@ -3,6 +3,8 @@
 // the mesh type, the sharding and the pending-sum state in its type; distribute_tensor,
 // matmul and redistribute on typed arguments return typed results whose values are those of the
 // run-time path, and the conversions go to the run-time side freely and back only when checked.
+// Static extents in the data type (float[8][6], float*[6]) give static extents to the local block
+// where every device's block has the same extent.
 // The compile errors are in tests/compile_fail/typed_tensor_*.cpp.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -164,6 +166,100 @@ TEST(TypedTensor, FactoriesAndFromLocal) {
   EXPECT_EQ(total(3, 2), double(mesh.extent(1)));  // one 1 from each process along 'model'
   expect_value_error([] { (void)Matrix<Layout<"data", "model">>().layout(); },
                      {"kdist::DistributedTensor::layout: the tensor is empty"});
+}
+
+// ---- static extents -------------------------------------------------------------------------
+
+// 'model' static (2), 'data' run-time: the columns of a sharded kernel have a static local extent.
+using StaticModelMesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 2>>;
+template <kdist::DimSpec... Dims>
+using OnStaticModel = kdist::TensorLayout<StaticModelMesh, Dims...>;
+
+TEST(TypedTensorStaticExtents, LocalBlocksHaveTheExtentsTheTypeDetermines) {
+  if (world() % 2 != 0) GTEST_SKIP() << "the mesh has a static 'model' axis of 2";
+  const StaticModelMesh mesh(world());
+  const OnStaticModel<replicated, "model"> kernel(mesh);
+  const OnStaticModel<"data", replicated> rows(mesh);
+
+  // W: (6, 10) with its columns over 'model' of 2: every block is (6, 5), known to the compiler.
+  auto w = kdist::distribute_tensor<double[6][10]>(matrix_b, kernel);
+  using W = decltype(w);
+  static_assert(std::is_same_v<W, kdist::DistributedTensor<double[6][10], OnStaticModel<replicated, "model">>>);
+  static_assert(std::is_same_v<W::view_type::data_type, double[6][5]>);
+  static_assert(std::is_same_v<W::runtime_type, kdist::DistributedTensor<double**>>);
+  static_assert(W::static_extent(1) == 10 && W::static_local_extent(1) == 5);
+  const auto wl = w.local();
+  EXPECT_EQ(wl.extent(1), 5u);
+  EXPECT_EQ(wl.data(), w.runtime().local().data());  // the same block, not a copy
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(wl(i, j), matrix_b(i, w.offsets()[1] + j));
+
+  // X: a run-time batch of 6 features; rows over the run-time 'data' axis stay run-time.
+  auto x = kdist::distribute_tensor<double*[6]>(matrix_a, {8, 6}, rows);
+  static_assert(std::is_same_v<decltype(x)::view_type::data_type, double*[6]>);
+  static_assert(decltype(x)::static_local_extent(0) == kdist::dynamic_extent);
+
+  // The product keeps what both operands know: (?, 10), columns (?, 5) per block.
+  auto y = kdist::matmul(x, w);
+  static_assert(std::is_same_v<decltype(y)::data_type, double*[10]>);
+  static_assert(std::is_same_v<decltype(y)::view_type::data_type, double*[5]>);
+  auto want = kdist::full_tensor(kdist::matmul(x.runtime(), w.runtime()));
+  auto got = kdist::full_tensor(y);
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 10; ++j) ASSERT_EQ(got(i, j), want(i, j));
+
+  // dW = X^T dY is (6, 10), static, pending over 'data'; summed, it steps the static W.
+  auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, y);
+  static_assert(std::is_same_v<decltype(dw)::data_type, double[6][10]>);
+  static_assert(decltype(dw)::is_pending_sum);
+  const kdist::SGD sgd(0.25);
+  const auto before = kdist::full_tensor(w);
+  const auto grad = kdist::full_tensor(kdist::redistribute(dw, w.layout()));
+  kdist::apply_gradient(sgd, w, kdist::redistribute(dw, w.layout()));
+  const auto after = kdist::full_tensor(w);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 10; ++j)
+      ASSERT_DOUBLE_EQ(after(i, j), before(i, j) - 0.25 * grad(i, j));
+}
+
+TEST(TypedTensorStaticExtents, UnevenBlocksKeepARunTimeExtent) {
+  const Mesh mesh = make_mesh();
+  // 7 rows over the run-time 'data' axis; 6 replicated columns stay static.
+  auto t = kdist::distribute_tensor<double[7][6]>(matrix_a, Layout<"data", replicated>(mesh));
+  static_assert(std::is_same_v<decltype(t)::view_type::data_type, double*[6]>);
+  EXPECT_EQ(t.local().extent(0), t.local_extents()[0]);
+  EXPECT_EQ(t.local().extent(1), 6u);
+  // 7 columns over a static 'model' of 2: blocks of 4 and 3, so the extent is run-time.
+  static_assert(std::is_same_v<
+                kdist::DistributedTensor<double[6][7], OnStaticModel<replicated, "model">>::view_type::
+                    data_type,
+                double**>);
+}
+
+TEST(TypedTensorStaticExtents, AShapeWithoutTheStaticExtentsIsAValueError) {
+  const Mesh mesh = make_mesh();
+  const Layout<"data", replicated> rows(mesh);
+  using Static = kdist::DistributedTensor<double[8][6], Layout<"data", replicated>>;
+  const std::vector<std::string> parts = {"shape (8, 5) differs from the type's static shape (8, 6)",
+                                          "in dimension 1", "make that extent run-time (*)"};
+  expect_value_error([&] { (void)kdist::distribute_tensor<double[8][6]>(matrix_a, {8, 5}, rows); },
+                     parts);
+  expect_value_error([&] { (void)Static::zeros({8, 5}, rows); }, parts);
+  auto erased = kdist::distribute_tensor<double**>(matrix_a, {8, 5}, rows.to_runtime());
+  expect_value_error([&] { Static wrong(erased, rows); }, parts);
+  expect_value_error(
+      [&] {
+        (void)kdist::DistributedTensor<double*[6], Layout<"data", replicated>>::from_local(
+            Kokkos::View<double*[6], Kokkos::LayoutRight>("b", 1), {8, 7}, rows);
+      },
+      {"shape (8, 7) differs from the type's static shape (?, 6) in dimension 1"});
+  // the right shape, given or not, makes the same tensor
+  auto given = kdist::distribute_tensor<double[8][6]>(matrix_a, {8, 6}, rows);
+  auto implied = kdist::distribute_tensor<double[8][6]>(matrix_a, rows);
+  EXPECT_EQ(kdist::full_tensor(given)(7, 5), kdist::full_tensor(implied)(7, 5));
+  EXPECT_EQ(Static::zeros(rows).shape(), (std::array<std::size_t, 2>{8, 6}));
+  // an empty typed tensor has an empty block (its extents 0 do not convert to static ones)
+  EXPECT_EQ(Static().local().data(), nullptr);
 }
 
 }  // namespace
