@@ -75,9 +75,9 @@ void BM_SoftmaxRows(benchmark::State& state) {
   const auto b = static_cast<std::size_t>(state.range(0));
   const Mesh mesh(kdist::detail::world_size());
   const Rows rows(mesh);
-  auto logits = kdist::distribute_tensor<float*[10]>(value, {b, 10}, rows);
-  auto out = kdist::DistributedTensor<float*[10], Rows>::zeros({b, 10}, rows);
-  static_assert(std::is_same_v<decltype(logits.local())::data_type, float*[10]>);
+  auto logits = kdist::distribute_tensor<float* [10]>(value, {b, 10}, rows);
+  auto out = kdist::DistributedTensor<float* [10], Rows>::zeros({b, 10}, rows);
+  static_assert(std::is_same_v<decltype(logits.local())::data_type, float* [10]>);
   const auto m = kdist::bench::paired_medians(
       state, [&] { softmax_rows(logits.runtime().local(), out.runtime().local()); },
       [&] { softmax_rows(logits.local(), out.local()); });
@@ -87,9 +87,9 @@ void BM_SoftmaxRows(benchmark::State& state) {
 void BM_BiasRelu(benchmark::State& state) {
   const auto b = static_cast<std::size_t>(state.range(0));
   const Mesh mesh(kdist::detail::world_size());
-  auto h = kdist::distribute_tensor<float*[200]>(value, {b, 200}, Rows(mesh));
+  auto h = kdist::distribute_tensor<float* [200]>(value, {b, 200}, Rows(mesh));
   auto bias = kdist::distribute_tensor<float[1][200]>(value, Cols(mesh));
-  static_assert(std::is_same_v<decltype(h.local())::data_type, float*[200]>);
+  static_assert(std::is_same_v<decltype(h.local())::data_type, float* [200]>);
   const auto m = kdist::bench::paired_medians(
       state, [&] { bias_relu(h.runtime().local(), bias.runtime().local()); },
       [&] { bias_relu(h.local(), bias.local()); });

@@ -104,13 +104,18 @@ constexpr bool static_extents_agree() {
 //! a static extent (`error::gradient_shape_differs_from_the_variables`).
 template <class Optimizer, class VariableData, class VariableLayout, class GradientData,
           class GradientLayout, class MemorySpace, class... Slots>
-requires(is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<GradientLayout> &&
-         std::is_same_v<detail::dynamic_data_type_t<VariableData>,
-                        detail::dynamic_data_type_t<GradientData>>) void
-    apply_gradient(const Optimizer& optimizer,
-                   DistributedTensor<VariableData, VariableLayout, MemorySpace>& variable,
-                   const DistributedTensor<GradientData, GradientLayout, MemorySpace>& gradient,
-                   const Slots&... slots) {
+requires(
+    is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<GradientLayout>&&
+        std::is_same_v<
+            detail::dynamic_data_type_t<VariableData>,
+            detail::dynamic_data_type_t<
+                GradientData>>) void apply_gradient(const Optimizer& optimizer,
+                                                    DistributedTensor<VariableData, VariableLayout,
+                                                                      MemorySpace>& variable,
+                                                    const DistributedTensor<GradientData,
+                                                                            GradientLayout,
+                                                                            MemorySpace>& gradient,
+                                                    const Slots&... slots) {
   using G = DistributedTensor<GradientData, GradientLayout, MemorySpace>;
   using V = DistributedTensor<VariableData, VariableLayout, MemorySpace>;
   static_assert(detail::diagnose<detail::static_extents_agree<GradientData, VariableData>(),

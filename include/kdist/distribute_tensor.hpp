@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -160,12 +161,11 @@ constexpr bool invocable_with_indices(std::index_sequence<I...>) {
 //!
 //! Example: `auto w = kdist::distribute_tensor<float**>(data.data(), {784, 200}, layout);`
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-  requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
-detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
-    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
-        global,
-    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-    const RuntimeTensorLayout& layout) {
+requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
+    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+        const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
@@ -195,12 +195,11 @@ requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
 
 //! From one root process (MPI scatter): only `root` reads `global_on_root`; others pass nullptr.
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-  requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
-detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
-    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
-        global_on_root,
-    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-    const RuntimeTensorLayout& layout, int root = 0) {
+requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
+    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+        const RuntimeTensorLayout& layout, int root = 0) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
@@ -291,12 +290,9 @@ inline constexpr bool evaluates_on_device_v =
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
 requires(detail::is_dynamic_data_type_v<DataType>&& detail::invocable_with_indices<
          F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-    std::make_index_sequence<
-        detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
+    std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
     detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
-        F f,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
-            shape,
+        F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const RuntimeTensorLayout& layout) {
   Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
@@ -320,30 +316,27 @@ template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::mem
           class Layout>
 requires(is_tensor_layout_v<Layout>&& detail::invocable_with_indices<
          F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-    std::make_index_sequence<
-        detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
+    std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        F f,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
-            shape,
+        F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
   Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
-  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(std::move(f), shape, layout.to_runtime()),
+  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(
+                   std::move(f), shape, layout.to_runtime()),
                layout);
 }
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
           class Layout>
 requires(is_tensor_layout_v<Layout>)
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
-            global,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
-            shape,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
   Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
-  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(global, shape, layout.to_runtime()),
+  return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(
+                   global, shape, layout.to_runtime()),
                layout);
 }
 template <class GlobalView, class Layout>
@@ -356,15 +349,14 @@ template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::mem
           class Layout>
 requires(is_tensor_layout_v<Layout>)
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor_from_root(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type*
-            global_on_root,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type&
-            shape,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
+        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const Layout& layout, int root = 0) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
-  Typed::check_static_shape(shape, "kdist::distribute_tensor_from_root");  // before any work or message
-  return Typed(distribute_tensor_from_root<detail::dynamic_data_type_t<DataType>, MemorySpace>(global_on_root, shape,
-                                                                  layout.to_runtime(), root),
+  Typed::check_static_shape(shape,
+                            "kdist::distribute_tensor_from_root");  // before any work or message
+  return Typed(distribute_tensor_from_root<detail::dynamic_data_type_t<DataType>, MemorySpace>(
+                   global_on_root, shape, layout.to_runtime(), root),
                layout);
 }
 
@@ -372,10 +364,10 @@ requires(is_tensor_layout_v<Layout>)
 //! DataType's.
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
           class Layout>
-requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType> &&
-         detail::invocable_with_indices<
-             F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-             std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
+requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType>&&
+             detail::invocable_with_indices<
+                 F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
+                 std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
     DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(F f, const Layout& layout) {
   return distribute_tensor<DataType, MemorySpace>(
       std::move(f), detail::data_type_extents<DataType>::extents, layout);
@@ -423,6 +415,15 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
       sender, t.is_partial(), MPI_COMM_WORLD, "kdist::full_tensor");
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+//! full_tensor of a typed tensor: that of its run-time tensor. (Spelled out because nvcc's front
+//! end cannot deduce the run-time base of a typed tensor with static extents, `float[8][6]`.)
+template <class DataType, class Layout, class MemorySpace>
+requires(is_static_tensor_layout_v<Layout>) auto full_tensor(
+    const DistributedTensor<DataType, Layout, MemorySpace>& t,
+    std::optional<int> root = std::nullopt) {
+  return full_tensor(t.runtime(), root);
 }
 
 }  // namespace kdist

@@ -192,7 +192,7 @@ struct matmul_extents {
   static constexpr bool inner_agree =
       k_of_a == std::dynamic_extent || k_of_b == std::dynamic_extent || k_of_a == k_of_b;
   using data_type = typename data_type_with_extents<typename data_type_extents<DA>::value_type,
-                                                     a[a_m], b[1 - b_k]>::type;
+                                                    a[a_m], b[1 - b_k]>::type;
 };
 }  // namespace detail
 
@@ -206,12 +206,15 @@ struct matmul_extents {
 //! 'model'), `kdist::redistribute(y, y.layout())` (the all-reduce).
 template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, class DA, class DB, class LA,
           class LB, class MemorySpace>
-requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB> &&
-         detail::data_type_extents<DA>::rank == 2 && detail::data_type_extents<DB>::rank == 2 &&
-         std::is_same_v<detail::dynamic_data_type_t<DA>, detail::dynamic_data_type_t<DB>>) auto
-    matmul(const DistributedTensor<DA, LA, MemorySpace>& A,
-           const DistributedTensor<DB, LB, MemorySpace>& B,
-           typename detail::runtime_tensor_t<DA, MemorySpace>::view_type reuse = {}) {
+requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB>&&
+                 detail::data_type_extents<DA>::rank == 2 &&
+         detail::data_type_extents<DB>::rank == 2 &&
+         std::is_same_v<detail::dynamic_data_type_t<DA>,
+                        detail::dynamic_data_type_t<
+                            DB>>) auto matmul(const DistributedTensor<DA, LA, MemorySpace>& A,
+                                              const DistributedTensor<DB, LB, MemorySpace>& B,
+                                              typename detail::runtime_tensor_t<
+                                                  DA, MemorySpace>::view_type reuse = {}) {
   using MeshA = typename DistributedTensor<DA, LA, MemorySpace>::mesh_type;
   using MeshB = typename DistributedTensor<DB, LB, MemorySpace>::mesh_type;
   static_assert(
@@ -221,10 +224,10 @@ requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB> &&
                            detail::diagnostic_name<detail::mesh_repr_of<MeshB>::value>>>::value,
       "kdist::matmul: the operands are on different mesh types");
   using Extents = detail::matmul_extents<DA, DB, OpA, OpB>;
-  static_assert(detail::diagnose<Extents::inner_agree,
-                                 error::matmul_inner_extents_differ<Extents::k_of_a,
-                                                                    Extents::k_of_b>>::value,
-                "kdist::matmul: the static extents the product contracts differ");
+  static_assert(
+      detail::diagnose<Extents::inner_agree,
+                       error::matmul_inner_extents_differ<Extents::k_of_a, Extents::k_of_b>>::value,
+      "kdist::matmul: the static extents the product contracts differ");
   using Result =
       detail::matmul_result<MeshA, resolved_layout_t<LA>, resolved_layout_t<LB>, OpA, OpB>;
   return DistributedTensor<typename Extents::data_type, typename Result::type, MemorySpace>(

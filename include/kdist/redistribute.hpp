@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -190,6 +191,15 @@ requires(is_static_tensor_layout_v<Layout>&& is_tensor_layout_v<Target>)
       "kdist::redistribute: the target layout is on another mesh type than the tensor");
   return DistributedTensor<DataType, Target, MemorySpace>(
       redistribute(t.runtime(), target.to_runtime()), target);
+}
+
+//! A typed tensor laid out by a run-time layout: a run-time tensor (the overload above on its
+//! run-time tensor; spelled out for nvcc, whose front end cannot deduce the run-time base of a
+//! typed tensor with static extents).
+template <class DataType, class Layout, class MemorySpace>
+requires(is_static_tensor_layout_v<Layout>) auto redistribute(
+    const DistributedTensor<DataType, Layout, MemorySpace>& t, RuntimeTensorLayout target) {
+  return redistribute(t.runtime(), std::move(target));
 }
 
 }  // namespace kdist

@@ -311,9 +311,8 @@ requires(!is_static_tensor_layout_v<L>) struct typed_tensor_parts<L, R, std::ind
 //! Example: `kdist::DistributedTensor<float**, kdist::TensorLayout<Mesh, kdist::replicated,
 //! "model">> w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);`
 template <class DataType, class Layout, class MemorySpace>
-class DistributedTensor
-    : public DistributedTensor<detail::dynamic_data_type_t<DataType>, RuntimeTensorLayout,
-                               MemorySpace> {
+class DistributedTensor : public DistributedTensor<detail::dynamic_data_type_t<DataType>,
+                                                   RuntimeTensorLayout, MemorySpace> {
  public:
   using runtime_type =
       DistributedTensor<detail::dynamic_data_type_t<DataType>, RuntimeTensorLayout, MemorySpace>;
@@ -360,8 +359,8 @@ class DistributedTensor
   static constexpr std::array<std::size_t, rank> static_local_extents_ = [] {
     std::array<std::size_t, rank> out{};
     for (std::size_t d = 0; d < rank; ++d) {
-      out[d] = rank_matches ? layout_type::static_local_extent(d, static_extents_[d])
-                            : dynamic_extent;
+      out[d] =
+          rank_matches ? layout_type::static_local_extent(d, static_extents_[d]) : dynamic_extent;
     }
     return out;
   }();
@@ -407,8 +406,9 @@ class DistributedTensor
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
   //! A zero-filled tensor of the shape DataType gives (`float[784][200]`).
-  static DistributedTensor zeros(layout_type layout, std::string label = "kdist::DistributedTensor")
-  requires(!is_pending_sum && detail::is_static_data_type_v<DataType>) {
+  static DistributedTensor
+  zeros(layout_type layout, std::string label = "kdist::DistributedTensor") requires(
+      !is_pending_sum && detail::is_static_data_type_v<DataType>) {
     return zeros(static_extents_, std::move(layout), std::move(label));
   }
   //! Allocated but not initialised (for callers that write every element).
@@ -419,9 +419,9 @@ class DistributedTensor
     auto t = runtime_type::uninitialized(shape, layout.to_runtime(), std::move(label));
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
-  static DistributedTensor uninitialized(layout_type layout,
-                                         std::string label = "kdist::DistributedTensor")
-  requires(!is_pending_sum && detail::is_static_data_type_v<DataType>) {
+  static DistributedTensor
+  uninitialized(layout_type layout, std::string label = "kdist::DistributedTensor") requires(
+      !is_pending_sum && detail::is_static_data_type_v<DataType>) {
     return uninitialized(static_extents_, std::move(layout), std::move(label));
   }
   //! From this process's block (its extents must be the layout's); for a PendingSum type the
@@ -438,9 +438,10 @@ class DistributedTensor
   static void check_static_shape(const shape_type& shape, const char* who) {
     const std::size_t d = detail::first_static_extent_mismatch<DataType>(shape);
     if (d == rank) return;
-    throw ValueError(std::string(who) + ": shape " +
-                     detail::shape_repr(shape) + " differs from the type's static shape " +
-                     std::string(static_shape_string().view()) + " in dimension " + std::to_string(d) +
+    throw ValueError(std::string(who) + ": shape " + detail::shape_repr(shape) +
+                     " differs from the type's static shape " +
+                     std::string(static_shape_string().view()) + " in dimension " +
+                     std::to_string(d) +
                      "; give the shape the type says, or make that extent run-time (*)");
   }
   //! The static layout (for a PendingSum: the layout the resolved sum has).

@@ -132,4 +132,12 @@ std::string visualize_sharding(
   }
 }
 
+//! visualize_sharding of a typed tensor: that of its run-time tensor (spelled out for nvcc, whose
+//! front end cannot deduce the run-time base of a typed tensor with static extents).
+template <class DataType, class Layout, class MemorySpace>
+requires(is_static_tensor_layout_v<Layout>) std::string
+    visualize_sharding(const DistributedTensor<DataType, Layout, MemorySpace>& t) {
+  return visualize_sharding(t.runtime());
+}
+
 }  // namespace kdist

@@ -8,7 +8,7 @@ using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;
 
 void step(kdist::DistributedTensor<float[784][200], Kernel>& w,
-          const kdist::DistributedTensor<float*[200], Kernel>& g,
+          const kdist::DistributedTensor<float* [200], Kernel>& g,
           const kdist::DistributedTensor<float[784][100], Kernel>& wrong) {
   const kdist::SGD sgd(0.1f);
 #ifdef KDIST_BAD

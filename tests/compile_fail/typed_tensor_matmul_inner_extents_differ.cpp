@@ -7,7 +7,7 @@ using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
 using Rows = kdist::TensorLayout<Mesh, "data", kdist::replicated>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;
 
-void product(const kdist::DistributedTensor<float*[784], Rows>& x,
+void product(const kdist::DistributedTensor<float* [784], Rows>& x,
              const kdist::DistributedTensor<float[784][10], Kernel>& w,
              const kdist::DistributedTensor<float[200][10], Kernel>& v) {
 #ifdef KDIST_BAD

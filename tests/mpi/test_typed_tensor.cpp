@@ -184,7 +184,9 @@ TEST(TypedTensorStaticExtents, LocalBlocksHaveTheExtentsTheTypeDetermines) {
   // W: (6, 10) with its columns over 'model' of 2: every block is (6, 5), known to the compiler.
   auto w = kdist::distribute_tensor<double[6][10]>(matrix_b, kernel);
   using W = decltype(w);
-  static_assert(std::is_same_v<W, kdist::DistributedTensor<double[6][10], OnStaticModel<replicated, "model">>>);
+  static_assert(
+      std::is_same_v<W,
+                     kdist::DistributedTensor<double[6][10], OnStaticModel<replicated, "model">>>);
   static_assert(std::is_same_v<W::view_type::data_type, double[6][5]>);
   static_assert(std::is_same_v<W::runtime_type, kdist::DistributedTensor<double**>>);
   static_assert(W::static_extent(1) == 10 && W::static_local_extent(1) == 5);
@@ -195,14 +197,14 @@ TEST(TypedTensorStaticExtents, LocalBlocksHaveTheExtentsTheTypeDetermines) {
     for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(wl(i, j), matrix_b(i, w.offsets()[1] + j));
 
   // X: a run-time batch of 6 features; rows over the run-time 'data' axis stay run-time.
-  auto x = kdist::distribute_tensor<double*[6]>(matrix_a, {8, 6}, rows);
-  static_assert(std::is_same_v<decltype(x)::view_type::data_type, double*[6]>);
+  auto x = kdist::distribute_tensor<double* [6]>(matrix_a, {8, 6}, rows);
+  static_assert(std::is_same_v<decltype(x)::view_type::data_type, double* [6]>);
   static_assert(decltype(x)::static_local_extent(0) == kdist::dynamic_extent);
 
   // The product keeps what both operands know: (?, 10), columns (?, 5) per block.
   auto y = kdist::matmul(x, w);
-  static_assert(std::is_same_v<decltype(y)::data_type, double*[10]>);
-  static_assert(std::is_same_v<decltype(y)::view_type::data_type, double*[5]>);
+  static_assert(std::is_same_v<decltype(y)::data_type, double* [10]>);
+  static_assert(std::is_same_v<decltype(y)::view_type::data_type, double* [5]>);
   auto want = kdist::full_tensor(kdist::matmul(x.runtime(), w.runtime()));
   auto got = kdist::full_tensor(y);
   for (std::size_t i = 0; i < 8; ++i)
@@ -226,31 +228,35 @@ TEST(TypedTensorStaticExtents, UnevenBlocksKeepARunTimeExtent) {
   const Mesh mesh = make_mesh();
   // 7 rows over the run-time 'data' axis; 6 replicated columns stay static.
   auto t = kdist::distribute_tensor<double[7][6]>(matrix_a, Layout<"data", replicated>(mesh));
-  static_assert(std::is_same_v<decltype(t)::view_type::data_type, double*[6]>);
+  static_assert(std::is_same_v<decltype(t)::view_type::data_type, double* [6]>);
   EXPECT_EQ(t.local().extent(0), t.local_extents()[0]);
   EXPECT_EQ(t.local().extent(1), 6u);
   // 7 columns over a static 'model' of 2: blocks of 4 and 3, so the extent is run-time.
-  static_assert(std::is_same_v<
-                kdist::DistributedTensor<double[6][7], OnStaticModel<replicated, "model">>::view_type::
-                    data_type,
-                double**>);
+  static_assert(
+      std::is_same_v<kdist::DistributedTensor<
+                         double[6][7], OnStaticModel<replicated, "model">>::view_type::data_type,
+                     double**>);
 }
 
 TEST(TypedTensorStaticExtents, AShapeWithoutTheStaticExtentsIsAValueError) {
   const Mesh mesh = make_mesh();
   const Layout<"data", replicated> rows(mesh);
   using Static = kdist::DistributedTensor<double[8][6], Layout<"data", replicated>>;
-  const std::vector<std::string> parts = {"shape (8, 5) differs from the type's static shape (8, 6)",
-                                          "in dimension 1", "make that extent run-time (*)"};
-  expect_value_error([&] { (void)kdist::distribute_tensor<double[8][6]>(matrix_a, {8, 5}, rows); },
-                     parts);
+  const std::vector<std::string> parts = {
+      "shape (8, 5) differs from the type's static shape (8, 6)", "in dimension 1",
+      "make that extent run-time (*)"};
+  expect_value_error(
+      [&] {
+        (void)kdist::distribute_tensor<double[8][6]>(matrix_a, {8, 5}, rows);
+      },
+      parts);
   expect_value_error([&] { (void)Static::zeros({8, 5}, rows); }, parts);
   auto erased = kdist::distribute_tensor<double**>(matrix_a, {8, 5}, rows.to_runtime());
   expect_value_error([&] { Static wrong(erased, rows); }, parts);
   expect_value_error(
       [&] {
-        (void)kdist::DistributedTensor<double*[6], Layout<"data", replicated>>::from_local(
-            Kokkos::View<double*[6], Kokkos::LayoutRight>("b", 1), {8, 7}, rows);
+        (void)kdist::DistributedTensor<double* [6], Layout<"data", replicated>>::from_local(
+            Kokkos::View<double* [6], Kokkos::LayoutRight>("b", 1), { 8, 7 }, rows);
       },
       {"shape (8, 7) differs from the type's static shape (?, 6) in dimension 1"});
   // the right shape, given or not, makes the same tensor

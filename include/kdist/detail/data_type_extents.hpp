@@ -10,8 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <span>
-#include <type_traits>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <kdist/detail/fixed_string.hpp>
@@ -42,8 +42,8 @@ struct data_type_extents {
   template <std::size_t... I>
   static constexpr std::array<std::size_t, static_rank> bounds(std::index_sequence<I...>) {
     // std::extent is 0 for an unknown bound (`float[]`), which is run-time.
-    return {(std::extent_v<DataType, I> == 0 ? std::dynamic_extent
-                                             : std::extent_v<DataType, I>)...};
+    return {
+        (std::extent_v<DataType, I> == 0 ? std::dynamic_extent : std::extent_v<DataType, I>)...};
   }
 
  public:
@@ -87,8 +87,9 @@ struct dynamic_data_type<Value, 0> {
 };
 //! The run-time form of a data type: `float[784][200]` and `float*[200]` are `float**`.
 template <class DataType>
-using dynamic_data_type_t = typename dynamic_data_type<typename data_type_extents<DataType>::value_type,
-                                                       data_type_extents<DataType>::rank>::type;
+using dynamic_data_type_t =
+    typename dynamic_data_type<typename data_type_extents<DataType>::value_type,
+                               data_type_extents<DataType>::rank>::type;
 
 //! First dimension of the static suffix of `extents`: every dimension from it on is static.
 template <std::size_t R>
@@ -103,8 +104,7 @@ constexpr std::size_t static_suffix_begin(const std::array<std::size_t, R>& exte
 template <class Base, std::size_t I, bool Done, std::size_t... E>
 struct append_static_extents {
   static constexpr std::array<std::size_t, sizeof...(E)> extents{E...};
-  using inner =
-      typename append_static_extents<Base, I + 1, I + 1 == sizeof...(E), E...>::type;
+  using inner = typename append_static_extents<Base, I + 1, I + 1 == sizeof...(E), E...>::type;
   using type = inner[extents[I]];
 };
 template <class Base, std::size_t I, std::size_t... E>
