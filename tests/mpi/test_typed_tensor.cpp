@@ -32,8 +32,9 @@ using kdist_test::matrix_c;
 using kdist_test::world;
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
-template <kdist::DimSpec... Dims>
-using Layout = kdist::TensorLayout<Mesh, Dims...>;
+// Layouts are spelled kdist::TensorLayout<Mesh, ...> in full: nvcc's front end cannot hand an
+// alias template over DimSpecs (`template <DimSpec... D> using Layout = ...`), named as a
+// template argument, to the host compiler (Kokkos CUDA builds compile this file).
 template <class L>
 using Matrix = kdist::DistributedTensor<double**, L>;
 using kdist::replicated;
@@ -49,27 +50,29 @@ Mesh make_mesh() {
 // parallel (W2 on its rows): the second product is a pending sum over 'model', in its type.
 TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
   const Mesh mesh = make_mesh();
-  auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 6}, Layout<"data", replicated>(mesh));
-  auto w1 =
-      kdist::distribute_tensor<double**>(matrix_b, {6, 10}, Layout<replicated, "model">(mesh));
-  auto w2 =
-      kdist::distribute_tensor<double**>(matrix_c, {10, 4}, Layout<"model", replicated>(mesh));
-  static_assert(std::is_same_v<decltype(x), Matrix<Layout<"data", replicated>>>);
+  auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 6},
+                                              kdist::TensorLayout<Mesh, "data", replicated>(mesh));
+  auto w1 = kdist::distribute_tensor<double**>(
+      matrix_b, {6, 10}, kdist::TensorLayout<Mesh, replicated, "model">(mesh));
+  auto w2 = kdist::distribute_tensor<double**>(
+      matrix_c, {10, 4}, kdist::TensorLayout<Mesh, "model", replicated>(mesh));
+  static_assert(std::is_same_v<decltype(x), Matrix<kdist::TensorLayout<Mesh, "data", replicated>>>);
 
   auto h = kdist::matmul(x, w1);
-  static_assert(std::is_same_v<decltype(h), Matrix<Layout<"data", "model">>>);
+  static_assert(std::is_same_v<decltype(h), Matrix<kdist::TensorLayout<Mesh, "data", "model">>>);
   static_assert(!decltype(h)::is_pending_sum);
   EXPECT_FALSE(h.is_partial());
 
   auto y = kdist::matmul(h, w2);
-  using Partial = kdist::PendingSum<Layout<"data", replicated>, "model">;
+  using Partial = kdist::PendingSum<kdist::TensorLayout<Mesh, "data", replicated>, "model">;
   static_assert(std::is_same_v<decltype(y), Matrix<Partial>>);
   static_assert(decltype(y)::is_pending_sum);
   EXPECT_EQ(y.is_partial(), mesh.extent(1) > 1);  // a sum over one device is complete at run time
   EXPECT_EQ(y.local_summand().extent(1), 4u);
 
   auto summed = kdist::redistribute(y, y.layout());
-  static_assert(std::is_same_v<decltype(summed), Matrix<Layout<"data", replicated>>>);
+  static_assert(
+      std::is_same_v<decltype(summed), Matrix<kdist::TensorLayout<Mesh, "data", replicated>>>);
   EXPECT_FALSE(summed.is_partial());
   auto full = kdist::full_tensor(summed);
   for (std::size_t i = 0; i < 8; ++i) {
@@ -95,14 +98,16 @@ TEST(TypedTensor, MegatronBlockCarriesItsLayoutsAndThePendingSumInItsType) {
 // variable, and the step is the same on every replica.
 TEST(TypedTensor, DataParallelGradientIsSummedBeforeTheStep) {
   const Mesh mesh = make_mesh();
-  const Layout<"data", replicated> rows(mesh);
-  const Layout<replicated, replicated> whole(mesh);
+  const kdist::TensorLayout<Mesh, "data", replicated> rows(mesh);
+  const kdist::TensorLayout<Mesh, replicated, replicated> whole(mesh);
   auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 4}, rows);
   auto dy = kdist::distribute_tensor<double**>(matrix_b, {8, 3}, rows);
   auto w = kdist::distribute_tensor<double**>(matrix_c, {4, 3}, whole);
   auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, dy);
-  static_assert(std::is_same_v<decltype(dw),
-                               Matrix<kdist::PendingSum<Layout<replicated, replicated>, "data">>>);
+  static_assert(
+      std::is_same_v<
+          decltype(dw),
+          Matrix<kdist::PendingSum<kdist::TensorLayout<Mesh, replicated, replicated>, "data">>>);
   const kdist::SGD sgd(0.5);
   kdist::apply_gradient(sgd, w, kdist::redistribute(dw, w.layout()));
   auto got = kdist::full_tensor(w);
@@ -122,27 +127,32 @@ TEST(TypedTensor, DataParallelGradientIsSummedBeforeTheStep) {
 // Typed to run-time is free (the base class); run-time to typed is explicit and checked.
 TEST(TypedTensor, ConvertsToTheRunTimeTensorAndBackOnlyWhenChecked) {
   const Mesh mesh = make_mesh();
-  const Layout<"data", replicated> rows(mesh);
-  const Layout<replicated, "model"> cols(mesh);
+  const kdist::TensorLayout<Mesh, "data", replicated> rows(mesh);
+  const kdist::TensorLayout<Mesh, replicated, "model"> cols(mesh);
   auto x = kdist::distribute_tensor<double**>(matrix_a, {8, 4}, rows);
   kdist::DistributedTensor<double**> erased = x;  // toward the dynamic side: implicit
   EXPECT_EQ(erased.layout(), rows.to_runtime());
   static_assert(!std::is_convertible_v<kdist::DistributedTensor<double**>,
-                                       Matrix<Layout<"data", replicated>>>);
-  Matrix<Layout<"data", replicated>> back(erased, rows);  // explicit, checked: the same layout
-  EXPECT_EQ(back.local().data(), x.local().data());       // shares the block
+                                       Matrix<kdist::TensorLayout<Mesh, "data", replicated>>>);
+  Matrix<kdist::TensorLayout<Mesh, "data", replicated>> back(
+      erased, rows);                                 // explicit, checked: the same layout
+  EXPECT_EQ(back.local().data(), x.local().data());  // shares the block
 
   if (world() > 1) {  // on one device every layout is the same layout
-    expect_value_error([&] { Matrix<Layout<replicated, "model">> wrong(erased, cols); },
-                       {"kdist::DistributedTensor<..., <TensorLayout axes=(None, 'model')",
-                        "has another layout", "kdist::redistribute it to that layout first"});
+    expect_value_error(
+        [&] { Matrix<kdist::TensorLayout<Mesh, replicated, "model">> wrong(erased, cols); },
+        {"kdist::DistributedTensor<..., <TensorLayout axes=(None, 'model')", "has another layout",
+         "kdist::redistribute it to that layout first"});
   }
   // a pending sum must be one in the type, and the other way round
   auto dw = kdist::matmul<kdist::ops::Op::transpose>(x, x);  // pending over 'data'
   if (mesh.extent(0) > 1) {
-    const Layout<replicated, replicated> whole(mesh);
-    expect_value_error([&] { Matrix<Layout<replicated, replicated>> wrong(dw.runtime(), whole); },
-                       {"is a pending sum over ['data'], the type says over []"});
+    const kdist::TensorLayout<Mesh, replicated, replicated> whole(mesh);
+    expect_value_error(
+        [&] {
+          Matrix<kdist::TensorLayout<Mesh, replicated, replicated>> wrong(dw.runtime(), whole);
+        },
+        {"is a pending sum over ['data'], the type says over []"});
   }
   // functions of run-time tensors take typed ones and give run-time results
   auto moved = kdist::redistribute(x, cols.to_runtime());
@@ -152,19 +162,21 @@ TEST(TypedTensor, ConvertsToTheRunTimeTensorAndBackOnlyWhenChecked) {
 
 TEST(TypedTensor, FactoriesAndFromLocal) {
   const Mesh mesh = make_mesh();
-  const Layout<"data", "model"> both(mesh);
-  auto z = Matrix<Layout<"data", "model">>::zeros({6, 5}, both);
+  const kdist::TensorLayout<Mesh, "data", "model"> both(mesh);
+  auto z = Matrix<kdist::TensorLayout<Mesh, "data", "model">>::zeros({6, 5}, both);
   auto host = kdist::full_tensor(z);
   for (std::size_t i = 0; i < 6; ++i)
     for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(host(i, j), 0.0);
-  using Summand = Matrix<kdist::PendingSum<Layout<"data", replicated>, "model">>;
+  using Summand = Matrix<kdist::PendingSum<kdist::TensorLayout<Mesh, "data", replicated>, "model">>;
   auto ones = Kokkos::View<double**, Kokkos::LayoutRight>(
-      "ones", Layout<"data", replicated>(mesh).local_extents<2>({4, 3}, z.device())[0], 3);
+      "ones",
+      kdist::TensorLayout<Mesh, "data", replicated>(mesh).local_extents<2>({4, 3}, z.device())[0],
+      3);
   Kokkos::deep_copy(ones, 1.0);
-  auto s = Summand::from_local(ones, {4, 3}, Layout<"data", replicated>(mesh));
+  auto s = Summand::from_local(ones, {4, 3}, kdist::TensorLayout<Mesh, "data", replicated>(mesh));
   auto total = kdist::full_tensor(kdist::redistribute(s, s.layout()));
   EXPECT_EQ(total(3, 2), double(mesh.extent(1)));  // one 1 from each process along 'model'
-  expect_value_error([] { (void)Matrix<Layout<"data", "model">>().layout(); },
+  expect_value_error([] { (void)Matrix<kdist::TensorLayout<Mesh, "data", "model">>().layout(); },
                      {"kdist::DistributedTensor::layout: the tensor is empty"});
 }
 
@@ -172,21 +184,20 @@ TEST(TypedTensor, FactoriesAndFromLocal) {
 
 // 'model' static (2), 'data' run-time: the columns of a sharded kernel have a static local extent.
 using StaticModelMesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 2>>;
-template <kdist::DimSpec... Dims>
-using OnStaticModel = kdist::TensorLayout<StaticModelMesh, Dims...>;
 
 TEST(TypedTensorStaticExtents, LocalBlocksHaveTheExtentsTheTypeDetermines) {
   if (world() % 2 != 0) GTEST_SKIP() << "the mesh has a static 'model' axis of 2";
   const StaticModelMesh mesh(world());
-  const OnStaticModel<replicated, "model"> kernel(mesh);
-  const OnStaticModel<"data", replicated> rows(mesh);
+  const kdist::TensorLayout<StaticModelMesh, replicated, "model"> kernel(mesh);
+  const kdist::TensorLayout<StaticModelMesh, "data", replicated> rows(mesh);
 
   // W: (6, 10) with its columns over 'model' of 2: every block is (6, 5), known to the compiler.
   auto w = kdist::distribute_tensor<double[6][10]>(matrix_b, kernel);
   using W = decltype(w);
   static_assert(
-      std::is_same_v<W,
-                     kdist::DistributedTensor<double[6][10], OnStaticModel<replicated, "model">>>);
+      std::is_same_v<
+          W, kdist::DistributedTensor<double[6][10],
+                                      kdist::TensorLayout<StaticModelMesh, replicated, "model">>>);
   static_assert(std::is_same_v<W::view_type::data_type, double[6][5]>);
   static_assert(std::is_same_v<W::runtime_type, kdist::DistributedTensor<double**>>);
   static_assert(W::static_extent(1) == 10 && W::static_local_extent(1) == 5);
@@ -227,21 +238,24 @@ TEST(TypedTensorStaticExtents, LocalBlocksHaveTheExtentsTheTypeDetermines) {
 TEST(TypedTensorStaticExtents, UnevenBlocksKeepARunTimeExtent) {
   const Mesh mesh = make_mesh();
   // 7 rows over the run-time 'data' axis; 6 replicated columns stay static.
-  auto t = kdist::distribute_tensor<double[7][6]>(matrix_a, Layout<"data", replicated>(mesh));
+  auto t = kdist::distribute_tensor<double[7][6]>(
+      matrix_a, kdist::TensorLayout<Mesh, "data", replicated>(mesh));
   static_assert(std::is_same_v<decltype(t)::view_type::data_type, double* [6]>);
   EXPECT_EQ(t.local().extent(0), t.local_extents()[0]);
   EXPECT_EQ(t.local().extent(1), 6u);
   // 7 columns over a static 'model' of 2: blocks of 4 and 3, so the extent is run-time.
   static_assert(
-      std::is_same_v<kdist::DistributedTensor<
-                         double[6][7], OnStaticModel<replicated, "model">>::view_type::data_type,
+      std::is_same_v<kdist::DistributedTensor<double[6][7],
+                                              kdist::TensorLayout<StaticModelMesh, replicated,
+                                                                  "model">>::view_type::data_type,
                      double**>);
 }
 
 TEST(TypedTensorStaticExtents, AShapeWithoutTheStaticExtentsIsAValueError) {
   const Mesh mesh = make_mesh();
-  const Layout<"data", replicated> rows(mesh);
-  using Static = kdist::DistributedTensor<double[8][6], Layout<"data", replicated>>;
+  const kdist::TensorLayout<Mesh, "data", replicated> rows(mesh);
+  using Static =
+      kdist::DistributedTensor<double[8][6], kdist::TensorLayout<Mesh, "data", replicated>>;
   const std::vector<std::string> parts = {
       "shape (8, 5) differs from the type's static shape (8, 6)", "in dimension 1",
       "make that extent run-time (*)"};
@@ -255,8 +269,9 @@ TEST(TypedTensorStaticExtents, AShapeWithoutTheStaticExtentsIsAValueError) {
   expect_value_error([&] { Static wrong(erased, rows); }, parts);
   expect_value_error(
       [&] {
-        (void)kdist::DistributedTensor<double* [6], Layout<"data", replicated>>::from_local(
-            Kokkos::View<double* [6], Kokkos::LayoutRight>("b", 1), { 8, 7 }, rows);
+        (void)kdist::DistributedTensor<double* [6], kdist::TensorLayout<Mesh, "data", replicated>>::
+            from_local(
+                Kokkos::View<double* [6], Kokkos::LayoutRight>("b", 1), { 8, 7 }, rows);
       },
       {"shape (8, 7) differs from the type's static shape (?, 6) in dimension 1"});
   // the right shape, given or not, makes the same tensor
