@@ -424,13 +424,16 @@ class DistributedTensor : public DistributedTensor<detail::dynamic_data_type_t<D
       !is_pending_sum && detail::is_static_data_type_v<DataType>) {
     return uninitialized(static_extents_, std::move(layout), std::move(label));
   }
-  //! From this process's block (its extents must be the layout's); for a PendingSum type the
-  //! block is this process's summand.
-  static DistributedTensor from_local(view_type local, const shape_type& shape,
-                                      layout_type layout) {
+  //! From this process's block, a View of static or run-time extents (they must be the
+  //! layout's: a ValueError, not Kokkos' abort of a static-extent conversion); for a PendingSum
+  //! type the block is this process's summand.
+  template <class LocalView>
+  requires(Kokkos::is_view<LocalView>::value&&
+               std::is_convertible_v<const LocalView&, runtime_view_type>) static DistributedTensor
+      from_local(const LocalView& local, const shape_type& shape, layout_type layout) {
     check_static_shape(shape, "kdist::DistributedTensor::from_local");
-    auto t = runtime_type::from_local(runtime_view_type(std::move(local)), shape,
-                                      layout.to_runtime(), pending_axis_names());
+    auto t = runtime_type::from_local(runtime_view_type(local), shape, layout.to_runtime(),
+                                      pending_axis_names());
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
 

@@ -274,6 +274,14 @@ TEST(TypedTensorStaticExtents, AShapeWithoutTheStaticExtentsIsAValueError) {
                 Kokkos::View<double* [6], Kokkos::LayoutRight>("b", 1), { 8, 7 }, rows);
       },
       {"shape (8, 7) differs from the type's static shape (?, 6) in dimension 1"});
+  // a block of the wrong extents: a ValueError (from the run-time check), not Kokkos' abort of a
+  // conversion to static extents
+  expect_value_error(
+      [&] {
+        (void)kdist::DistributedTensor<double* [6], kdist::TensorLayout<Mesh, "data", replicated>>::
+            from_local(Kokkos::View<double**, Kokkos::LayoutRight>("b", 1, 5), {8, 6}, rows);
+      },
+      {"kdist::DistributedTensor::from_local: local block extent"});
   // the right shape, given or not, makes the same tensor
   auto given = kdist::distribute_tensor<double[8][6]>(matrix_a, {8, 6}, rows);
   auto implied = kdist::distribute_tensor<double[8][6]>(matrix_a, rows);
