@@ -85,19 +85,6 @@ template <class GradientShape, class VariableShape>
 struct gradient_shape_differs_from_the_variables;
 }  // namespace error
 
-namespace detail {
-//! Whether two data types' static extents agree wherever both are static.
-template <class A, class B>
-constexpr bool static_extents_agree() {
-  constexpr auto a = data_type_extents<A>::extents;
-  constexpr auto b = data_type_extents<B>::extents;
-  for (std::size_t d = 0; d < a.size(); ++d) {
-    if (a[d] != std::dynamic_extent && b[d] != std::dynamic_extent && a[d] != b[d]) return false;
-  }
-  return true;
-}
-}  // namespace detail
-
 //! apply_gradient with typed tensors: a gradient that is a pending sum, or of another layout or
 //! mesh than the variable, does not compile (the run-time checks still run: shapes, extents).
 //! Their data types may differ in which extents are static (`float[784][200]`, `float**`), not in

@@ -189,8 +189,7 @@ struct matmul_extents {
   static constexpr std::size_t a_m = OpA == ops::Op::none ? 0 : 1;
   static constexpr std::size_t b_k = OpB == ops::Op::none ? 0 : 1;
   static constexpr std::size_t k_of_a = a[1 - a_m], k_of_b = b[b_k];
-  static constexpr bool inner_agree =
-      k_of_a == std::dynamic_extent || k_of_b == std::dynamic_extent || k_of_a == k_of_b;
+  static constexpr bool inner_agree = extents_agree(k_of_a, k_of_b);
   using data_type = typename data_type_with_extents<typename data_type_extents<DA>::value_type,
                                                     a[a_m], b[1 - b_k]>::type;
 };

@@ -97,19 +97,11 @@ constexpr std::size_t write_mesh_repr(char* out) {
       ++n;
     }
   };
-  auto put_number = [&](std::size_t v) {
-    char digits[20]{};
-    std::size_t k = 0;
-    do {
-      digits[k++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    while (k != 0) put(std::string_view(&digits[--k], 1));
-  };
+  auto put_extent = [&](std::size_t e) { n += write_extent(e, out ? out + n : nullptr); };
   std::size_t i = 0;
   put("shape=(");
   ((put(i++ == 0 ? "" : ", "),
-    axis_traits<Axes>::is_dynamic ? put("?") : put_number(axis_traits<Axes>::static_extent)),
+    put_extent(axis_traits<Axes>::is_dynamic ? dynamic_extent : axis_traits<Axes>::static_extent)),
    ...);
   if (sizeof...(Axes) == 1) put(",");
   put("), axis_names=[");

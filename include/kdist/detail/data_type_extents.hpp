@@ -132,15 +132,31 @@ struct data_type_from<Value, Source, std::index_sequence<D...>> {
   using type = typename data_type_with_extents<Value, Source::extents[D]...>::type;
 };
 
+//! Whether two extents can be the same: equal, or either one run-time.
+constexpr bool extents_agree(std::size_t a, std::size_t b) {
+  return a == std::dynamic_extent || b == std::dynamic_extent || a == b;
+}
+
 //! Whether a run-time `shape` agrees with the static extents of DataType; the first dimension
 //! that does not, or the rank when all do.
 template <class DataType>
 constexpr std::size_t first_static_extent_mismatch(std::span<const std::size_t> shape) {
   constexpr auto want = data_type_extents<DataType>::extents;
   for (std::size_t d = 0; d < want.size() && d < shape.size(); ++d) {
-    if (want[d] != std::dynamic_extent && want[d] != shape[d]) return d;
+    if (!extents_agree(want[d], shape[d])) return d;
   }
   return want.size();
+}
+
+//! Whether two data types of one rank agree wherever both give a static extent.
+template <class A, class B>
+constexpr bool static_extents_agree() {
+  constexpr auto a = data_type_extents<A>::extents;
+  constexpr auto b = data_type_extents<B>::extents;
+  for (std::size_t d = 0; d < a.size(); ++d) {
+    if (!extents_agree(a[d], b[d])) return false;
+  }
+  return true;
 }
 
 //! Writes DataType's extents as a shape, `(784, 200)` or `(?, 784)` (a run-time extent as `?`),
@@ -156,16 +172,7 @@ constexpr std::size_t write_static_shape(char* out) {
   put('(');
   for (std::size_t d = 0; d < extents.size(); ++d) {
     if (d) put(','), put(' ');
-    if (extents[d] == std::dynamic_extent) {
-      put('?');
-      continue;
-    }
-    char digits[20]{};
-    std::size_t k = 0;
-    for (std::size_t v = extents[d]; k == 0 || v != 0; v /= 10) {
-      digits[k++] = static_cast<char>('0' + v % 10);
-    }
-    while (k != 0) put(digits[--k]);
+    n += write_extent(extents[d], out ? out + n : nullptr);
   }
   if (extents.size() == 1) put(',');
   put(')');

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -48,5 +49,23 @@ using diagnostic_name = typename as_chars<S>::type;  // chars<'m', 'o', 'd', 'l'
 template <fixed_string S>
 using diagnostic_name = text<S>;  // text<fixed_string<6>{"modle"}>
 #endif
+
+//! Writes an extent for a diagnostic, its digits or `?` for std::dynamic_extent (compilers print
+//! that as 18446744073709551615), to `out` when it is not null; returns its length.
+constexpr std::size_t write_extent(std::size_t extent, char* out) {
+  if (extent == std::dynamic_extent) {
+    if (out) out[0] = '?';
+    return 1;
+  }
+  char digits[20]{};
+  std::size_t k = 0;
+  for (std::size_t v = extent; k == 0 || v != 0; v /= 10) {
+    digits[k++] = static_cast<char>('0' + v % 10);
+  }
+  for (std::size_t i = 0; i < k; ++i) {
+    if (out) out[i] = digits[k - 1 - i];
+  }
+  return k;
+}
 
 }  // namespace kdist::detail
