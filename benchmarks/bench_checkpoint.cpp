@@ -23,11 +23,11 @@
 #include <utility>
 #include <vector>
 
-#include <kdist/checkpoint.hpp>
-#include <kdist/keras_weights.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/io/keras_weights.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 namespace {
 

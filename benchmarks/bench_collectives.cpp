@@ -20,8 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <kdist/collectives.hpp>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <map>
 #include <string>
 #include <utility>

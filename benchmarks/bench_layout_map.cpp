@@ -11,9 +11,9 @@
 //   Baselines in the same binary: BM_Raw_Re2PerKey (RE2::FullMatch key by key, Keras' loop with
 //   RE2), BM_Raw_UnorderedMapFind (a plain hash-map probe, the floor for a cached lookup).
 #include <benchmark/benchmark.h>
-#include <kdist/detail/re2.hpp>  // RE2, as kdist includes it (nvcc-safe)
+#include <kdist/strategy/detail/re2.hpp>  // RE2, as kdist includes it (nvcc-safe)
 
-#include <kdist/layout_map.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <memory>
 #include <string>
 #include <unordered_map>

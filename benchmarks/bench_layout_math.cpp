@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kdist/ops/matmul.hpp>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <vector>
 
 #include "reference_mlp.hpp"

@@ -20,9 +20,9 @@
 #include <cmath>
 #include <cstddef>
 
-#include <kdist/detail/kokkos_math.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/runtime.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/parallel/initialize.hpp>
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/initialize.hpp>
 
 namespace kdist::bench {
 

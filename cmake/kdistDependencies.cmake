@@ -8,7 +8,7 @@ kdist_repair_kokkos_target()
 find_package(Eigen3 REQUIRED NO_MODULE)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
-# Parallel HDF5 (kdist/checkpoint.hpp): the MPI build, never the serial one, which Debian installs
+# Parallel HDF5 (kdist/io/checkpoint.hpp): the MPI build, never the serial one, which Debian installs
 # beside it (hdf5-tools pulls its run-time library). A prefix HDF5_ROOT, else the pkg-config module
 # KDIST_HDF5_PKG_CONFIG (Debian's MPICH flavour by default, libhdf5-mpich-dev: headers in
 # /usr/include/hdf5/mpich, library in /usr/lib/<triplet>/hdf5/mpich; hdf5-openmpi with Open MPI),

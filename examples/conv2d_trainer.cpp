@@ -5,9 +5,9 @@
 //   mpiexec -n 2 build/examples/conv2d_trainer --mesh 1x2 --epochs 1
 // Each process convolves its examples with its block of filters; the flattened features are
 // gathered over "model" before the Dense layer.
-#include <kdist/layers/conv2d.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include "common/trainer.hpp"
 

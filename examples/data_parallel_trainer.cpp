@@ -3,7 +3,7 @@
 // DeviceMesh<axis<"batch">> (Keras' DataParallel(devices) mesh), --mesh NxM is the trainers'
 // DeviceMesh<axis<"data">, axis<"model">>, e.g.
 //   mpiexec -n 2 build/examples/data_parallel_trainer --mesh 2
-#include <kdist/data_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
 
 #include "common/trainer.hpp"
 

@@ -5,8 +5,8 @@
 //   mpiexec -n 2 build/examples/model_parallel_trainer --mesh 1x2
 // The rules and the batch axis are checked against the mesh type at compile time: "modle" here
 // would not compile.
-#include <kdist/layout_map.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include "common/trainer.hpp"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <kdist/layout.hpp>
-#include <kdist/runtime.hpp>
+#include <kdist/core/layout.hpp>
+#include <kdist/parallel/initialize.hpp>
 
 namespace {
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include <kdist/data_parallel.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
-#include <kdist/run.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/parallel/run.hpp>
 
 #include "common/seeds_model.hpp"
 

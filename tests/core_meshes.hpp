@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include <kdist/axis.hpp>
-#include <kdist/mesh.hpp>
+#include <kdist/core/axis.hpp>
+#include <kdist/core/mesh.hpp>
 
 namespace kdist_test {
 

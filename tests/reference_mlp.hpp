@@ -6,7 +6,7 @@
 //!     Flatten -> Dense(200, relu, use_bias=False, name "d1") -> Dropout(0.4) (layer "dropout")
 //!             -> Dense(10, softmax, name "d2")
 //!
-//! It uses no kdist kernel, only kdist/random.hpp for the random numbers, with this keying (the
+//! It uses no kdist kernel, only kdist/ops/random.hpp for the random numbers, with this keying (the
 //! contract a distributed implementation must follow to reproduce it bit for bit):
 //!
 //!  - "d1/kernel" [inputs, hidden]: element (i, j) =
@@ -26,7 +26,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>

@@ -2,7 +2,7 @@
 // add up is a ValueError that says what was expected.
 #include <gtest/gtest.h>
 
-#include <kdist/array_dataset.hpp>
+#include <kdist/nn/array_dataset.hpp>
 
 namespace {
 

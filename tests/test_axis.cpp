@@ -1,5 +1,5 @@
-// kdist/axis.hpp: an axis' name and extent, static or dynamic.
-#include <kdist/axis.hpp>
+// kdist/core/axis.hpp: an axis' name and extent, static or dynamic.
+#include <kdist/core/axis.hpp>
 
 #include <gtest/gtest.h>
 

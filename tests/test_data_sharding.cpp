@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <array>
-#include <kdist/data_parallel.hpp>
-#include <kdist/data_sharding.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 #include <numeric>
 #include <set>
 #include <string>

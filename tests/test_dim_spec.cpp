@@ -1,5 +1,5 @@
-// kdist/dim_spec.hpp: one tensor dimension's sharding as a compile-time value.
-#include <kdist/dim_spec.hpp>
+// kdist/core/dim_spec.hpp: one tensor dimension's sharding as a compile-time value.
+#include <kdist/core/dim_spec.hpp>
 
 #include <gtest/gtest.h>
 

@@ -13,12 +13,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <kdist/data_parallel.hpp>
-#include <kdist/data_sharding.hpp>
-#include <kdist/distribution.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/mesh.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/core/mesh.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 #include <memory>
 #include <string>
 #include <thread>

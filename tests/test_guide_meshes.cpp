@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include <kdist/layout.hpp>
-#include <kdist/mesh.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
+#include <kdist/core/layout.hpp>
+#include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 namespace {
 

@@ -1,6 +1,6 @@
-// kdist/layout.hpp: TensorLayout / EvenTensorLayout, layouts checked against the mesh type, and
+// kdist/core/layout.hpp: TensorLayout / EvenTensorLayout, layouts checked against the mesh type, and
 // their shard arithmetic; typed over static and dynamic mesh extents.
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <kdist/layout.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/mesh.hpp>
+#include <kdist/core/layout.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/core/mesh.hpp>
 #include <string>
 #include <thread>
 #include <vector>

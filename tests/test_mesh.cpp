@@ -1,5 +1,5 @@
-// kdist/mesh.hpp: DeviceMesh<Axes...>, the mesh as a type; typed over static and dynamic extents.
-#include <kdist/mesh.hpp>
+// kdist/core/mesh.hpp: DeviceMesh<Axes...>, the mesh as a type; typed over static and dynamic extents.
+#include <kdist/core/mesh.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// kdist/mpi/gpu_aware.hpp: the environment override, its error, and the library's answer (false
+// kdist/parallel/mpi/gpu_aware.hpp: the environment override, its error, and the library's answer (false
 // without a GPU backend: there are no device pointers to hand over).
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
-#include <kdist/mpi/gpu_aware.hpp>
+#include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <string>
 
 namespace {

@@ -14,7 +14,7 @@
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <limits>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Tests of kdist/random.hpp: the keying convention (pinned), determinism, independence from the
+// Tests of kdist/ops/random.hpp: the keying convention (pinned), determinism, independence from the
 // order and slicing of evaluation (host loops and Kokkos kernels), distribution sanity.
 #include <Random123/philox.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <set>
 #include <vector>
 

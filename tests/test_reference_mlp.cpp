@@ -18,7 +18,7 @@
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <span>
 #include <stdexcept>
 #include <vector>

@@ -1,6 +1,6 @@
-// kdist/runtime_layout.hpp: RuntimeTensorLayout (Keras TensorLayout(axes, device_mesh)) and
+// kdist/core/runtime_layout.hpp: RuntimeTensorLayout (Keras TensorLayout(axes, device_mesh)) and
 // DimAxes, validated against a mesh at run time; every error path.
-#include <kdist/runtime_layout.hpp>
+#include <kdist/core/runtime_layout.hpp>
 
 #include <gtest/gtest.h>
 

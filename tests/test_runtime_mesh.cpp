@@ -1,6 +1,6 @@
-// kdist/runtime_mesh.hpp: RuntimeDeviceMesh, a mesh as a value (Keras DeviceMesh(shape,
+// kdist/core/runtime_mesh.hpp: RuntimeDeviceMesh, a mesh as a value (Keras DeviceMesh(shape,
 // axis_names, devices)), and its errors.
-#include <kdist/runtime_mesh.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// kdist/detail/shard_math.hpp: the one implementation of shard arithmetic (ceil-division "chunk"
+// kdist/core/detail/shard_math.hpp: the one implementation of shard arithmetic (ceil-division "chunk"
 // blocks as torch.chunk; row-major groups of mesh axes).
-#include <kdist/detail/row_major.hpp>
-#include <kdist/detail/shard_math.hpp>
+#include <kdist/core/detail/row_major.hpp>
+#include <kdist/core/detail/shard_math.hpp>
 
 #include <gtest/gtest.h>
 

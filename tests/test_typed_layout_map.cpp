@@ -1,8 +1,8 @@
 // kdist::LayoutMap<Mesh>: a LayoutMap typed by a static mesh checks the rules written in code at
 // compile time (tests/compile_fail/layout_map_rule_*.cpp hold the errors) and behaves as the
 // run-time map in everything else; rules read at run time take the explicit run-time form.
-#include <kdist/layout_map.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include <gtest/gtest.h>
 

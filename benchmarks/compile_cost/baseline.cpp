@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 std::size_t kdist_compile_cost() {
   return 0;

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 #ifndef KDIST_CC_MESHES
 #define KDIST_CC_MESHES 100

@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <kdist/ops/matmul.hpp>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <limits>
 #include <string>
 #include <vector>

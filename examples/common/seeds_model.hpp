@@ -6,11 +6,11 @@
 
 #include <vector>
 
-#include <kdist/array_dataset.hpp>
-#include <kdist/layers/dense.hpp>
-#include <kdist/layers/dropout.hpp>
-#include <kdist/layers/flatten.hpp>
-#include <kdist/model.hpp>
+#include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/layers/dense.hpp>
+#include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/model.hpp>
 
 #include "common/random_normal.hpp"
 

@@ -10,7 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <limits>
 #include <optional>
 #include <string>

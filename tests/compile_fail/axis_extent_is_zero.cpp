@@ -1,6 +1,6 @@
 // A mesh axis holds at least one device.
 // expect: axis_extent_is_zero<.*("model"|'m', 'o', 'd', 'e', 'l')
-#include <kdist/mesh.hpp>
+#include <kdist/core/mesh.hpp>
 
 #ifdef KDIST_BAD
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 0>>;

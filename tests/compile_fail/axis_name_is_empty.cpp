@@ -1,6 +1,6 @@
 // Every mesh axis has a name.
 // expect: axis_name_is_empty<4>
-#include <kdist/mesh.hpp>
+#include <kdist/core/mesh.hpp>
 
 #ifdef KDIST_BAD
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"", 4>>;

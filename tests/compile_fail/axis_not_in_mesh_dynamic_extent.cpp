@@ -1,7 +1,7 @@
 // A misspelt axis on a mesh with a dynamic extent: the diagnostic prints the mesh with the dynamic
 // extent as `?` (shape=(?, 4)), not as kdist::axis<"data", 18446744073709551615>.
 // expect: axis_not_in_mesh<.*("modle"|'m', 'o', 'd', 'l', 'e').*(shape=\(\?, 4\), axis_names=\[.*data.*model|'s', 'h', 'a', 'p', 'e', '=', '\(', '\?', ',', ' ')
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;
 #ifdef KDIST_BAD

@@ -1,6 +1,6 @@
 // broadcast writes its View on every rank but the root.
 // expect: kdist::broadcast: the View must not be const
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {
 #ifdef KDIST_BAD

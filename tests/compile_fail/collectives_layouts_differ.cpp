@@ -1,6 +1,6 @@
 // Collectives work in memory order: two Views of the same rank >= 2 share their layout.
 // expect: send and recv Views of the same rank >= 2 must have the same layout
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {
   Kokkos::View<double**, Kokkos::LayoutRight> send("send", 2, 3);

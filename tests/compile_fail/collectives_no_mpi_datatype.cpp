@@ -1,6 +1,6 @@
 // A collective moves Views of a type MPI knows.
 // expect: the View's value type has no MPI datatype
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 struct Point {
   double x, y;

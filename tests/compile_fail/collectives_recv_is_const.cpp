@@ -1,6 +1,6 @@
 // A collective writes its recv View, which cannot be const.
 // expect: the recv View must not be const
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {
   Kokkos::View<double*> send("send", 4);

@@ -1,6 +1,6 @@
 // Reductions add, compare or average numbers; bool is not one (MPI has no MPI_SUM on it).
 // expect: the value type must be a number \(not bool\)
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {
 #ifdef KDIST_BAD

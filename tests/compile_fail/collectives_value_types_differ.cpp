@@ -1,6 +1,6 @@
 // send and recv of a collective hold the same type.
 // expect: the send and recv Views must have the same value type
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {
   Kokkos::View<double*> send("send", 4);

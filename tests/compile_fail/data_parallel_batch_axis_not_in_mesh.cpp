@@ -1,7 +1,7 @@
 // DataParallel on a typed mesh with a batch axis written in code that the mesh does not have: a
 // compile error naming "dta" (issue 10), not a run-time ValueError.
 // expect: (dta.*axis_name_is_not_an_axis_of_the_mesh|axis_name_is_not_an_axis_of_the_mesh.*dta)
-#include <kdist/data_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"model", 2>, kdist::axis<"data", 4>>;
 

@@ -3,7 +3,7 @@
 // expect: dimension_uses_a_dynamic_mesh_axis<0,
 #include <array>
 
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;
 #ifdef KDIST_BAD

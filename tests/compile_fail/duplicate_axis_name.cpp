@@ -1,6 +1,6 @@
 // Axis names are unique (Keras does not check this).
 // expect: duplicate_axis_name<.*("data"|'d', 'a', 't', 'a')
-#include <kdist/mesh.hpp>
+#include <kdist/core/mesh.hpp>
 
 #ifdef KDIST_BAD
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"data", 4>>;

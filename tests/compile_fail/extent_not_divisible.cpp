@@ -1,6 +1,6 @@
 // An EvenTensorLayout demands that the shards divide each static extent: 202 over 4 'model' shards.
 // expect: extent_not_divisible<1, 202, 4,
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::EvenTensorLayout<Mesh, kdist::replicated, "model">;

@@ -1,7 +1,7 @@
 // The first argument of TensorLayout is a DeviceMesh type (a run-time mesh goes in a
 // RuntimeTensorLayout).
 // expect: layout_mesh_is_not_a_device_mesh<kdist::RuntimeDeviceMesh>
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 #ifdef KDIST_BAD
 using Kernel = kdist::TensorLayout<kdist::RuntimeDeviceMesh, kdist::replicated, "model">;

@@ -1,6 +1,6 @@
 // A rank-2 layout checked against a static shape of rank 1.
 // expect: layout_rank_mismatch<2, 1,
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;

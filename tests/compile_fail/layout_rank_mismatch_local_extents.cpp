@@ -2,7 +2,7 @@
 // expect: layout_rank_mismatch<2, 3,
 #include <array>
 
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;

@@ -1,6 +1,6 @@
 // A mesh axis shards one tensor dimension only.
 // expect: mesh_axis_used_twice_in_layout<.*("model"|'m', 'o', 'd', 'e', 'l')
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 #ifdef KDIST_BAD

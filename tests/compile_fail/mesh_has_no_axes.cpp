@@ -1,6 +1,6 @@
 // A mesh needs at least one axis.
 // expect: mesh_has_no_axes<kdist::DeviceMesh<>
-#include <kdist/mesh.hpp>
+#include <kdist/core/mesh.hpp>
 
 #ifdef KDIST_BAD
 using Mesh = kdist::DeviceMesh<>;

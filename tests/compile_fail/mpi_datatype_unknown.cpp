@@ -2,7 +2,7 @@
 // expect: kdist::mpi::datatype<T>: T has no MPI datatype
 #include <string>
 
-#include <kdist/mpi/datatype.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
 
 #ifdef KDIST_BAD
 using T = std::string;

@@ -1,8 +1,8 @@
 // A model's layer list given a type that is not a kdist::Layer (here: a layer without backward):
 // one error naming the type, not a page of overload candidates.
 // expect: type_is_not_a_layer_on<.*HalfLayer
-#include <kdist/layer.hpp>
-#include <kdist/model.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/model.hpp>
 
 struct HalfLayer {
   using value_type = float;

@@ -2,7 +2,7 @@
 // error naming it and the mesh (issue 10: "comm("data") is a run-time check"), not a run-time
 // ValueError on every rank.
 // expect: axis_not_in_mesh<.*("dta"|'d', 't', 'a').*(shape=\(\?, 4\)|'s', 'h', 'a', 'p', 'e', '=', '\(', '\?')
-#include <kdist/mesh_binding.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;
 

@@ -1,9 +1,9 @@
 // An optimizer step with a typed gradient laid out otherwise than its variable: a compile error
 // naming both layouts (issue 10).
 // expect: gradient_layout_differs_from_the_variables<kdist::TensorLayout<.*(model|109, 111, 100, 101, 108).*kdist::TensorLayout<
-#include <kdist/apply_gradient.hpp>
+#include <kdist/nn/apply_gradient.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/redistribute.hpp>
+#include <kdist/tensor/redistribute.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;

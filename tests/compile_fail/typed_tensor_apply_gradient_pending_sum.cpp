@@ -2,8 +2,8 @@
 // before its all-reduce): a compile error naming the pending axis (issue 10), not replicas that
 // drift apart.
 // expect: gradient_is_a_pending_sum_over<.*(data|'d', 'a', 't', 'a')
-#include <kdist/apply_gradient.hpp>
-#include <kdist/matmul.hpp>
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;

@@ -1,7 +1,7 @@
 // kdist::apply_gradient with a gradient whose static extents differ from the variable's: a
 // compile error naming both shapes (issue 10).
 // expect: gradient_shape_differs_from_the_variables<.*(\(784, 100\)|'\(', '7', '8', '4', ',', ' ', '1', '0', '0', '\)')
-#include <kdist/apply_gradient.hpp>
+#include <kdist/nn/apply_gradient.hpp>
 #include <kdist/ops/optimizers.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;

@@ -1,7 +1,7 @@
 // A typed tensor whose static extent an EvenTensorLayout cannot divide: 202 columns over 4
 // 'model' shards is a compile error naming the dimension, extent and shards (issue 10).
 // expect: extent_not_divisible<1, 202, 4,
-#include <kdist/tensor.hpp>
+#include <kdist/tensor/tensor.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;
 using Kernel = kdist::EvenTensorLayout<Mesh, kdist::replicated, "model">;

@@ -1,7 +1,7 @@
 // A rank-2 static layout given to distribute_tensor<float*>: a compile error naming both ranks and
 // the layout (issue 10), not a run-time ValueError.
 // expect: layout_rank_mismatch<2(UL)?, 1(UL)?, .*(None|'N', 'o', 'n', 'e')
-#include <kdist/distribute_tensor.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 #include <cstddef>
 

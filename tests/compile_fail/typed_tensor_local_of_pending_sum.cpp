@@ -2,7 +2,7 @@
 // error naming the pending axes and the layout (issue 10); local_summand() says it on purpose,
 // and redistribute resolves the sum.
 // expect: local_of_a_pending_sum_over<.*(model.*data.*None|'m', 'o', 'd', 'e', 'l'.*'d', 'a', 't', 'a'.*'N', 'o', 'n', 'e')
-#include <kdist/matmul.hpp>
+#include <kdist/tensor/matmul.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 

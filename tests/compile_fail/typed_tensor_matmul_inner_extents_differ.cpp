@@ -1,7 +1,7 @@
 // kdist::matmul of typed tensors whose static extents cannot contract: (64, 784) times
 // (200, 10) is a compile error naming both extents (issue 10), not a run-time ValueError.
 // expect: matmul_inner_extents_differ<784, 200>
-#include <kdist/matmul.hpp>
+#include <kdist/tensor/matmul.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
 using Rows = kdist::TensorLayout<Mesh, "data", kdist::replicated>;

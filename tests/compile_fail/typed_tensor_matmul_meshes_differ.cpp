@@ -1,7 +1,7 @@
 // kdist::matmul of typed tensors on two mesh types: a compile error naming both meshes (issue 10),
 // not a run-time ValueError.
 // expect: matmul_operands_on_different_meshes<.*(shape=\(2, 4\).*data.*model.*shape=\(8,\).*batch|'s', 'h', 'a', 'p', 'e', '=', '\(', '2', ',', ' '.*'s', 'h', 'a', 'p', 'e', '=', '\(', '8', ',', '\)')
-#include <kdist/matmul.hpp>
+#include <kdist/tensor/matmul.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Other = kdist::DeviceMesh<kdist::axis<"batch", 8>>;

@@ -1,7 +1,7 @@
 // kdist::redistribute of a typed tensor to a static layout on another mesh type: a compile error
 // naming both meshes (issue 10).
 // expect: redistribute_to_a_layout_of_another_mesh<.*(shape=\(2, 4\).*data.*model.*shape=\(8,\).*batch|'s', 'h', 'a', 'p', 'e', '=', '\(', '2', ',', ' '.*'s', 'h', 'a', 'p', 'e', '=', '\(', '8', ',', '\)')
-#include <kdist/redistribute.hpp>
+#include <kdist/tensor/redistribute.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Other = kdist::DeviceMesh<kdist::axis<"batch", 8>>;

@@ -1,7 +1,7 @@
 // A run-time tensor (the layout a value) cannot carry static extents: its blocks' extents are
 // known at run time only. Write them as * or give the tensor a static TensorLayout (issue 10).
 // expect: run_time_tensor_has_static_extents<float ?\[8\]\[6\]>
-#include <kdist/tensor.hpp>
+#include <kdist/tensor/tensor.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">>;
 

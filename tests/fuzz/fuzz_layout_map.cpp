@@ -6,7 +6,7 @@
 // kdist::Error (duplicate key, bad regex, axes not in the mesh, several matches, rank or
 // division mismatch, missing key) is the expected outcome of a bad operation, and a failed
 // operation changes nothing; anything else is a defect.
-#include <kdist/layout_map.hpp>
+#include <kdist/strategy/layout_map.hpp>
 
 #include <cstddef>
 #include <cstdint>

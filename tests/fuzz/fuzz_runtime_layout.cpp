@@ -6,8 +6,8 @@
 //   shape <extent>...    the tensor's global shape
 // kdist::Error for a bad mesh, layout or shape is the expected outcome; anything else (another
 // exception, a signal, a sanitizer report, a broken invariant below) is a defect.
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 #include <algorithm>
 #include <cstddef>

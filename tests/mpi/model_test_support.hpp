@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <kdist/data_parallel.hpp>
-#include <kdist/detail/parallel_hdf5_io.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/io/detail/parallel_hdf5_io.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include "common/random_normal.hpp"
 #include "common/seeds_model.hpp"

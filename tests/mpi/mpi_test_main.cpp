@@ -4,7 +4,7 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/initialize.hpp>
 
 int main(int argc, char** argv) {
   // MPI (MPI_THREAD_FUNNELED) and Kokkos, finalised in reverse order when main returns.

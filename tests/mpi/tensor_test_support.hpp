@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 
 #include <cmath>
 #include <cstddef>

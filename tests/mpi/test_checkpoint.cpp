@@ -18,12 +18,12 @@
 #include <functional>
 #include <map>
 
-#include <kdist/checkpoint.hpp>
-#include <kdist/data_parallel.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"

@@ -1,5 +1,5 @@
 // kdist-mpi-ranks: 1 2 4 8
-// kdist/collectives.hpp against serial references: every collective and reduction, in place,
+// kdist/parallel/collectives.hpp against serial references: every collective and reduction, in place,
 // through a host copy (the path of device memory), over raw MPI_Comm, kdist::mpi::Communicator and
 // mesh axes; every error. At 8 ranks on 2 cores each collective costs ~50-90 ms: tests keep their
 // count small.
@@ -12,8 +12,8 @@
 #include <climits>
 #include <complex>
 #include <cstdint>
-#include <kdist/collectives.hpp>
-#include <kdist/mesh_communicators.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/mesh_communicators.hpp>
 #include <string>
 #include <vector>
 

@@ -7,7 +7,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
-#include <kdist/collectives.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <string>
 
 #include "mpi_test_util.hpp"

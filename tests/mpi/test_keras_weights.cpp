@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include <kdist/checkpoint.hpp>
-#include <kdist/keras_weights.hpp>
-#include <kdist/layers/conv2d.hpp>
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/io/keras_weights.hpp>
+#include <kdist/nn/layers/conv2d.hpp>
 
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <kdist/matmul.hpp>
+#include <kdist/tensor/matmul.hpp>
 
 #include <vector>
 

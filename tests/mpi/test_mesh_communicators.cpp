@@ -1,13 +1,13 @@
 // kdist-mpi-ranks: 1 2 4 8
-// kdist/mesh_communicators.hpp: row-major coordinates, one communicator per axis, groups of axes,
+// kdist/parallel/mesh_communicators.hpp: row-major coordinates, one communicator per axis, groups of axes,
 // errors on every rank. Collectives at 8 ranks cost ~50-90 ms on 2 cores: each shape is built once.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include "mpi_test_util.hpp"
 
-#include <kdist/mesh_binding.hpp>
-#include <kdist/mesh_communicators.hpp>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/parallel/mesh_communicators.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <numeric>
 #include <string>
 #include <vector>

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <kdist/data_parallel.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
 
 #include "common/batch_loader.hpp"
 #include "common/fashion_mnist.hpp"

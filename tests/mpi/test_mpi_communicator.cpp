@@ -1,14 +1,14 @@
 // kdist-mpi-ranks: 1 2 4
-// kdist/mpi/communicator.hpp, kdist/mpi/agree.hpp, kdist/mpi/datatype.hpp.
+// kdist/parallel/mpi/communicator.hpp, kdist/parallel/mpi/agree.hpp, kdist/parallel/mpi/datatype.hpp.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include "mpi_test_util.hpp"
 
 #include <complex>
 #include <cstdint>
-#include <kdist/mpi/agree.hpp>
-#include <kdist/mpi/communicator.hpp>
-#include <kdist/mpi/datatype.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
 #include <string>
 
 namespace {

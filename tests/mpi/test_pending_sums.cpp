@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <kdist/apply_gradient.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/matmul.hpp>
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/redistribute.hpp>
-#include <kdist/tensor.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/tensor.hpp>
 
 #include "tensor_test_support.hpp"
 

@@ -1,12 +1,12 @@
 // kdist-mpi-ranks: 1 2 4
-// kdist/runtime.hpp: initialize (arguments, KERAS_DISTRIBUTION_* fallbacks, agreed errors),
+// kdist/parallel/initialize.hpp: initialize (arguments, KERAS_DISTRIBUTION_* fallbacks, agreed errors),
 // ScopeGuard, list_devices, get_device_count, process_count, process_id.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include "mpi_test_util.hpp"
 
 #include <cstdlib>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <optional>
 #include <string>
 

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/redistribute.hpp>
-#include <kdist/tensor.hpp>
-#include <kdist/visualize_sharding.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/tensor.hpp>
+#include <kdist/tensor/visualize_sharding.hpp>
 
 #include <numeric>
 #include <string>

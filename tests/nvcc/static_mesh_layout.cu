@@ -3,10 +3,10 @@
 // and at run time, a dynamic extent inferred, and the conversion to the run-time layout.
 #include <array>
 #include <cstdio>
-#include <kdist/layout.hpp>
-#include <kdist/mesh.hpp>
-#include <kdist/runtime_layout.hpp>
-#include <kdist/runtime_mesh.hpp>
+#include <kdist/core/layout.hpp>
+#include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;

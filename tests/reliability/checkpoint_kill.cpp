@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
-#include <kdist/checkpoint.hpp>
-#include <kdist/data_parallel.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/layout_map.hpp>
-#include <kdist/model.hpp>
-#include <kdist/model_parallel.hpp>
-#include <kdist/run.hpp>
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/parallel/run.hpp>
 
 #include "common/seeds_model.hpp"
 

@@ -7,11 +7,11 @@
 //   rank_fails kill          process 1 SIGKILLs itself while the others wait in a collective
 #include <csignal>
 #include <cstdio>
-#include <kdist/collectives.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/redistribute.hpp>
-#include <kdist/run.hpp>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/parallel/run.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <string>
 
 namespace {

@@ -8,7 +8,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <cstring>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <string>
 
 namespace {

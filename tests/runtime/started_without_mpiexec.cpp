@@ -4,7 +4,7 @@
 // kdist::initialize (whose MPI and Kokkos are finalised at exit).
 #include <cstdio>
 #include <cstring>
-#include <kdist/runtime.hpp>
+#include <kdist/parallel/initialize.hpp>
 
 int main(int argc, char** argv) {
   const bool use_guard = argc > 1 && std::strcmp(argv[1], "guard") == 0;

@@ -1,7 +1,7 @@
 // Compile-time facts of Kokkos data types and the static extents of typed tensors (issue 10).
 // Built = passed.
-#include <kdist/detail/data_type_extents.hpp>
-#include <kdist/layout.hpp>
+#include <kdist/tensor/detail/data_type_extents.hpp>
+#include <kdist/core/layout.hpp>
 
 #include <array>
 #include <span>

@@ -1,6 +1,6 @@
 // Compile-time facts of kdist::TensorLayout: reprs, static shards, constexpr shard arithmetic on
 // static meshes. Built = passed.
-#include <kdist/layout.hpp>
+#include <kdist/core/layout.hpp>
 
 #include <array>
 #include <string_view>

@@ -1,5 +1,5 @@
 // Compile-time facts of kdist::DeviceMesh: built = passed.
-#include <kdist/mesh.hpp>
+#include <kdist/core/mesh.hpp>
 
 #include <string_view>
 

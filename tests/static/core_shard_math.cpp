@@ -1,6 +1,6 @@
 // Compile-time facts of the shard arithmetic (ceil-division "chunk" rule). Built = passed.
-#include <kdist/detail/row_major.hpp>
-#include <kdist/detail/shard_math.hpp>
+#include <kdist/core/detail/row_major.hpp>
+#include <kdist/core/detail/shard_math.hpp>
 
 #include <array>
 

@@ -5,12 +5,12 @@
 // typed tensor, and it cannot deduce the run-time base of a typed tensor with static extents
 // (full_tensor, visualize_sharding and redistribute to a run-time layout have typed overloads for
 // it). Built = passed; tests/mpi/test_typed_tensor.cpp runs the values.
-#include <kdist/apply_gradient.hpp>
-#include <kdist/distribute_tensor.hpp>
-#include <kdist/matmul.hpp>
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/redistribute.hpp>
-#include <kdist/visualize_sharding.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/visualize_sharding.hpp>
 
 #include <cstddef>
 #include <type_traits>

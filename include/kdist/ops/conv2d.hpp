@@ -14,7 +14,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <kdist/ops/matmul.hpp>

@@ -8,10 +8,10 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
-#include <kdist/random.hpp>
+#include <kdist/ops/random.hpp>
 #include <string>
 
 namespace kdist::ops {

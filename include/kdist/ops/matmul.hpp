@@ -9,7 +9,7 @@
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cstdint>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/cublas.hpp>
 #include <kdist/ops/detail/views.hpp>

@@ -14,8 +14,8 @@
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
-#include <kdist/detail/kokkos_math.hpp>
-#include <kdist/error.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
+#include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <sstream>

@@ -14,7 +14,7 @@
 
 #include <climits>
 #include <cstddef>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <string>
 #include <type_traits>
 #endif

@@ -6,7 +6,7 @@
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cstdint>
-#include <kdist/error.hpp>
+#include <kdist/core/error.hpp>
 #include <string>
 #include <type_traits>
 

@@ -1,0 +1,396 @@
+#pragma once
+//! \file io/checkpoint.hpp
+//! `kdist::save_checkpoint(model, path)` and `kdist::load_checkpoint(model, path)`: a model's
+//! weights, optimizer state and step counter in one parallel HDF5 file, written and read by every
+//! process at once, each moving only its own block (the full tensor is never gathered anywhere).
+//! A checkpoint saved on one mesh and layout loads on any other (DataParallel into ModelParallel,
+//! (2, 4) into (1, 8), uneven blocks): each process reads the part of each dataset that its block
+//! under the model's current layout covers.
+//!
+//! \code
+//! auto history = model.fit(data, {.epochs = 5});
+//! kdist::save_checkpoint(model, "run/ckpt.h5", {.epoch = 5, .loss = history.epochs.back().loss});
+//! // later, on any mesh: build and compile the same model (same seed), then
+//! auto saved = kdist::load_checkpoint(model, "run/ckpt.h5");
+//! model.fit(data, {.epochs = 10, .initial_epoch = saved.epoch});  // epochs 6 to 10
+//! \endcode
+//!
+//! The format, its guarantees and the resharding rules: docs/checkpoints.md. In short, under the
+//! root group of one HDF5 file:
+//!  - `/variables/<path>`: one dataset per variable at its Keras path ("d1/kernel" is dataset
+//!    `kernel` in group `/variables/d1`), of the variable's global shape, float32 or float64;
+//!  - `/optimizer/<path>/slot<k>`: the optimizer's state of that variable, k = 0 .. slots - 1,
+//!    shaped like it (Adam: momentum, velocity; RMSprop: velocity, [average_gradient],
+//!    [momentum]; SGD with momentum: momentum);
+//!  - attributes: `format` = "kdist-checkpoint 1", `dtype`, `step`, `epoch`, `seed`, `loss`,
+//!    `loss_function`, `distribution`, `mesh`, `mesh_shape`, `mesh_axis_names`, `variables` on
+//!    `/`; `name`, `iterations`, `slot_count` and the hyperparameters on `/optimizer`; `shape`,
+//!    `dtype` and `layout` (as saved) on each dataset.
+//! A save writes `<path>.tmp-<pid>` and renames it to `<path>` once complete and flushed, so a save
+//! killed midway leaves the previous checkpoint intact.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/parallel_hdf5_io.hpp>
+#include <kdist/core/detail/python_repr.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/ops/optimizers.hpp>
+
+namespace kdist {
+
+//! The format a checkpoint's `format` attribute names; load_checkpoint reads this one only.
+inline constexpr std::string_view checkpoint_format = "kdist-checkpoint 1";
+
+//! What a save records besides the model: where training stands. The values of process 0 are
+//! written (pass the same everywhere; fit's History is the same on every process).
+struct CheckpointInfo {
+  //! Epochs completed: resume with `FitOptions::initial_epoch = epoch`.
+  std::size_t epoch = 0;
+  //! The last epoch's loss, for the record (NaN: not given).
+  double loss = std::numeric_limits<double>::quiet_NaN();
+};
+
+//! What load_checkpoint found in the file (the same on every process).
+struct LoadedCheckpoint {
+  std::size_t epoch = 0;  //!< CheckpointInfo::epoch of the save: fit's `initial_epoch`
+  double loss = std::numeric_limits<double>::quiet_NaN();  //!< CheckpointInfo::loss of the save
+  std::int64_t step = 0;     //!< the optimizer's iterations, now the model's
+  std::uint64_t seed = 0;    //!< the seed the saved model was compiled with
+  std::string optimizer;     //!< "SGD", "Adam" or "RMSprop"
+  std::string distribution;  //!< "DataParallel", "ModelParallel", ... of the save
+  std::string mesh;          //!< the mesh of the save, as the model printed it
+};
+
+namespace detail::checkpoint {
+
+inline std::string variable_dataset(const std::string& path) {
+  return "variables/" + path;
+}
+inline std::string slot_dataset(const std::string& path, std::size_t k) {
+  return "optimizer/" + path + "/slot" + std::to_string(k);
+}
+
+inline std::string loss_name(Loss l) {
+  return l == Loss::mean_squared_error ? "mean_squared_error" : "categorical_crossentropy";
+}
+
+//! What the model expects of a file: the checks of a load, made by process 0.
+struct Expected {
+  struct Entry {
+    std::string dataset;  // "variables/d1/kernel"
+    std::string what;     // "variable 'd1/kernel'"
+    std::vector<std::size_t> shape;
+  };
+  std::string dtype;
+  OptimizerRecord optimizer;
+  std::vector<std::string> variables;
+  std::vector<Entry> entries;
+};
+
+//! Checks `path` against `want` on this process alone (process 0). Returns "" when the file is a
+//! checkpoint the model can load, with `out` filled; else the error's message.
+inline std::string check_file(const std::string& path, const Expected& want,
+                              LoadedCheckpoint& out) {
+  const std::string who = "kdist::load_checkpoint: '" + path + "'";
+  hdf5::QuietErrors quiet;
+  hdf5::File file;
+  const std::string expected_format(checkpoint_format);
+  const FileKind kind{"a checkpoint", "a checkpoint file", "kdist::save_checkpoint",
+                      "so not a kdist checkpoint (expected a file written by "
+                      "kdist::save_checkpoint, format '" +
+                          expected_format + "')"};
+  if (auto problem = open_to_check(path, who, kind, file); !problem.empty()) return problem;
+  const hid_t root = file.get();
+  std::string format;
+  if (!hdf5::read_string(root, "format", format)) {
+    return who + " is an HDF5 file but not a kdist checkpoint: it has no attribute format = '" +
+           expected_format + "'";
+  }
+  if (format != expected_format) {
+    return who + " has format '" + format + "', which this kdist does not read (it reads '" +
+           expected_format + "')";
+  }
+  const auto damaged = [&](const std::string& what) {
+    return who + ": " + what + " is missing or of the wrong type; the checkpoint is damaged";
+  };
+  std::string dtype;
+  std::int64_t step = 0;
+  std::uint64_t epoch = 0, seed = 0;
+  double loss = 0;
+  std::vector<std::string> variables;
+  if (!hdf5::read_string(root, "dtype", dtype)) return damaged("attribute 'dtype' of '/'");
+  if (!hdf5::read_scalar(root, "step", step)) return damaged("attribute 'step' of '/'");
+  if (!hdf5::read_scalar(root, "epoch", epoch)) return damaged("attribute 'epoch' of '/'");
+  if (!hdf5::read_scalar(root, "seed", seed)) return damaged("attribute 'seed' of '/'");
+  if (!hdf5::read_scalar(root, "loss", loss)) return damaged("attribute 'loss' of '/'");
+  if (!hdf5::read_strings(root, "variables", variables)) {
+    return damaged("attribute 'variables' of '/'");
+  }
+  if (dtype != want.dtype) {
+    return who + ": the checkpoint holds " + dtype + " values but the model is " + want.dtype +
+           "; load it into a model of " + dtype + " (kdist::BasicSequential<" +
+           (dtype == "float64" ? "double" : "float") + ">)";
+  }
+  // the same variables, by path
+  for (const auto& v : want.variables) {
+    if (std::find(variables.begin(), variables.end(), v) == variables.end()) {
+      return who + ": the model's variable '" + v + "' is not in the checkpoint, which holds " +
+             detail::join_quoted(variables) + "; the checkpoint is of another model";
+    }
+  }
+  for (const auto& v : variables) {
+    if (std::find(want.variables.begin(), want.variables.end(), v) == want.variables.end()) {
+      return who + ": the checkpoint holds variable '" + v + "', which the model does not have " +
+             "(the model's variables: " + detail::join_quoted(want.variables) +
+             "); the checkpoint is of another model";
+    }
+  }
+  // the optimizer
+  if (!hdf5::path_exists(root, "optimizer")) return damaged("group '/optimizer'");
+  hdf5::Group opt(H5Gopen2(root, "optimizer", H5P_DEFAULT));
+  std::string name;
+  std::uint64_t slots = 0;
+  if (!opt.valid() || !hdf5::read_string(opt.get(), "name", name)) {
+    return damaged("attribute 'name' of '/optimizer'");
+  }
+  if (!hdf5::read_scalar(opt.get(), "slot_count", slots)) {
+    return damaged("attribute 'slot_count' of '/optimizer'");
+  }
+  if (name != want.optimizer.name) {
+    return who + ": the checkpoint was saved with optimizer " + name +
+           " but the model is compiled with " + want.optimizer.name +
+           "; compile the model with the checkpoint's optimizer";
+  }
+  if (slots != want.optimizer.slot_count) {
+    return who + ": the checkpoint's " + name + " keeps " + std::to_string(slots) +
+           " slot(s) per variable but the model's keeps " +
+           std::to_string(want.optimizer.slot_count) +
+           " (another momentum, centered or nesterov setting); compile the model with the "
+           "checkpoint's optimizer settings";
+  }
+  // every dataset: present, a float of the model's width, the model's shape
+  const std::size_t width = want.dtype == "float32" ? 4 : 8;
+  for (const auto& e : want.entries) {
+    const auto p = check_float_dataset(root, e.dataset, e.what, e.shape, width, "checkpoint");
+    if (!p.empty()) {
+      return who + ": " + p.text +
+             (p.other_shape ? "; the checkpoint is of another model"
+                            : "; the checkpoint is damaged");
+    }
+  }
+  std::string distribution, mesh;
+  hdf5::read_string(root, "distribution", distribution);
+  hdf5::read_string(root, "mesh", mesh);
+  out.epoch = static_cast<std::size_t>(epoch);
+  out.loss = loss;
+  out.step = step;
+  out.seed = seed;
+  out.optimizer = name;
+  out.distribution = distribution;
+  out.mesh = mesh;
+  return {};
+}
+
+//! The attributes of `/` and `/optimizer` (every process, the same values: collective metadata).
+template <class Model>
+void write_metadata(hid_t root, Model& model, const OptimizerRecord& opt, std::uint64_t epoch,
+                    double loss) {
+  using T = typename Model::value_type;
+  std::vector<std::string> paths;
+  model.for_each_variable([&](auto& v) { paths.push_back(v.path); });
+  const RuntimeDeviceMesh& mesh = model.distribution().device_mesh();
+  const std::vector<std::uint64_t> mesh_shape(mesh.shape().begin(), mesh.shape().end());
+  hdf5::write_string(root, "format", std::string(checkpoint_format));
+  hdf5::write_string(root, "dtype", dtype_name<T>());
+  hdf5::write_scalar<std::int64_t>(root, "step", model.iterations());
+  hdf5::write_scalar<std::uint64_t>(root, "epoch", epoch);
+  hdf5::write_scalar<std::uint64_t>(root, "seed", model.seed());
+  hdf5::write_scalar<double>(root, "loss", loss);
+  hdf5::write_string(root, "loss_function", loss_name(model.loss()));
+  hdf5::write_string(root, "distribution", model.distribution().name());
+  hdf5::write_string(root, "mesh", mesh.to_string());
+  hdf5::write_array(root, "mesh_shape", mesh_shape);
+  hdf5::write_strings(root, "mesh_axis_names", mesh.axis_names());
+  hdf5::write_strings(root, "variables", paths);
+  hdf5::Group g(hdf5::check(H5Gcreate2(root, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                            "H5Gcreate2 'optimizer'"));
+  hdf5::write_string(g.get(), "name", opt.name);
+  hdf5::write_scalar<std::int64_t>(g.get(), "iterations", model.iterations());
+  hdf5::write_scalar<std::uint64_t>(g.get(), "slot_count", opt.slot_count);
+  hdf5::write_strings(g.get(), "slot_names", opt.slot_names);
+  for (const auto& [k, v] : opt.hyperparameters) {
+    hdf5::write_scalar<double>(g.get(), k.c_str(), v);
+  }
+}
+
+//! Every variable and its first `slots` optimizer slots, each process its blocks.
+template <class Model>
+void write_state(hid_t root, Model& model, std::size_t slots) {
+  auto dxpl = hdf5::collective_transfer();
+  model.for_each_variable_with_slots([&](auto& v, auto& s) {
+    write_tensor(root, variable_dataset(v.path), v.value, dxpl.get());
+    for (std::size_t k = 0; k < slots; ++k) {
+      write_tensor(root, slot_dataset(v.path, k), s.at(k), dxpl.get());
+    }
+  });
+}
+
+//! What a load expects of the file, from the compiled model.
+template <class Model>
+Expected expected_of(Model& model, const OptimizerRecord& opt) {
+  Expected want;
+  want.dtype = dtype_name<typename Model::value_type>();
+  want.optimizer = opt;
+  model.for_each_variable([&](auto& v) {
+    want.variables.push_back(v.path);
+    want.entries.push_back({variable_dataset(v.path), "variable '" + v.path + "'", v.shape()});
+    for (std::size_t k = 0; k < opt.slot_count; ++k) {
+      want.entries.push_back({slot_dataset(v.path, k),
+                              "optimizer slot " + std::to_string(k) + " of '" + v.path + "'",
+                              v.shape()});
+    }
+  });
+  return want;
+}
+
+//! Reads every variable's and slot's block into host buffers (collective); returns what copies
+//! them into the model.
+template <class Model>
+std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::size_t slots) {
+  std::vector<std::function<void()>> commit;
+  auto dxpl = hdf5::independent_transfer();  // each process its own block
+  model.for_each_variable_with_slots([&](auto& v, auto& s) {
+    commit.push_back(read_tensor(file, variable_dataset(v.path), v.value, dxpl.get()));
+    for (std::size_t k = 0; k < slots; ++k) {
+      commit.push_back(read_tensor(file, slot_dataset(v.path, k), s.at(k), dxpl.get()));
+    }
+  });
+  return commit;
+}
+
+//! Broadcasts what process 0 found in the file.
+inline void broadcast(LoadedCheckpoint& out) {
+  std::uint64_t epoch = out.epoch, seed = out.seed;
+  MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&out.step, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&out.loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  out.epoch = static_cast<std::size_t>(epoch);
+  out.seed = seed;
+  broadcast_string(out.optimizer);
+  broadcast_string(out.distribution);
+  broadcast_string(out.mesh);
+}
+
+}  // namespace detail::checkpoint
+
+//! Saves `model` (weights, optimizer slots, step counter, seed) and `info` to the HDF5 file
+//! `path`, replacing it atomically. Collective: every process calls it with the same path; each
+//! writes only its own block of each variable (blocks replicated over mesh axes once, by the
+//! process at coordinate 0 along them), in collective MPI-IO; no process holds more than its
+//! block. Device memory is copied to a host mirror first.
+//!
+//! The file is written as `<path>.tmp-<pid of process 0>`; after every process has closed it,
+//! process 0 flushes it to storage and renames it to `<path>`. A save that dies midway leaves
+//! `<path>` as it was (and the temporary file behind).
+//!
+//! Errors: kdist::ValueError if the model is not compiled; kdist::RuntimeError if the file cannot
+//! be created, written, flushed or renamed (on every process alike when the file system fails for
+//! all; docs/checkpoints.md).
+template <class T>
+void save_checkpoint(BasicSequential<T>& model, const std::string& path, CheckpointInfo info = {}) {
+  namespace ck = detail::checkpoint;
+  namespace h5 = detail::hdf5;
+  detail::collectives::Region region("kdist::save_checkpoint");
+  ck::require_compiled(model, "kdist::save_checkpoint");
+  ck::require_same_path(path, "kdist::save_checkpoint");
+  // process 0's values everywhere: what each process writes as attributes must agree
+  std::uint64_t epoch = info.epoch;
+  double loss = info.loss;
+  MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
+  ck::write_atomically(path, "kdist::save_checkpoint", [&](hid_t file) {
+    ck::write_metadata(file, model, opt, epoch, loss);
+    ck::write_state(file, model, opt.slot_count);
+  });
+}
+
+//! Loads the checkpoint `path` into the compiled `model`: its weights, optimizer slots and step
+//! counter, whatever mesh and layouts it was saved with. Collective: every process calls it with
+//! the same path, and reads only the part of each dataset its block covers under the model's
+//! current layouts; then copies it to device memory.
+//!
+//! The file is checked first, by process 0, and every process throws the same error when it is
+//! wrong: kdist::ValueError for a missing file, a file that is not HDF5, is truncated or damaged,
+//! is HDF5 but not a kdist checkpoint (no `format` attribute) or of another format version, holds
+//! another dtype, other variables or shapes (another model), another optimizer or another number
+//! of slots per variable; each message names the file, the variable and what was expected
+//! (docs/errors.md); the model is then unchanged. Then each process reads its blocks (in place in
+//! host memory, through a host buffer for device memory): kdist::RuntimeError for an I/O failure
+//! while reading, which leaves the model partly loaded (load again).
+//!
+//! Returns what the file says (epoch, step, seed, ...). The seed is not restored: compile the model
+//! with the saved one (`LoadedCheckpoint::seed`) for dropout masks and shuffles to continue as an
+//! uninterrupted run would.
+template <class T>
+LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& path) {
+  namespace ck = detail::checkpoint;
+  namespace h5 = detail::hdf5;
+  detail::collectives::Region region("kdist::load_checkpoint");
+  ck::require_compiled(model, "kdist::load_checkpoint");
+  ck::require_same_path(path, "kdist::load_checkpoint");
+  const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
+  LoadedCheckpoint out;
+  const std::string problem =
+      detail::world_rank() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";
+  mpi::agree<ValueError>(MPI_COMM_WORLD, problem.empty(), problem);
+  ck::broadcast(out);
+
+  // The file was checked: each process reads its blocks (in place on the host; device blocks are
+  // copied from their host buffers once all were read).
+  Kokkos::fence();
+  std::vector<std::function<void()>> commit;
+  {
+    h5::QuietErrors quiet;
+    h5::ParallelFile file = ck::open_on_every_process(path, "kdist::load_checkpoint");
+    try {
+      commit = ck::read_state(file.get(), model, opt.slot_count);
+    } catch (const RuntimeError& e) {
+      throw RuntimeError("kdist::load_checkpoint: reading '" + path + "': " + e.what());
+    }
+    h5::check(file.close(), "kdist::load_checkpoint: closing '" + path + "'");
+  }
+  for (auto& c : commit) c();
+  Kokkos::fence();
+  model.set_iterations(out.step);
+  return out;
+}
+
+}  // namespace kdist

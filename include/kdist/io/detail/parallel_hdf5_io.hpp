@@ -1,0 +1,380 @@
+#pragma once
+//! \file io/detail/parallel_hdf5_io.hpp
+//! The machinery that kdist's HDF5 files share (checkpoint.hpp, keras_weights.hpp): each process
+//! writing or reading only its block of a distributed tensor (hyperslabs, collective MPI-IO;
+//! blocks replicated over mesh axes written once), a file written under a temporary name and
+//! renamed into place once complete, the checks process 0 makes before a load, and the optimizer
+//! as these files record it.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/parallel/detail/failure.hpp>
+#include <kdist/io/detail/hdf5.hpp>
+#include <kdist/core/detail/python_repr.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/ops/optimizers.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+namespace kdist::detail::checkpoint {
+
+//! The optimizer as a checkpoint records it.
+struct OptimizerRecord {
+  std::string name;
+  std::size_t slot_count = 0;
+  std::vector<std::string> slot_names;
+  std::vector<std::pair<std::string, double>> hyperparameters;
+};
+inline OptimizerRecord describe(const SGD& o) {
+  OptimizerRecord r{"SGD", o.slot_count(), {}, {}};
+  if (o.slot_count()) r.slot_names = {"momentum"};
+  r.hyperparameters = {{"learning_rate", o.learning_rate()},
+                       {"momentum", o.momentum()},
+                       {"nesterov", o.nesterov() ? 1.0 : 0.0}};
+  return r;
+}
+inline OptimizerRecord describe(const Adam& o) {
+  OptimizerRecord r{"Adam", o.slot_count(), {"momentum", "velocity"}, {}};
+  r.hyperparameters = {{"learning_rate", o.learning_rate()},
+                       {"beta_1", o.beta_1()},
+                       {"beta_2", o.beta_2()},
+                       {"epsilon", o.epsilon()}};
+  return r;
+}
+inline OptimizerRecord describe(const RMSprop& o) {
+  OptimizerRecord r{"RMSprop", o.slot_count(), {"velocity"}, {}};
+  if (o.needs_average_gradient()) r.slot_names.push_back("average_gradient");
+  if (o.needs_momentum()) r.slot_names.push_back("momentum");
+  r.hyperparameters = {{"learning_rate", o.learning_rate()},
+                       {"rho", o.rho()},
+                       {"momentum", o.momentum()},
+                       {"epsilon", o.epsilon()},
+                       {"centered", o.centered() ? 1.0 : 0.0}};
+  return r;
+}
+
+template <class T>
+constexpr const char* dtype_name() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kdist checkpoints hold float32 or float64 models");
+  return std::is_same_v<T, float> ? "float32" : "float64";
+}
+
+//! `s` as process 0 has it, on every process.
+inline void broadcast_string(std::string& s) {
+  std::uint64_t n = s.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  s.resize(static_cast<std::size_t>(n));
+  if (n) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+//! Every process must name the same file (a rank in the path is a mistake MPI-IO would answer
+//! with a hang or an error on some processes only): the same ValueError everywhere otherwise.
+inline void require_same_path(const std::string& path, const char* who) {
+  std::string zero = path;
+  broadcast_string(zero);
+  mpi::agree<ValueError>(MPI_COMM_WORLD, zero == path,
+                         std::string(who) + ": the processes were given different paths ('" + zero +
+                             "' on process 0, '" + path + "' on process " +
+                             std::to_string(detail::world_rank()) +
+                             "); give every process the same path");
+}
+
+template <class Model>
+void require_compiled(const Model& model, const char* who) {
+  if (model.output_shape().empty()) {  // compile builds the layers, which fixes the output shape
+    throw ValueError(std::string(who) +
+                     ": the model is not compiled; call model.compile(...) first (its distribution "
+                     "decides which block of each variable this process holds)");
+  }
+}
+
+//! Whether this process writes its block of `t`: blocks replicated along some mesh axes are
+//! written once, by the process at coordinate 0 along each of them.
+template <class Tensor>
+bool writes_block(const Tensor& t) {
+  const auto coords = t.device_mesh().coords_of(t.device());
+  for (auto a : t.layout().replicated_mesh_axes()) {
+    if (coords[a] != 0) return false;
+  }
+  std::size_t n = 1;
+  for (auto e : t.local_extents()) n *= e;
+  return n > 0;
+}
+
+//! This process's block of a dataset of shape `shape`: a hyperslab of the file space and a memory
+//! space of its extents, or none in both when `take` is false (the process still joins the
+//! collective transfer).
+template <std::size_t R>
+std::pair<hdf5::Dataspace, hdf5::Dataspace> block_selection(const std::array<hsize_t, R>& shape,
+                                                            const std::array<std::size_t, R>& lo,
+                                                            const std::array<std::size_t, R>& ext,
+                                                            bool take) {
+  auto file = hdf5::simple_space(shape);
+  if (!take) {
+    hdf5::check(H5Sselect_none(file.get()), "H5Sselect_none");
+    const hsize_t one = 1;
+    auto mem = hdf5::simple_space(std::span<const hsize_t>(&one, 1));
+    hdf5::check(H5Sselect_none(mem.get()), "H5Sselect_none");
+    return {std::move(file), std::move(mem)};
+  }
+  std::array<hsize_t, R> start{}, count{};
+  for (std::size_t d = 0; d < R; ++d) {
+    start[d] = lo[d];
+    count[d] = ext[d];
+  }
+  hdf5::check(
+      H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+      "H5Sselect_hyperslab");
+  return {std::move(file), hdf5::simple_space(count)};
+}
+
+template <std::size_t R>
+std::array<hsize_t, R> dims_of(const std::array<std::size_t, R>& shape) {
+  std::array<hsize_t, R> d{};
+  for (std::size_t i = 0; i < R; ++i) d[i] = shape[i];
+  return d;
+}
+
+//! Creates dataset `name` for tensor `t` (every process, collectively) and writes this process's
+//! block, or nothing if another process writes the same block. `annotate`: record the global
+//! shape, dtype and layout as the dataset's attributes (kdist checkpoints; Keras files have none).
+template <class Tensor>
+void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dxpl,
+                  bool annotate = true) {
+  using T = typename Tensor::value_type;
+  constexpr std::size_t R = Tensor::rank;
+  const auto dims = dims_of<R>(t.shape());
+  hdf5::PropertyList lcpl(hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
+  hdf5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
+  hdf5::PropertyList dcpl(hdf5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
+  hdf5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  hdf5::check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
+  hdf5::ParallelDataset ds;
+  {
+    auto space = hdf5::simple_space(dims);
+    ds = hdf5::ParallelDataset(
+        hdf5::check(H5Dcreate2(file, name.c_str(), hdf5::file_float_type<T>(), space.get(),
+                               lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                    "H5Dcreate2 '" + name + "'"));
+  }
+  if (annotate) {
+    hdf5::write_array(ds.get(), "shape",
+                      std::vector<std::uint64_t>(t.shape().begin(), t.shape().end()));
+    hdf5::write_string(ds.get(), "dtype", dtype_name<T>());
+    hdf5::write_string(ds.get(), "layout", t.layout().axes_repr());
+  }
+
+  const bool take = writes_block(t);
+  // the block in host memory (on a CPU build, the block itself); only its writer copies it
+  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local())) host;
+  if (take) host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
+  auto [fspace, mspace] = block_selection<R>(dims, t.offsets(), t.local_extents(), take);
+  const T dummy{};
+  hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
+                       take ? static_cast<const void*>(host.data()) : &dummy),
+              "H5Dwrite '" + name + "'");
+  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
+}
+
+//! Reads this process's block of tensor `t` (its block under its current layout) from dataset
+//! `name`. A block in host memory is read in place (the caller has checked the file: what is left
+//! to fail is I/O); a block in device memory is read into a host buffer, and the returned function
+//! copies it to the device.
+template <class Tensor>
+std::function<void()> read_tensor(hid_t file, const std::string& name, const Tensor& t,
+                                  hid_t dxpl) {
+  using T = typename Tensor::value_type;
+  using View = std::decay_t<decltype(t.local())>;
+  constexpr std::size_t R = Tensor::rank;
+  // In place on the host: a fresh buffer would cost its page faults and a copy, as much as the
+  // read itself (docs/benchmarks.md).
+  constexpr bool in_place =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>::accessible;
+  typename View::HostMirror staging;
+  if constexpr (in_place) {
+    staging = t.local();
+  } else {
+    staging = typename View::HostMirror(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::read_staging"), t.local().layout());
+  }
+  hdf5::ParallelDataset ds(
+      hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
+  std::size_t n = 1;
+  for (auto e : t.local_extents()) n *= e;
+  auto [fspace, mspace] =
+      block_selection<R>(dims_of<R>(t.shape()), t.offsets(), t.local_extents(), n > 0);
+  T dummy{};
+  hdf5::check(H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
+                      n > 0 ? static_cast<void*>(staging.data()) : &dummy),
+              "H5Dread '" + name + "'");
+  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
+  if constexpr (in_place) {
+    return [] {};
+  } else {
+    auto target = t.local();
+    return [target, staging]() { Kokkos::deep_copy(target, staging); };
+  }
+}
+
+//! What kind of file a load expects, for its messages.
+struct FileKind {
+  std::string noun;      //!< "a checkpoint": "a checkpoint is written by ..."
+  std::string file;      //!< "a checkpoint file": "... is a directory, not a checkpoint file"
+  std::string writer;    //!< what writes one: "kdist::save_checkpoint"
+  std::string not_hdf5;  //!< why a file without the HDF5 signature is not one
+};
+
+//! Opens `path` on this process alone for the checks of a load (process 0). Returns "" with
+//! `file` open, or the error's message (`who` begins it): a missing file, a directory, a file
+//! that is not HDF5, a damaged or truncated one.
+inline std::string open_to_check(const std::string& path, const std::string& who,
+                                 const FileKind& kind, hdf5::File& file) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return who + ": no such file (" + kind.noun + " is written by " + kind.writer +
+             "; every process must see the same path)";
+    }
+    return who + ": cannot be read: " + std::strerror(errno);
+  }
+  if (S_ISDIR(st.st_mode)) return who + " is a directory, not " + kind.file;
+  if (hdf5::is_hdf5(path.c_str()) <= 0) return who + " is not an HDF5 file, " + kind.not_hdf5;
+  const auto fapl = hdf5::local_read_access();
+  file = hdf5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!file.valid()) {  // (before any other HDF5 call, which would clear the error stack)
+    return who + " is a damaged or truncated HDF5 file and cannot be opened (HDF5: " +
+           hdf5::error_text() + ")";
+  }
+  return {};
+}
+
+//! What check_float_dataset found wrong: nothing (empty text), a damaged dataset, or a dataset of
+//! another shape (the file is of another model).
+struct DatasetProblem {
+  std::string text;
+  bool other_shape = false;
+  bool empty() const { return text.empty(); }
+};
+
+//! Checks dataset `name` of `root` on this process alone: present, floating point (of `width`
+//! bytes, any width when 0), of shape `shape`. `what` says what it holds ("variable 'd1/kernel'"),
+//! `file_noun` what the file is ("checkpoint").
+inline DatasetProblem check_float_dataset(hid_t root, const std::string& name,
+                                          const std::string& what,
+                                          const std::vector<std::size_t>& shape, std::size_t width,
+                                          const std::string& file_noun) {
+  const std::string where = "dataset '/" + name + "' (" + what + ")";
+  if (!hdf5::path_exists(root, name)) return {where + " is missing"};
+  hdf5::Dataset ds(H5Dopen2(root, name.c_str(), H5P_DEFAULT));
+  if (!ds.valid()) return {where + " is not a dataset"};
+  hdf5::Datatype type(H5Dget_type(ds.get()));
+  hdf5::Dataspace space(H5Dget_space(ds.get()));
+  if (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT ||
+      (width != 0 && H5Tget_size(type.get()) != width)) {
+    return {where + " does not hold " +
+            (width == 0   ? std::string("floating-point")
+             : width == 4 ? "float32"
+                          : "float64") +
+            " values"};
+  }
+  const int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  std::vector<hsize_t> dims(rank > 0 ? static_cast<std::size_t>(rank) : 0);
+  if (rank < 0 || H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
+    return {where + " has no simple shape"};
+  }
+  const std::vector<std::size_t> got(dims.begin(), dims.end());
+  if (got != shape) {
+    return {what + " has shape " + detail::shape_repr(got) + " in the " + file_noun + " but " +
+                detail::shape_repr(shape) + " in the model",
+            true};
+  }
+  return {};
+}
+
+//! Opens `path` for reading on every process (MPI-IO); the same kdist::RuntimeError everywhere if
+//! any process cannot (`who` begins it). Call it under hdf5::QuietErrors.
+inline hdf5::ParallelFile open_on_every_process(const std::string& path, const std::string& who) {
+  const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+  hdf5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  const std::string why = file.valid() ? std::string() : hdf5::error_text();
+  mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
+                           who + ": '" + path + "' cannot be opened by every process (is it on " +
+                               "a file system they all see?): HDF5: " + why);
+  return file;
+}
+
+//! Process 0 fsyncs `tmp`, renames it to `path` (an atomic replace) and fsyncs the directory.
+//! Returns "" or what failed.
+inline std::string publish(const std::string& tmp, const std::string& path) {
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd < 0) return "cannot open '" + tmp + "' to flush it: " + std::strerror(errno);
+  const int synced = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (synced != 0) return "fsync of '" + tmp + "' failed: " + std::strerror(err);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno);
+  }
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {  // makes the rename durable; a file system that cannot is no error
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+//! Creates `<path>.tmp-<pid of process 0>` collectively (MPI-IO), lets `body(file)` write it,
+//! flushes it (MPI_File_sync on every process), closes it, and has process 0 flush and rename it
+//! to `path`: a write that dies midway leaves `path` as it was. Errors (kdist::RuntimeError, on
+//! every process alike): the file cannot be created, written, flushed or renamed; `who` begins
+//! each message.
+template <class Body>
+void write_atomically(const std::string& path, const std::string& who, Body&& body) {
+  std::int64_t pid = static_cast<std::int64_t>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  const std::string tmp = path + ".tmp-" + std::to_string(pid);
+  Kokkos::fence();  // the model's last step is complete before its blocks are read
+  {
+    hdf5::QuietErrors quiet;
+    const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+    hdf5::ParallelFile file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    const std::string why = file.valid() ? std::string() : hdf5::error_text();
+    mpi::agree<RuntimeError>(
+        MPI_COMM_WORLD, file.valid(),
+        who + ": cannot create '" + tmp + "' (the temporary file of '" + path + "'): HDF5: " + why);
+    try {
+      body(file.get());
+      hdf5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush");
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(who + ": writing '" + tmp + "': " + e.what());
+    }
+    hdf5::check(file.close(), who + ": closing '" + tmp + "'");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every process has closed the file
+  const std::string failed = detail::world_rank() == 0 ? publish(tmp, path) : std::string();
+  mpi::agree<RuntimeError>(MPI_COMM_WORLD, failed.empty(), who + ": '" + path + "': " + failed);
+}
+
+}  // namespace kdist::detail::checkpoint

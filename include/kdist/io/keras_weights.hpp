@@ -1,0 +1,522 @@
+#pragma once
+//! \file io/keras_weights.hpp
+//! `kdist::save_keras_weights(model, path)` and `kdist::load_keras_weights(model, path)`: a
+//! Sequential's weights (and optimizer state) in the layout of Keras 3's `model.save_weights` /
+//! `model.load_weights` (`*.weights.h5`), so weights trained by kdist load in Keras and weights
+//! trained in Keras load into kdist, on any mesh. Like checkpoints (checkpoint.hpp), the file is
+//! written and read by every process at once, each moving only its own block of each variable.
+//!
+//! \code
+//! model.fit(data, {.epochs = 5});
+//! kdist::save_keras_weights(model, "mlp.weights.h5");  // Keras: model.load_weights(...)
+//! // a Keras-trained file into a compiled kdist model of the same architecture, on any mesh:
+//! kdist::load_keras_weights(model, "keras_trained.weights.h5");
+//! \endcode
+//!
+//! The layout (Keras 3.15, H5IOStore), checked against Keras in docs/checkpoints.md:
+//!  - `/layers/<class>[_<k>]/vars/<j>`: variable j of a layer (Dense, Conv2D: 0 kernel, 1 bias), the
+//!    group named after the layer's Keras class in snake case ("dense", "conv2d"), numbered among
+//!    the layers of the same class ("dense", "dense_1", ...); attribute `name` = the layer's name
+//!    on `vars`. Layers without variables (Flatten, Dropout) have an empty `vars` group.
+//!  - `/optimizer/vars/<i>`: 0 the step counter (int32), 1 the learning rate (float32), then the
+//!    slots in Keras' order (Adam: momentum and velocity of each variable in turn; RMSprop: every
+//!    velocity, then every momentum, then every average gradient; SGD: every momentum); attribute
+//!    `name` = "adam", "rm_sprop" or "sgd".
+//!  - `/vars`, empty, attribute `name` = "sequential".
+//! What Keras does not store (the seed, the epoch, the mesh) is not in the file: for an exact
+//! resume on another mesh use kdist::save_checkpoint.
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/parallel_hdf5_io.hpp>
+#include <kdist/core/detail/python_repr.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+
+namespace kdist {
+
+//! Options of save_keras_weights and load_keras_weights.
+struct KerasWeightsOptions {
+  //! Save the optimizer's state (step counter, learning rate, slots), as Keras' save_weights
+  //! does; on load, restore it when the file's optimizer state has as many variables as the
+  //! model's optimizer (Keras' rule; otherwise the weights load and the optimizer is left as it is,
+  //! with `LoadedKerasWeights::optimizer_note` saying why). false: weights only.
+  bool optimizer = true;
+};
+
+//! What load_keras_weights did (the same on every process).
+struct LoadedKerasWeights {
+  bool optimizer_loaded = false;  //!< the step counter, learning rate and slots were restored
+  std::string optimizer_note;     //!< why not, when they were not
+  std::int64_t iterations = 0;    //!< the model's step counter after the load
+};
+
+namespace detail::keras_weights {
+
+namespace io = detail::checkpoint;
+
+//! Keras' `naming.to_snake_case` for class names: "Dense" -> "dense", "Conv2D" -> "conv2d",
+//! "BatchNormalization" -> "batch_normalization".
+inline std::string to_snake_case(const std::string& name) {
+  std::string w;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') w += c;
+  }
+  const auto upper = [](char c) { return c >= 'A' && c <= 'Z'; };
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  // (.)([A-Z][a-z]+) -> \1_\2, then ([a-z])([A-Z]) -> \1_\2
+  std::string a;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (i > 0 && upper(w[i]) && i + 1 < w.size() && lower(w[i + 1])) a += '_';
+    a += w[i];
+  }
+  std::string b;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (i > 0 && upper(a[i]) && lower(a[i - 1])) b += '_';
+    b += a[i];
+  }
+  for (auto& c : b) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return b;
+}
+
+//! One layer of the model as the file names it.
+struct LayerEntry {
+  std::string group;              //!< "layers/dense_1"
+  std::string name;               //!< the layer's own name ("d2")
+  std::vector<std::size_t> vars;  //!< indices into the model's variables (in order)
+};
+
+//! The file's group of every layer, in Keras' numbering. A layer whose class Keras does not know
+//! (no `keras_class`) is an error if it has variables and is left out otherwise.
+template <class Model>
+std::vector<LayerEntry> layer_entries(Model& model, const char* who) {
+  std::vector<LayerEntry> out;
+  std::map<std::string, int> used;
+  std::size_t next_var = 0;
+  for (auto& layer : model.layers()) {
+    const std::size_t n = layer.variables().size();
+    const std::string cls = layer.keras_class();
+    if (cls.empty()) {
+      if (n > 0) {
+        throw ValueError(std::string(who) + ": layer '" + layer.name() +
+                         "' names no Keras class, so its group in a Keras weights file is "
+                         "unknown; give its type `static constexpr std::string_view keras_class = "
+                         "\"<the Keras class it mirrors>\";`");
+      }
+      continue;
+    }
+    std::string group = to_snake_case(cls);
+    if (auto it = used.find(group); it == used.end()) {
+      used[group] = 0;
+    } else {
+      group += "_" + std::to_string(++it->second);
+    }
+    LayerEntry e{"layers/" + group, layer.name(), {}};
+    for (std::size_t j = 0; j < n; ++j) e.vars.push_back(next_var++);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+//! What a save and a load both check and need: the model compiled, one path on every process, the
+//! layers' groups and the optimizer.
+struct ModelEntries {
+  std::vector<LayerEntry> layers;
+  io::OptimizerRecord optimizer;
+};
+template <class Model>
+ModelEntries model_entries(Model& model, const std::string& path, const char* who) {
+  io::require_compiled(model, who);
+  io::require_same_path(path, who);
+  return {layer_entries(model, who),
+          std::visit([](const auto& o) { return io::describe(o); }, model.optimizer())};
+}
+
+//! The optimizer's name attribute in Keras (its class name in snake case).
+inline std::string optimizer_name(const io::OptimizerRecord& opt) {
+  return to_snake_case(opt.name);
+}
+
+//! The slots in Keras' order: (variable index, kdist slot index) per optimizer variable after the
+//! step counter and the learning rate.
+inline std::vector<std::pair<std::size_t, std::size_t>> keras_slot_order(
+    const io::OptimizerRecord& opt, std::size_t variables) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  const auto slot = [&](const std::string& name) -> std::ptrdiff_t {
+    auto it = std::find(opt.slot_names.begin(), opt.slot_names.end(), name);
+    return it == opt.slot_names.end() ? -1 : it - opt.slot_names.begin();
+  };
+  if (opt.name == "Adam") {  // add_optimizer_variables(vars, ["momentum", "velocity"])
+    for (std::size_t v = 0; v < variables; ++v) {
+      for (const char* s : {"momentum", "velocity"}) {
+        out.emplace_back(v, static_cast<std::size_t>(slot(s)));
+      }
+    }
+    return out;
+  }
+  for (const char* s : {"velocity", "momentum", "average_gradient"}) {  // RMSprop, SGD
+    if (slot(s) < 0) continue;
+    for (std::size_t v = 0; v < variables; ++v) {
+      out.emplace_back(v, static_cast<std::size_t>(slot(s)));
+    }
+  }
+  return out;
+}
+
+//! The optimizer dataset index (2, 3, ...) of slot k of variable v: Keras' order.
+inline std::map<std::pair<std::size_t, std::size_t>, std::size_t> slot_datasets(
+    const io::OptimizerRecord& opt, std::size_t variables) {
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> out;
+  const auto order = keras_slot_order(opt, variables);
+  for (std::size_t i = 0; i < order.size(); ++i) out[order[i]] = 2 + i;
+  return out;
+}
+
+inline std::size_t variable_count(const std::vector<LayerEntry>& layers) {
+  std::size_t n = 0;
+  for (const auto& l : layers) n += l.vars.size();
+  return n;
+}
+
+inline std::string var_dataset(const std::string& group, std::size_t j) {
+  return group + "/vars/" + std::to_string(j);
+}
+//! The dataset of each of the model's variables, in the model's order.
+inline std::vector<std::string> variable_datasets(const std::vector<LayerEntry>& layers) {
+  std::vector<std::string> out;
+  for (const auto& l : layers) {
+    for (std::size_t j = 0; j < l.vars.size(); ++j) out.push_back(var_dataset(l.group, j));
+  }
+  return out;
+}
+inline std::string optimizer_dataset(std::size_t i) {
+  return "optimizer/vars/" + std::to_string(i);
+}
+
+inline hdf5::Group make_group(hid_t loc, const std::string& name) {
+  return hdf5::Group(
+      hdf5::check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  "H5Gcreate2 '" + name + "'"));
+}
+
+//! A scalar dataset written by process 0 (the others join the collective call with nothing).
+template <class T>
+void write_scalar_dataset(hid_t file, const std::string& name, hid_t file_type, T value,
+                          hid_t dxpl) {
+  auto space = hdf5::Dataspace(hdf5::check(H5Screate(H5S_SCALAR), "H5Screate"));
+  hdf5::ParallelDataset ds(hdf5::check(
+      H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      "H5Dcreate2 '" + name + "'"));
+  auto sel = hdf5::Dataspace(hdf5::check(H5Screate(H5S_SCALAR), "H5Screate"));
+  if (detail::world_rank() != 0) hdf5::check(H5Sselect_none(sel.get()), "H5Sselect_none");
+  hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), sel.get(), sel.get(), dxpl, &value),
+              "H5Dwrite '" + name + "'");
+  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
+}
+
+//! A scalar dataset read by every process.
+template <class T>
+T read_scalar_dataset(hid_t file, const std::string& name, hid_t dxpl) {
+  hdf5::ParallelDataset ds(
+      hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
+  T value{};
+  hdf5::check(H5Dread(ds.get(), hdf5::native_type<T>(), H5S_ALL, H5S_ALL, dxpl, &value),
+              "H5Dread '" + name + "'");
+  hdf5::check(ds.close(), "H5Dclose '" + name + "'");
+  return value;
+}
+
+//! The number of links (datasets or groups) in group `name`, or -1 if it is not a group.
+inline long long links_in(hid_t root, const std::string& name) {
+  if (!hdf5::path_exists(root, name)) return -1;
+  H5G_info_t g{};  // (fails on a dataset)
+  if (H5Gget_info_by_name(root, name.c_str(), &g, H5P_DEFAULT) < 0) return -1;
+  return static_cast<long long>(g.nlinks);
+}
+
+//! What process 0 decided about the file (broadcast to every process).
+struct Plan {
+  std::string problem;  //!< the error, or ""
+  bool load_optimizer = false;
+  std::string optimizer_note;
+};
+
+//! Checks the file against the model on process 0 alone: every layer's group holds as many
+//! float datasets as the layer has variables, of the variables' shapes; no group of a layer the
+//! model lacks; the optimizer's state, when asked, has the model optimizer's variable count.
+template <class Model>
+Plan check_file(const std::string& path, Model& model, const std::vector<LayerEntry>& layers,
+                const io::OptimizerRecord& opt, bool optimizer) {
+  Plan plan;
+  const std::string who = "kdist::load_keras_weights: '" + path + "'";
+  hdf5::QuietErrors quiet;
+  hdf5::File file;
+  const io::FileKind kind{"a Keras weights file", "a Keras weights file",
+                          "Keras' model.save_weights or kdist::save_keras_weights",
+                          "so not a Keras weights file (expected a '.weights.h5' file written "
+                          "by Keras' model.save_weights or kdist::save_keras_weights)"};
+  if (auto p = io::open_to_check(path, who, kind, file); !p.empty()) {
+    plan.problem = p;
+    return plan;
+  }
+  const hid_t root = file.get();
+  if (links_in(root, "layers") < 0) {
+    plan.problem = who +
+                   " is an HDF5 file but not a Keras weights file: it has no group '/layers' "
+                   "(Keras 3 writes /layers/<layer>/vars/<i>; a Keras 2 '.h5' file is not read)";
+    return plan;
+  }
+  std::vector<std::vector<std::size_t>> shapes;
+  model.for_each_variable([&](auto& v) {
+    const auto shape = v.shape();  // (a value: begin and end of one copy)
+    shapes.emplace_back(shape.begin(), shape.end());
+  });
+  for (const auto& l : layers) {
+    const std::string vars = l.group + "/vars";
+    const long long n = links_in(root, vars);
+    const std::string layer = "layer '" + l.name + "' (group '/" + l.group + "')";
+    if (n < 0 && !l.vars.empty()) {
+      plan.problem = who + ": " + layer + " is not in the file; the file holds the weights of " +
+                     "another model (Keras numbers the groups of layers of one class in order: " +
+                     "dense, dense_1, ...)";
+      return plan;
+    }
+    if (n >= 0 && static_cast<std::size_t>(n) != l.vars.size()) {
+      plan.problem = who + ": " + layer + " has " + std::to_string(l.vars.size()) +
+                     " variable(s) in the model but " + std::to_string(n) +
+                     " in the file; the file holds the weights of another model";
+      return plan;
+    }
+    for (std::size_t j = 0; j < l.vars.size(); ++j) {
+      const auto p = io::check_float_dataset(root, var_dataset(l.group, j),
+                                             "variable " + std::to_string(j) + " of " + layer,
+                                             shapes[l.vars[j]], 0, "file");
+      if (!p.empty()) {
+        plan.problem = who + ": " + p.text +
+                       (p.other_shape ? "; the file holds the weights of another model"
+                                      : "; the file is damaged");
+        return plan;
+      }
+    }
+  }
+  // a layer group the model has no layer for
+  std::vector<std::string> groups;
+  {
+    hdf5::Group g(H5Gopen2(root, "layers", H5P_DEFAULT));
+    H5Literate(
+        g.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr,
+        [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+          static_cast<std::vector<std::string>*>(out)->push_back(name);
+          return 0;
+        },
+        &groups);
+  }
+  for (const auto& g : groups) {
+    const bool known = std::any_of(layers.begin(), layers.end(),
+                                   [&](const LayerEntry& l) { return l.group == "layers/" + g; });
+    if (!known && links_in(root, "layers/" + g + "/vars") > 0) {
+      plan.problem = who + ": the file has weights for layer group '/layers/" + g +
+                     "', which the model has no layer for; the file holds the weights of another "
+                     "model";
+      return plan;
+    }
+  }
+  if (!optimizer) return plan;
+  const std::size_t want = 2 + opt.slot_count * shapes.size();
+  const long long have = links_in(root, "optimizer/vars");
+  if (have < 0) {
+    plan.optimizer_note = "the file has no optimizer state (saved without it)";
+    return plan;
+  }
+  if (static_cast<std::size_t>(have) != want) {
+    plan.optimizer_note = "the file's optimizer has " + std::to_string(have) +
+                          " variables but the model's " + opt.name + " has " +
+                          std::to_string(want) +
+                          " (another optimizer or setting, or one that had not taken a step); "
+                          "the optimizer was left as it is, as Keras does";
+    return plan;
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    hdf5::Dataset ds(H5Dopen2(root, optimizer_dataset(i).c_str(), H5P_DEFAULT));
+    hdf5::Dataspace space(ds.valid() ? H5Dget_space(ds.get()) : H5I_INVALID_HID);
+    if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+      plan.problem = who + ": dataset '/" + optimizer_dataset(i) + "' (the optimizer's " +
+                     (i == 0 ? "step counter" : "learning rate") +
+                     ") is not a scalar; the file is damaged";
+      return plan;
+    }
+  }
+  const auto order = keras_slot_order(opt, shapes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto [v, k] = order[i];
+    const auto p = io::check_float_dataset(
+        root, optimizer_dataset(2 + i),
+        "optimizer slot '" + opt.slot_names.at(k) + "' of variable " + std::to_string(v), shapes[v],
+        0, "file");
+    if (!p.empty()) {
+      plan.problem = who + ": " + p.text +
+                     (p.other_shape ? "; the file's optimizer state is of another model"
+                                    : "; the file is damaged");
+      return plan;
+    }
+  }
+  plan.load_optimizer = true;
+  return plan;
+}
+
+inline void broadcast(Plan& plan) {
+  int load = plan.load_optimizer ? 1 : 0;
+  MPI_Bcast(&load, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  plan.load_optimizer = load != 0;
+  io::broadcast_string(plan.optimizer_note);
+}
+
+}  // namespace detail::keras_weights
+
+//! Writes `model`'s weights (and, by default, its optimizer state) to `path` in Keras 3's
+//! `.weights.h5` layout (see the file comment), replacing the file atomically. Collective: every
+//! process calls it with the same path and writes only its own blocks (replicated blocks once).
+//! Errors: kdist::ValueError if the model is not compiled, or has a layer with variables that
+//! names no Keras class; kdist::RuntimeError if the file cannot be written.
+template <class T>
+void save_keras_weights(BasicSequential<T>& model, const std::string& path,
+                        KerasWeightsOptions options = {}) {
+  namespace kw = detail::keras_weights;
+  namespace io = detail::checkpoint;
+  namespace h5 = detail::hdf5;
+  constexpr const char* who = "kdist::save_keras_weights";
+  detail::collectives::Region region(who);
+  const auto entries = kw::model_entries(model, path, who);
+  const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
+  const auto& opt = entries.optimizer;
+  const double lr = std::visit([](const auto& o) { return o.learning_rate(); }, model.optimizer());
+  io::write_atomically(path, who, [&](hid_t file) {
+    auto dxpl = h5::collective_transfer();
+    {
+      auto g = kw::make_group(file, "layers");
+      for (const auto& l : layers) {
+        auto lg = kw::make_group(file, l.group);
+        auto vg = kw::make_group(file, l.group + "/vars");
+        h5::write_string(vg.get(), "name", l.name);
+      }
+    }
+    const auto names = kw::variable_datasets(layers);
+    std::size_t v = 0;
+    model.for_each_variable([&](auto& var) {
+      io::write_tensor(file, names.at(v++), var.value, dxpl.get(), /*annotate=*/false);
+    });
+    if (options.optimizer) {
+      auto og = kw::make_group(file, "optimizer");
+      auto vg = kw::make_group(file, "optimizer/vars");
+      h5::write_string(vg.get(), "name", kw::optimizer_name(opt));
+      kw::write_scalar_dataset<std::int32_t>(file, kw::optimizer_dataset(0), H5T_STD_I32LE,
+                                             static_cast<std::int32_t>(model.iterations()),
+                                             dxpl.get());
+      kw::write_scalar_dataset<float>(file, kw::optimizer_dataset(1), H5T_IEEE_F32LE,
+                                      static_cast<float>(lr), dxpl.get());
+      const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
+      std::size_t i = 0;
+      model.for_each_variable_with_slots([&](auto&, auto& s) {
+        for (std::size_t k = 0; k < opt.slot_count; ++k) {
+          io::write_tensor(file, kw::optimizer_dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
+                           /*annotate=*/false);
+        }
+        ++i;
+      });
+    }
+    auto root_vars = kw::make_group(file, "vars");
+    h5::write_string(root_vars.get(), "name", "sequential");
+  });
+}
+
+//! Reads the Keras 3 `.weights.h5` file `path` (Keras' model.save_weights, or save_keras_weights)
+//! into the compiled `model`, whatever its mesh and layouts: each process reads only the part of
+//! each dataset its block covers. The model must have Keras' architecture: its layers in the same
+//! order, each of the class its group names, with variables of the same shapes. The optimizer's
+//! state (step counter, learning rate, slots) is restored when `options.optimizer` and the file's
+//! state has as many variables as the model's optimizer; otherwise it is left as it is (Keras' rule)
+//! and the result says why.
+//!
+//! The file is checked by process 0 first, and every process throws the same kdist::ValueError when
+//! it is wrong: missing, a directory, not HDF5, damaged, not a Keras weights file, a layer's group
+//! missing or with another number of variables, a variable of another shape, weights for a layer
+//! the model lacks; each message names the file and the layer (docs/errors.md); the model is then
+//! unchanged. kdist::RuntimeError for an I/O failure while reading, which leaves the model partly
+//! loaded (load again).
+template <class T>
+LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::string& path,
+                                      KerasWeightsOptions options = {}) {
+  namespace kw = detail::keras_weights;
+  namespace io = detail::checkpoint;
+  namespace h5 = detail::hdf5;
+  constexpr const char* who = "kdist::load_keras_weights";
+  detail::collectives::Region region(who);
+  const auto entries = kw::model_entries(model, path, who);
+  const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
+  const auto& opt = entries.optimizer;
+  kw::Plan plan;
+  if (detail::world_rank() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
+  mpi::agree<ValueError>(MPI_COMM_WORLD, plan.problem.empty(), plan.problem);
+  kw::broadcast(plan);
+
+  Kokkos::fence();
+  std::vector<std::function<void()>> commit;
+  std::int32_t iterations = 0;
+  float learning_rate = 0;
+  {
+    h5::QuietErrors quiet;
+    h5::ParallelFile file = io::open_on_every_process(path, who);
+    try {
+      auto dxpl = h5::independent_transfer();  // each process its own block
+      const auto names = kw::variable_datasets(layers);
+      const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
+      std::size_t v = 0;
+      model.for_each_variable_with_slots([&](auto& var, auto& s) {
+        commit.push_back(io::read_tensor(file.get(), names.at(v), var.value, dxpl.get()));
+        for (std::size_t k = 0; plan.load_optimizer && k < opt.slot_count; ++k) {
+          commit.push_back(io::read_tensor(file.get(), kw::optimizer_dataset(slot_index.at({v, k})),
+                                           s.at(k), dxpl.get()));
+        }
+        ++v;
+      });
+      if (plan.load_optimizer) {
+        iterations =
+            kw::read_scalar_dataset<std::int32_t>(file.get(), kw::optimizer_dataset(0), dxpl.get());
+        learning_rate =
+            kw::read_scalar_dataset<float>(file.get(), kw::optimizer_dataset(1), dxpl.get());
+      }
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(std::string(who) + ": reading '" + path + "': " + e.what());
+    }
+    h5::check(file.close(), std::string(who) + ": closing '" + path + "'");
+  }
+  for (auto& c : commit) c();
+  Kokkos::fence();
+  LoadedKerasWeights out;
+  if (plan.load_optimizer) {
+    model.set_iterations(iterations);
+    model.set_learning_rate(learning_rate);
+    out.optimizer_loaded = true;
+  } else {
+    out.optimizer_note = options.optimizer ? plan.optimizer_note : "not asked for";
+  }
+  out.iterations = model.iterations();
+  return out;
+}
+
+}  // namespace kdist

@@ -1,0 +1,226 @@
+#pragma once
+//! \file nn/layer.hpp
+//! The `kdist::Layer` concept: what a class needs so that `kdist::Sequential` can train it on any
+//! mesh. A layer creates its variables through the distribution (`build`), maps a distributed
+//! tensor to a distributed tensor (`forward`), and maps the gradient of its output to the gradient
+//! of its input while storing its variables' gradients (`backward`). What flows between layers is
+//! a `LayerTensor<T>`: a distributed matrix (batch, features) or a distributed NHWC image batch
+//! (batch, height, width, channels). `AnyLayer<T>` holds any Layer by value (type erasure), so a
+//! model is a list of layers of any type, the user's own included (docs/guide/06-custom-training.md).
+//!
+//! \code
+//! struct Scale {                       // y = 2 x, no variables
+//!   using value_type = float;
+//!   std::string name() const { return "scale"; }
+//!   kdist::Shape build(const kdist::Shape& in, const kdist::Distribution&, std::uint64_t) {
+//!     return in;
+//!   }
+//!   kdist::LayerTensor<float> forward(const kdist::LayerTensor<float>& x,
+//!                                     const kdist::StepContext&) { ... }
+//!   std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy,
+//!                                                     bool need_input_grad) { ... }
+//!   std::vector<kdist::VariableRef<float>> variables() { return {}; }
+//! };
+//! static_assert(kdist::Layer<Scale>);
+//! \endcode
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+namespace kdist {
+
+//! A shape without its batch dimension: (784,) or (28, 28, 1).
+using Shape = std::vector<std::size_t>;
+
+//! A trainable variable (`kdist::layers::Variable`): its Keras path ("d1/kernel"), its value and
+//! its gradient, both laid out by the distribution (gradients are sharded exactly like the value).
+template <class DataType>
+struct TrainableVariable {
+  std::string path;
+  DistributedTensor<DataType> value;
+  DistributedTensor<DataType> grad;
+  std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
+};
+
+//! A layer's variable as the model sees it: a bias (rank 1), a dense kernel (rank 2) or a
+//! convolution kernel (rank 4).
+template <class T>
+using VariableRef =
+    std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*, TrainableVariable<T****>*>;
+
+//! What flows between layers: (batch, features) or (batch, height, width, channels).
+template <class T>
+using LayerTensor = std::variant<DistributedTensor<T**>, DistributedTensor<T****>>;
+
+//! What a forward pass needs besides its input.
+struct StepContext {
+  bool training = true;        //!< fit (dropout active) or evaluate / predict
+  std::uint64_t seed = 0;      //!< the model's seed (dropout masks)
+  std::uint64_t step = 0;      //!< the optimizer's iteration count (dropout masks)
+  bool output_logits = false;  //!< a final softmax is left to the loss (fused cross-entropy)
+};
+
+//! The requirements on a layer on scalars `T`.
+template <class L, class T = typename L::value_type>
+concept Layer = std::copy_constructible<L> &&
+    requires(L& layer, const L& const_layer, const Shape& input_shape,
+             const Distribution& distribution, std::uint64_t seed, const LayerTensor<T>& tensor,
+             const StepContext& context) {
+  { const_layer.name() } -> std::convertible_to<std::string>;
+  //! Creates the variables for inputs of `input_shape`; returns the output shape.
+  { layer.build(input_shape, distribution, seed) } -> std::same_as<Shape>;
+  //! The output; keeps what backward needs.
+  { layer.forward(tensor, context) } -> std::same_as<LayerTensor<T>>;
+  //! Given dL/d(output), stores the variables' gradients and returns dL/d(input) when asked.
+  { layer.backward(tensor, bool{}) } -> std::same_as<std::optional<LayerTensor<T>>>;
+  { layer.variables() } -> std::same_as<std::vector<VariableRef<T>>>;
+};
+
+namespace error {
+//! A Sequential (kdist::AnyLayer) given a type `L` that does not satisfy kdist::Layer on scalars
+//! `T` (a missing or mistyped member, or a layer of another scalar type).
+template <class L, class T>
+struct type_is_not_a_layer_on;
+}  // namespace error
+
+namespace detail {
+
+//! "Dense 'd1' takes (batch, features) inputs but was given a tensor of rank 4; ..."
+template <class Want, class T>
+const Want& layer_input_as(const LayerTensor<T>& x, const std::string& who, const char* fix) {
+  if (const auto* t = std::get_if<Want>(&x)) return *t;
+  const std::size_t rank = std::visit([](const auto& v) { return v.rank; }, x);
+  throw ValueError("kdist::layers::" + who + " takes tensors of rank " +
+                   std::to_string(Want::rank) + " but was given one of rank " +
+                   std::to_string(rank) + "; " + fix);
+}
+
+//! Whether the layer ends in a softmax a cross-entropy loss may fuse (it has activation() and
+//! it is softmax).
+template <class L>
+bool ends_in_softmax(const L& layer) {
+  if constexpr (requires { layer.ends_in_softmax(); }) {
+    return layer.ends_in_softmax();
+  } else {
+    return false;
+  }
+}
+
+}  // namespace detail
+
+//! Any `Layer` on scalars `T`, held by value (copying copies the layer).
+template <class T>
+class AnyLayer {
+ public:
+  using value_type = T;
+
+  //! Holds a copy of `layer`. A type that is not a kdist::Layer on T does not compile
+  //! (kdist::error::type_is_not_a_layer_on<L, T>); see the concept for what it needs.
+  template <class L>
+  requires(!std::same_as<std::remove_cvref_t<L>, AnyLayer>) AnyLayer(L&& layer)
+      : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {}
+  AnyLayer(const AnyLayer& other) : self_(other.self_->clone()) {}
+  AnyLayer(AnyLayer&&) noexcept = default;
+  AnyLayer& operator=(const AnyLayer& other) {
+    if (this != &other) self_ = other.self_->clone();
+    return *this;
+  }
+  AnyLayer& operator=(AnyLayer&&) noexcept = default;
+
+  std::string name() const { return self_->name(); }
+  Shape build(const Shape& input_shape, const Distribution& dist, std::uint64_t seed) {
+    return self_->build(input_shape, dist, seed);
+  }
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    return self_->forward(x, context);
+  }
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+    return self_->backward(dy, need_input_grad);
+  }
+  std::vector<VariableRef<T>> variables() { return self_->variables(); }
+  bool ends_in_softmax() const { return self_->ends_in_softmax(); }
+  //! The Keras class the layer mirrors (`L::keras_class`, e.g. "Dense"), or "" for a layer that
+  //! names none; kdist::save_keras_weights needs it to name the layer's group.
+  std::string keras_class() const { return self_->keras_class(); }
+
+  //! The layer as its own type, or nullptr if it holds another type.
+  template <class L>
+  L* get_if() {
+    auto* m = dynamic_cast<Model<L>*>(self_.get());
+    return m ? &m->layer : nullptr;
+  }
+
+ private:
+  struct Concept {
+    virtual ~Concept() = default;
+    virtual std::unique_ptr<Concept> clone() const = 0;
+    virtual std::string name() const = 0;
+    virtual Shape build(const Shape&, const Distribution&, std::uint64_t) = 0;
+    virtual LayerTensor<T> forward(const LayerTensor<T>&, const StepContext&) = 0;
+    virtual std::optional<LayerTensor<T>> backward(const LayerTensor<T>&, bool) = 0;
+    virtual std::vector<VariableRef<T>> variables() = 0;
+    virtual bool ends_in_softmax() const = 0;
+    virtual std::string keras_class() const = 0;
+  };
+  template <class L>
+  struct Model final : Concept {
+    explicit Model(L l) : layer(std::move(l)) {}
+    std::unique_ptr<Concept> clone() const override { return std::make_unique<Model>(layer); }
+    std::string name() const override { return std::string(layer.name()); }
+    Shape build(const Shape& s, const Distribution& d, std::uint64_t seed) override {
+      return layer.build(s, d, seed);
+    }
+    LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& c) override {
+      return layer.forward(x, c);
+    }
+    std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need) override {
+      return layer.backward(dy, need);
+    }
+    std::vector<VariableRef<T>> variables() override { return layer.variables(); }
+    bool ends_in_softmax() const override { return detail::ends_in_softmax(layer); }
+    std::string keras_class() const override {
+      if constexpr (requires { L::keras_class; }) {
+        return std::string(L::keras_class);
+      } else {
+        return {};
+      }
+    }
+    L layer;
+  };
+  template <class L, class Arg>
+  static std::unique_ptr<Concept> make_model(Arg&& layer) {
+    static_assert(detail::diagnose<Layer<L, T>, error::type_is_not_a_layer_on<L, T>>::value,
+                  "kdist::AnyLayer: this type is not a kdist::Layer on the model's scalar type; "
+                  "it needs value_type, name(), build(kdist::Shape, const kdist::Distribution&, "
+                  "std::uint64_t) -> kdist::Shape, forward(const kdist::LayerTensor<T>&, const "
+                  "kdist::StepContext&) -> kdist::LayerTensor<T>, backward(const "
+                  "kdist::LayerTensor<T>&, bool) -> std::optional<kdist::LayerTensor<T>>, "
+                  "variables() -> std::vector<kdist::VariableRef<T>> (kdist/nn/layer.hpp)");
+    if constexpr (Layer<L, T>) {
+      return std::make_unique<Model<L>>(std::forward<Arg>(layer));
+    } else {
+      return nullptr;
+    }
+  }
+
+  std::unique_ptr<Concept> self_;
+};
+
+namespace layers {
+template <class DataType>
+using Variable = TrainableVariable<DataType>;
+}  // namespace layers
+
+}  // namespace kdist

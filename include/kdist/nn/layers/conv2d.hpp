@@ -1,0 +1,241 @@
+#pragma once
+//! \file nn/layers/conv2d.hpp
+//! `kdist::layers::Conv2D`: Keras' Conv2D (channels_last, padding "valid", strides 1) on
+//! distributed NHWC tensors. The kernel (kh, kw, in_channels, filters) and the bias (filters,)
+//! are created with the layouts the distribution gives "<name>/kernel" and "<name>/bias"; the
+//! ModelParallel page's rules `conv2d.*kernel: (None, None, None, "model")`, `conv2d.*bias:
+//! ("model",)` shard the filters:
+//! - forward: each process convolves its examples (the batch axes of the input) with its block of
+//!   filters, no communication; the output is (batch axes, None, None, filter axes);
+//! - backward: the kernel and bias gradients are pending sums over the batch axes (the batch is
+//!   the contraction), resolved into the variables' layouts; the input gradient is a pending sum
+//!   over the filter axes, resolved into the input's layout.
+//! A kernel sharded otherwise (on kh, kw or in_channels, or on a batch axis) is gathered for the
+//! computation: correct, with more communication.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/layers/dense.hpp>
+#include <kdist/ops/activations.hpp>
+#include <kdist/ops/conv2d.hpp>
+#include <kdist/ops/random.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+namespace kdist::layers {
+
+template <class T>
+class BasicConv2D {
+ public:
+  using value_type = T;
+  using Images = DistributedTensor<T****>;
+  using Vector = DistributedTensor<T*>;
+
+  //! Errors: ValueError for 0 filters, a 0 kernel extent, or a softmax activation.
+  BasicConv2D(std::size_t filters, std::array<std::size_t, 2> kernel_size, Activation activation,
+              bool use_bias, std::string name)
+      : filters_(filters),
+        kernel_size_(kernel_size),
+        activation_(activation),
+        use_bias_(use_bias),
+        name_(std::move(name)) {
+    const std::string who = "kdist::layers::Conv2D '" + name_ + "': ";
+    if (filters == 0) throw ValueError(who + "filters must be >= 1");
+    if (kernel_size[0] == 0 || kernel_size[1] == 0) {
+      throw ValueError(who + "kernel_size " + kdist::detail::shape_repr(kernel_size) +
+                       " must be >= 1 in both dimensions");
+    }
+    if (activation == Activation::softmax) {
+      throw ValueError(who +
+                       "a softmax activation over a feature map is not supported; use "
+                       "Activation::linear or Activation::relu");
+    }
+  }
+
+  const std::string& name() const { return name_; }
+  //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
+  static constexpr std::string_view keras_class = "Conv2D";
+  std::size_t filters() const { return filters_; }
+  const std::array<std::size_t, 2>& kernel_size() const { return kernel_size_; }
+
+  //! Builds for examples (height, width, channels); returns (height - kh + 1, width - kw + 1,
+  //! filters). The kernel is glorot_uniform keyed by (seed, stream_id("<name>/kernel"), index),
+  //! with Keras' fans for a convolution (kh * kw * in_channels, kh * kw * filters); bias zeros.
+  Shape build(const Shape& input_shape, const Distribution& dist, std::uint64_t seed) {
+    const std::string who = "kdist::layers::Conv2D '" + name_ + "': ";
+    if (input_shape.size() != 3) {
+      throw ValueError(who + "takes examples of shape (height, width, channels), not " +
+                       kdist::detail::shape_repr(input_shape));
+    }
+    const std::size_t kh = kernel_size_[0], kw = kernel_size_[1], cin = input_shape[2];
+    if (input_shape[0] < kh || input_shape[1] < kw || cin == 0) {
+      throw ValueError(who + "the kernel " + kdist::detail::shape_repr(kernel_size_) +
+                       " does not fit examples of shape " + kdist::detail::shape_repr(input_shape) +
+                       " (padding 'valid')");
+    }
+    const std::string kpath = name_ + "/kernel";
+    const std::array<std::size_t, 4> kshape{kh, kw, cin, filters_};
+    auto klayout = dist.get_variable_layout(VariableInfo(kpath, {kh, kw, cin, filters_}));
+    const std::uint64_t stream = stream_id(kpath);
+    const std::size_t fan_in = kh * kw * cin, fan_out = kh * kw * filters_, f = filters_;
+    kernel_.path = kpath;
+    kernel_.value = distribute_tensor<T****>(
+        KOKKOS_LAMBDA(std::size_t i, std::size_t j, std::size_t c, std::size_t o) {
+          const std::size_t flat = ((i * kw + j) * cin + c) * f + o;
+          return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, flat));
+        },
+        kshape, klayout);
+    kernel_.grad = Images::zeros(kshape, klayout, kpath + "/grad");
+    if (use_bias_) {
+      const std::string bpath = name_ + "/bias";
+      auto blayout = dist.get_variable_layout(VariableInfo(bpath, {filters_}));
+      bias_ = Variable<T*>{bpath, Vector::zeros({filters_}, blayout, bpath),
+                           Vector::zeros({filters_}, blayout, bpath + "/grad")};
+    }
+    output_layout_ = dist.get_tensor_layout(name_ + "/output");
+    return {input_shape[0] - kh + 1, input_shape[1] - kw + 1, filters_};
+  }
+
+  LayerTensor<T> forward(const LayerTensor<T>& in, const StepContext&) {
+    const auto& x0 = kdist::detail::layer_input_as<Images>(
+        in, "Conv2D '" + name_ + "'", "give it (batch, height, width, channels) tensors");
+    const auto& mesh = x0.layout().device_mesh();
+    input_layout_ = x0.layout();
+    const DimAxes batch = x0.layout().axes()[0];
+    x_ = contiguous(
+        redistribute(x0, RuntimeTensorLayout({batch, DimAxes(), DimAxes(), DimAxes()}, mesh)));
+    const DimAxes out_channels = filter_axes(batch);
+    compute_kernel_layout_ =
+        RuntimeTensorLayout({DimAxes(), DimAxes(), DimAxes(), out_channels}, mesh);
+    k_ = kernel_.value.layout() == *compute_kernel_layout_
+             ? kernel_.value
+             : contiguous(redistribute(kernel_.value, *compute_kernel_layout_));
+    const auto& s = x0.shape();
+    const std::array<std::size_t, 4> yshape{s[0], s[1] - kernel_size_[0] + 1,
+                                            s[2] - kernel_size_[1] + 1, filters_};
+    typename Images::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/y"),
+                                 x_.local().extent(0), yshape[1], yshape[2], k_.local().extent(3));
+    ops::conv2d(x_.local(), k_.local(), y);
+    if (use_bias_) ops::bias_add(as_rows(y), bias_block(out_channels, mesh));
+    if (activation_ == Activation::relu) ops::relu_inplace(as_rows(y));
+    y_ = Images::from_local(
+        y, yshape, RuntimeTensorLayout({batch, DimAxes(), DimAxes(), out_channels}, mesh), {});
+    if (output_layout_) return redistribute(y_, *output_layout_);
+    return y_;
+  }
+
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy_in, bool need_input_grad) {
+    const auto& dy0 = kdist::detail::layer_input_as<Images>(dy_in, "Conv2D '" + name_ + "'",
+                                                            "its gradient has its output's rank");
+    // dy in the layout the output was computed in, in a block of its own (relu writes into it).
+    Images dy = contiguous(redistribute(dy0, y_.layout()));
+    if (dy.local().data() == dy0.local().data()) dy = copy_of(dy);
+    if (activation_ == Activation::relu) {
+      ops::relu_backward_inplace(as_rows(y_.local()), as_rows(dy.local()));
+    }
+    const auto& mesh = y_.layout().device_mesh();
+    const DimAxes batch = y_.layout().axes()[0];
+    const DimAxes out_channels = y_.layout().axes()[3];
+    // dK = sum over the batch: a pending sum over the batch axes.
+    const auto& ks = kernel_.value.shape();
+    typename Images::view_type dk(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dk"),
+                                  ks[0], ks[1], ks[2], k_.local().extent(3));
+    ops::conv2d_backward_kernel(x_.local(), dy.local(), dk);
+    auto dk_pending = Images::from_local(dk, ks, *compute_kernel_layout_, batch.names());
+    redistribute_into(dk_pending, kernel_.grad);
+    if (use_bias_) {
+      typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
+                                    dy.local().extent(3));
+      ops::bias_grad(as_rows(dy.local()), db);
+      auto pending = Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
+                                        batch.names());
+      redistribute_into(pending, bias_->grad);
+    }
+    if (!need_input_grad) return std::nullopt;
+    // dx: each process holds the part of the sum over its filters: pending over the filter axes.
+    typename Images::view_type dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dx"),
+                                  x_.local().extent(0), x_.local().extent(1), x_.local().extent(2),
+                                  x_.local().extent(3));
+    ops::conv2d_backward_input(dy.local(), k_.local(), dx);
+    auto dx_pending = Images::from_local(dx, x_.shape(), x_.layout(), out_channels.names());
+    return LayerTensor<T>(redistribute(dx_pending, *input_layout_));
+  }
+
+  std::vector<VariableRef<T>> variables() {
+    std::vector<VariableRef<T>> out{&kernel_};
+    if (bias_) out.push_back(&*bias_);
+    return out;
+  }
+
+  Variable<T****>& kernel() { return kernel_; }
+  std::optional<Variable<T*>>& bias() { return bias_; }
+
+ private:
+  //! The axes the filters are computed over: the kernel's when it shards only its last dimension,
+  //! over axes that do not already shard the batch; otherwise none (the kernel is gathered).
+  DimAxes filter_axes(const DimAxes& batch) const {
+    const auto& k = kernel_.value.layout().axes();
+    if (!k[0].is_replicated() || !k[1].is_replicated() || !k[2].is_replicated()) return {};
+    for (const auto& a : k[3].names()) {
+      for (const auto& b : batch.names()) {
+        if (a == b) return {};
+      }
+    }
+    return k[3];
+  }
+
+  //! The bias entries of this process's filters.
+  typename Vector::view_type bias_block(const DimAxes& out_channels,
+                                        const std::optional<RuntimeDeviceMesh>& mesh) {
+    RuntimeTensorLayout layout({out_channels}, mesh);
+    if (bias_->value.layout() == layout) return bias_->value.local();
+    return redistribute(bias_->value, layout).local();
+  }
+
+  //! A rank-4 contiguous View seen as (n * h * w, channels): what the per-channel ops take.
+  template <class V>
+  static auto as_rows(const V& v) {
+    using Rows = Kokkos::View<typename V::value_type**, Kokkos::LayoutRight,
+                              typename V::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    return Rows(v.data(), v.extent(0) * v.extent(1) * v.extent(2), v.extent(3));
+  }
+
+  //! `t` with a contiguous local block (a copy when redistribute left a strided slice).
+  static Images contiguous(Images t) {
+    if (t.local().span_is_contiguous()) return t;
+    return copy_of(t);
+  }
+  static Images copy_of(const Images& t) {
+    typename Images::view_type packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "packed"),
+                                      t.local().extent(0), t.local().extent(1), t.local().extent(2),
+                                      t.local().extent(3));
+    Kokkos::deep_copy(packed, t.local());
+    return Images::from_local(packed, t.shape(), t.layout(), t.partial_axes());
+  }
+
+  std::size_t filters_;
+  std::array<std::size_t, 2> kernel_size_;
+  Activation activation_;
+  bool use_bias_;
+  std::string name_;
+  Variable<T****> kernel_;
+  std::optional<Variable<T*>> bias_;
+  std::optional<RuntimeTensorLayout> output_layout_, input_layout_, compute_kernel_layout_;
+  Images x_, y_, k_;
+};
+
+//! Keras' Conv2D on float32.
+using Conv2D = BasicConv2D<float>;
+
+}  // namespace kdist::layers

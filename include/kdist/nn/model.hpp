@@ -1,0 +1,527 @@
+#pragma once
+//! \file nn/model.hpp
+//! `kdist::Sequential`: Keras' Sequential model over distributed layers. Layers are anything that
+//! satisfies `kdist::Layer` (kdist/nn/layer.hpp): the library's Dense, Dropout, Flatten and Conv2D,
+//! or the user's own. Variables have Keras paths ("d1/kernel") and are created sharded from the
+//! start by the distribution; the loss is the mean over the GLOBAL batch; the optimizer's state is
+//! sharded like its variable. `fit` and `evaluate` run whole epochs over an in-memory
+//! `kdist::ArrayDataset`, each process reading only its rows of each global batch; with no
+//! distribution given, `compile` takes the current one (`kdist::distribution()`), or data
+//! parallelism over every process: write it as for one device. The same seed gives the same
+//! losses on every mesh.
+
+#include <unistd.h>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include <mpi.h>
+#include <Kokkos_Core.hpp>
+
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/nn/array_dataset.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/layers/dense.hpp>
+#include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/flatten.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/ops/losses.hpp>
+#include <kdist/ops/optimizers.hpp>
+#include <kdist/nn/progress.hpp>
+#include <kdist/parallel/initialize.hpp>
+
+namespace kdist {
+
+//! Keras' `loss="mse"` and `loss="categorical_crossentropy"` (sparse when the targets are
+//! integer labels).
+enum class Loss { mean_squared_error, categorical_crossentropy };
+
+//! What a step, an epoch or an evaluation returns: the global mean loss and, with integer labels,
+//! the accuracy; identical on every process.
+struct Metrics {
+  double loss = 0;
+  double accuracy = 0;
+  std::size_t examples = 0;
+  bool has_accuracy = true;  //!< false for float targets (Keras prints only the loss)
+};
+
+//! What `fit` returns: one Metrics per epoch (Keras' History.history).
+struct History {
+  std::vector<Metrics> epochs;
+};
+
+//! Keras' fit arguments: `batch_size` is the GLOBAL batch; `shuffle` reorders the examples each
+//! epoch alike on every process (keyed by the model's seed and the epoch); a tf.data pipeline
+//! that is batched and not shuffled is `shuffle = false`.
+struct FitOptions {
+  std::size_t batch_size = 32;
+  std::size_t epochs = 1;         //!< the epoch to train up to (Keras: `epochs`)
+  std::size_t initial_epoch = 0;  //!< the epoch to start from (Keras: resuming a run)
+  bool shuffle = true;
+  bool drop_remainder = false;      //!< drop each epoch's partial last batch (Keras keeps it)
+  std::size_t steps_per_epoch = 0;  //!< at most this many steps per epoch; 0: all
+  int verbose = 1;                  //!< 1: "Epoch i/n" and the progress line on process 0; 0: none
+  //! Called on every process after each epoch with the number of epochs completed and the
+  //! epoch's metrics (Keras' `on_epoch_end` callback: a checkpoint every N epochs, early stop).
+  std::function<void(std::size_t epochs_done, const Metrics& metrics)> on_epoch_end;
+};
+
+struct EvaluateOptions {
+  std::size_t batch_size = 32;
+  int verbose = 1;
+};
+
+//! A variable as `model.variables` lists it in Keras: path, shape, layout.
+struct VariableSummary {
+  std::string path;
+  std::vector<std::size_t> shape;
+  RuntimeTensorLayout layout;
+};
+
+//! Sequential on scalars `T` (float or double): its layers, inputs, variables and optimizer state
+//! are all `T`. A class template so that including model.hpp (or kdist.hpp) costs only parsing:
+//! the training machinery is instantiated by the TUs that train (kdist.hpp's compile-time budget).
+template <class T>
+class BasicSequential {
+ public:
+  using value_type = T;
+  using Dense = layers::BasicDense<T>;
+  using Dropout = layers::BasicDropout<T>;
+  using Flatten = layers::BasicFlatten<T>;
+  using Layer = AnyLayer<T>;
+  using Matrix = DistributedTensor<T**>;
+  using Labels = Kokkos::View<const std::int32_t*, Kokkos::LayoutRight>;
+  using Optimizer = std::variant<SGD, Adam, RMSprop>;
+
+  //! Layers applied in order to examples of shape `input_shape` ((784,), or (28, 28, 1) for images).
+  BasicSequential(Shape input_shape, std::vector<Layer> layers)
+      : input_shape_(std::move(input_shape)), layers_(std::move(layers)) {
+    if (input_shape_.size() != 1 && input_shape_.size() != 3) {
+      throw ValueError("kdist::Sequential: the input shape " + detail::shape_repr(input_shape_) +
+                       " is neither (features,) nor (height, width, channels)");
+    }
+    if (layers_.empty()) throw ValueError("kdist::Sequential: a model needs at least one layer");
+  }
+  //! Layers applied to examples of `input_dim` features.
+  BasicSequential(std::size_t input_dim, std::vector<Layer> layers)
+      : BasicSequential(Shape{input_dim}, std::move(layers)) {}
+
+  //! Creates every variable, sharded as `dist` says, from `seed`. Also fixes the loss and the
+  //! optimizer (Keras' compile).
+  void compile(std::shared_ptr<const Distribution> dist, Loss loss, Optimizer optimizer,
+               std::uint64_t seed) {
+    if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
+    dist_ = std::move(dist);
+    loss_ = loss;
+    optimizer_ = std::move(optimizer);
+    seed_ = seed;
+    Shape shape = input_shape_;
+    for (auto& l : layers_) shape = l.build(shape, *dist_, seed_);
+    output_shape_ = shape;
+    fused_softmax_ = loss_ == Loss::categorical_crossentropy && layers_.back().ends_in_softmax();
+    slots_.clear();
+    const std::size_t n = std::visit([](const auto& o) { return o.slot_count(); }, optimizer_);
+    for_each_variable([&](auto& v) {
+      std::vector<SlotView> s;
+      for (std::size_t i = 0; i < std::max<std::size_t>(n, 1); ++i) {
+        s.push_back(make_slot(v.value.local(), v.path + "/slot" + std::to_string(i)));
+      }
+      slots_.push_back(std::move(s));
+    });
+  }
+  //! Keras' `model.compile(loss=..., optimizer=...)`: with the current distribution
+  //! (`kdist::distribution()`: a scope, else set_distribution's), or when none is set
+  //! `kdist::DataParallel()` over every process, which computes what one device would.
+  //! The optimizer defaults to RMSprop, as Keras' `compile` does.
+  void compile(Loss loss, Optimizer optimizer = RMSprop(), std::uint64_t seed = 0) {
+    auto dist = kdist::distribution();
+    if (!dist) dist = std::make_shared<DataParallel>();
+    compile(std::move(dist), loss, std::move(optimizer), seed);
+  }
+
+  const Distribution& distribution() const { return *dist_; }
+  //! Completed training steps (Keras' `optimizer.iterations`): with the seed, what dropout masks
+  //! depend on.
+  std::int64_t iterations() const {
+    return std::visit([](const auto& o) { return o.iterations(); }, optimizer_);
+  }
+  //! Sets the step counter (a checkpoint's restore).
+  void set_iterations(std::int64_t n) {
+    std::visit([n](auto& o) { o.set_iterations(n); }, optimizer_);
+  }
+  //! Sets the optimizer's learning rate (a Keras weights file's restore).
+  void set_learning_rate(double lr) {
+    std::visit([lr](auto& o) { o.set_learning_rate(lr); }, optimizer_);
+  }
+  //! The seed of compile: initial weights, dropout masks and fit's shuffles derive from it.
+  std::uint64_t seed() const { return seed_; }
+  Loss loss() const { return loss_; }
+  //! The optimizer (SGD, Adam or RMSprop) with its hyperparameters and step counter.
+  const Optimizer& optimizer() const { return optimizer_; }
+
+  //! Calls f(variable, slots) for every variable, in layer order: `slots` are the optimizer's state
+  //! of that variable (as many as `slot_count()`, at least one) as distributed tensors laid out like
+  //! the variable and sharing the model's blocks (writing into one writes the model's state).
+  template <class F>
+  void for_each_variable_with_slots(F&& f) {
+    std::size_t k = 0;
+    for_each_variable([&](auto& v) {
+      using Tensor = std::decay_t<decltype(v.value)>;
+      using View = typename Tensor::view_type;
+      std::vector<Tensor> slots;
+      for (auto& s : slots_.at(k)) {
+        slots.push_back(Tensor::from_local(std::get<View>(s), v.value.shape(), v.value.layout()));
+      }
+      ++k;
+      f(v, slots);
+    });
+  }
+  const Shape& input_shape() const { return input_shape_; }
+  //! The shape of one example's output (after compile).
+  const Shape& output_shape() const { return output_shape_; }
+  //! The layers, in order (`layers()[i].get_if<kdist::layers::Dense>()` for a typed one).
+  std::vector<Layer>& layers() { return layers_; }
+
+  //! Every variable with its Keras path, global shape and layout.
+  std::vector<VariableSummary> variables() {
+    std::vector<VariableSummary> out;
+    for_each_variable([&](auto& v) { out.push_back({v.path, v.shape(), v.value.layout()}); });
+    return out;
+  }
+  //! Calls f(Variable<...>&) for every variable, in layer order (kernel before bias).
+  template <class F>
+  void for_each_variable(F&& f) {
+    for (auto& l : layers_) {
+      for (auto& ref : l.variables()) std::visit([&](auto* v) { f(*v); }, ref);
+    }
+  }
+
+  //! The input layout for a global batch of `global_batch` examples (the distribution's data
+  //! layout).
+  RuntimeTensorLayout input_layout(std::size_t global_batch) const {
+    require_compiled("input_layout");
+    return dist_->get_data_layout(global_shape(global_batch));
+  }
+
+  //! One training step on this process's rows `x_local` (its block of the global batch under
+  //! input_layout: a rank-2 View for (features,) examples, rank-4 for (h, w, c)) and their
+  //! targets (integer labels, one per row, or a (rows, outputs) View of T). Returns the global
+  //! mean loss (and accuracy with labels), the same on every process.
+  template <class XV, class YV>
+  Metrics train_step(const XV& x_local, const YV& targets, std::size_t global_batch) {
+    require_compiled("train_step");
+    Kokkos::Profiling::pushRegion("kdist::Sequential::train_step");
+    const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
+    auto [out, output_layout] = forward_all(x_local, global_batch, context);
+    // d loss / d output, in the layout the last layer produced
+    typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
+                                    out.local().extent(0), out.local().extent(1));
+    const T scale = T(1) / static_cast<T>(global_batch);
+    const double local_sum = loss_sum(out.local(), targets, &grad, scale);
+    const double correct = count_correct(out.local(), targets);
+    LayerTensor<T> dh =
+        redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout);
+    for (std::size_t i = layers_.size(); i-- > 0;) {
+      auto dx = layers_[i].backward(dh, i > 0);
+      if (dx) dh = std::move(*dx);
+    }
+    apply_gradients();
+    Kokkos::Profiling::popRegion();
+    return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
+  }
+
+  //! Loss (and accuracy) of the rows `x_local` (no dropout, no update).
+  template <class XV, class YV>
+  Metrics evaluate_batch(const XV& x_local, const YV& targets, std::size_t global_batch) {
+    require_compiled("evaluate_batch");
+    const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
+    auto [out, output_layout] = forward_all(x_local, global_batch, context);
+    (void)output_layout;
+    const double local_sum = loss_sum(out.local(), targets, nullptr, T(0));
+    const double correct = count_correct(out.local(), targets);
+    return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
+  }
+
+  //! Keras' `model.fit`: `options.epochs` epochs over `data` in global batches of
+  //! `options.batch_size`, each process reading its rows (kdist::BatchPlan). Prints Keras'
+  //! "Epoch i/n" and progress lines on process 0 when verbose. Returns each epoch's mean metrics.
+  //! Errors: ValueError for examples of another shape than the model's input, targets that do not
+  //! fit the output, a batch the data shards do not divide; those of train_step.
+  History fit(const ArrayDataset<T>& data, const FitOptions& options = {}) {
+    require_compiled("fit");
+    check_data(data, "fit");
+    BatchPlan plan(
+        data.size(), options.batch_size, *dist_,
+        {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
+    History history;
+    const bool print = options.verbose > 0 && process_id() == 0;
+    for (std::size_t e = options.initial_epoch; e < options.epochs; ++e) {
+      if (print) std::printf("Epoch %zu/%zu\n", e + 1, options.epochs);
+      history.epochs.push_back(run_epoch(data, plan, e, options.steps_per_epoch, true, print));
+      if (options.on_epoch_end) options.on_epoch_end(e + 1, history.epochs.back());
+    }
+    return history;
+  }
+
+  //! Keras' `model.evaluate`: the mean loss (and accuracy) over every example of `data`, in
+  //! global batches of `options.batch_size`, in order, without dropout.
+  Metrics evaluate(const ArrayDataset<T>& data, const EvaluateOptions& options = {}) {
+    require_compiled("evaluate");
+    check_data(data, "evaluate");
+    BatchPlan plan(data.size(), options.batch_size, *dist_, {.drop_remainder = false});
+    return run_epoch(data, plan, 0, 0, false, options.verbose > 0 && process_id() == 0);
+  }
+
+ private:
+  using SlotView = std::variant<typename DistributedTensor<T*>::view_type,
+                                typename DistributedTensor<T**>::view_type,
+                                typename DistributedTensor<T****>::view_type>;
+
+  template <class YV>
+  static constexpr bool is_labels() {
+    return static_cast<int>(YV::rank) == 1;
+  }
+
+  void require_compiled(const char* what) const {
+    if (!dist_) {
+      throw ValueError(std::string("kdist::Sequential::") + what +
+                       ": the model is not compiled; call model.compile(...) first");
+    }
+  }
+
+  Shape global_shape(std::size_t global_batch) const {
+    Shape s{global_batch};
+    s.insert(s.end(), input_shape_.begin(), input_shape_.end());
+    return s;
+  }
+
+  //! The input as a distributed tensor: this process's rows under the data layout.
+  template <class XV>
+  LayerTensor<T> input_tensor(const XV& x_local, std::size_t global_batch) const {
+    constexpr std::size_t rank = static_cast<std::size_t>(XV::rank);
+    static_assert(rank == 2 || rank == 4,
+                  "kdist::Sequential: x_local must be a rank-2 (batch, features) or rank-4 "
+                  "(batch, height, width, channels) Kokkos::View");
+    if (rank != input_shape_.size() + 1) {
+      throw ValueError("kdist::Sequential: x_local has rank " + std::to_string(rank) +
+                       " but the model takes examples of shape " +
+                       detail::shape_repr(input_shape_));
+    }
+    for (std::size_t d = 1; d < rank; ++d) {
+      if (x_local.extent(d) != input_shape_[d - 1]) {
+        std::vector<std::size_t> got;
+        for (std::size_t k = 1; k < rank; ++k) got.push_back(x_local.extent(k));
+        throw ValueError("kdist::Sequential: examples of shape " + detail::shape_repr(got) +
+                         " given to a model of input shape " + detail::shape_repr(input_shape_));
+      }
+    }
+    const Shape s = global_shape(global_batch);
+    using Tensor = std::conditional_t<rank == 2, Matrix, DistributedTensor<T****>>;
+    typename Tensor::view_type local = x_local;
+    typename Tensor::shape_type shape{};
+    std::copy(s.begin(), s.end(), shape.begin());
+    return Tensor::from_local(local, shape, dist_->get_data_layout(s));
+  }
+
+  //! Runs every layer; returns the output with whole rows on each process (its columns gathered)
+  //! and the layout the last layer produced it in.
+  template <class XV>
+  std::pair<Matrix, RuntimeTensorLayout> forward_all(const XV& x_local, std::size_t global_batch,
+                                                     StepContext context) {
+    LayerTensor<T> h = input_tensor(x_local, global_batch);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      context.output_logits = fused_softmax_ && i + 1 == layers_.size();
+      h = layers_[i].forward(h, context);
+    }
+    const auto* out = std::get_if<Matrix>(&h);
+    if (out == nullptr) {
+      throw ValueError(
+          "kdist::Sequential: the last layer gives (batch, height, width, channels) "
+          "outputs; end the model with a Flatten and a Dense");
+    }
+    RuntimeTensorLayout produced = out->layout();
+    RuntimeTensorLayout rows({produced.axes()[0], DimAxes()}, produced.device_mesh());
+    return {produced == rows ? *out : redistribute(*out, rows), produced};
+  }
+
+  //! The sum over this process's rows of the per-example loss (and its gradient into *grad).
+  template <class OV, class YV>
+  double loss_sum(const OV& out, const YV& targets, typename Matrix::view_type* grad, T scale) {
+    check_targets(out, targets);
+    if (grad == nullptr) {
+      if (fused_softmax_) return ops::softmax_cross_entropy(out, targets);
+      if (loss_ == Loss::mean_squared_error) return ops::mean_squared_error(out, targets);
+      return ops::cross_entropy(out, targets);
+    }
+    if (fused_softmax_) return ops::softmax_cross_entropy(out, targets, *grad, scale);
+    if (loss_ == Loss::mean_squared_error)
+      return ops::mean_squared_error(out, targets, *grad, scale);
+    return ops::cross_entropy(out, targets, *grad, scale);
+  }
+  template <class OV, class YV>
+  static double count_correct(const OV& out, const YV& targets) {
+    if constexpr (is_labels<YV>()) {
+      return static_cast<double>(ops::count_correct(out, targets));
+    } else {
+      (void)out, (void)targets;
+      return 0.0;
+    }
+  }
+  template <class OV, class YV>
+  static void check_targets(const OV& out, const YV& targets) {
+    static_assert(Kokkos::is_view<YV>::value && (YV::rank == 1 || YV::rank == 2),
+                  "kdist::Sequential: targets must be a Kokkos::View of integer labels (rank 1) "
+                  "or of values (rank 2)");
+    if (targets.extent(0) != out.extent(0)) {
+      throw ValueError("kdist::Sequential: " + std::to_string(targets.extent(0)) +
+                       " targets for the " + std::to_string(out.extent(0)) +
+                       " rows this process holds; give the targets of its rows of the batch");
+    }
+  }
+
+  void apply_gradients() {
+    std::size_t k = 0;
+    for_each_variable([&](auto& v) {
+      using View = std::decay_t<decltype(v.value.local())>;
+      auto& s = slots_[k++];
+      const View& s0 = std::get<View>(s[0]);
+      const View& s1 = std::get<View>(s[s.size() > 1 ? 1 : 0]);
+      const View& s2 = std::get<View>(s[s.size() > 2 ? 2 : 0]);
+      std::visit(
+          [&](auto& opt) {
+            using O = std::decay_t<decltype(opt)>;
+            if constexpr (std::is_same_v<O, Adam>) {
+              apply_gradient(opt, v.value, v.grad, s0, s1);
+            } else if constexpr (std::is_same_v<O, RMSprop>) {
+              // slots in order: velocity, [average_gradient if centered], [momentum if > 0]
+              const View& average = opt.centered() ? s1 : s0;
+              const View& momentum = opt.momentum() > 0.0 ? (opt.centered() ? s2 : s1) : s0;
+              apply_gradient(opt, v.value, v.grad, s0, average, momentum);
+            } else if (opt.momentum() != 0.0) {
+              apply_gradient(opt, v.value, v.grad, s0);
+            } else {
+              apply_gradient(opt, v.value, v.grad);
+            }
+          },
+          optimizer_);
+    });
+    std::visit([](auto& o) { o.finish_step(); }, optimizer_);
+  }
+
+  //! Sums over the processes holding distinct rows (the batch axes), so model replicas count once.
+  Metrics reduce_metrics(const Matrix& out, double local_sum, double correct,
+                         std::size_t global_batch, bool has_accuracy) {
+    double buf[2] = {local_sum, correct};
+    const auto& row_axes = out.layout().axes()[0].names();
+    if (!row_axes.empty()) {
+      const auto& comm =
+          communicators(out.device_mesh()).comm(std::span<const std::string>(row_axes));
+      MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_DOUBLE, MPI_SUM, comm.get());
+    }
+    const double n = static_cast<double>(global_batch);
+    return {buf[0] / n, has_accuracy ? buf[1] / n : 0.0, global_batch, has_accuracy};
+  }
+
+  void check_data(const ArrayDataset<T>& data, const char* what) const {
+    if (data.example_shape() != input_shape_) {
+      throw ValueError(std::string("kdist::Sequential::") + what + ": examples of shape " +
+                       detail::shape_repr(data.example_shape()) +
+                       " given to a model of input shape " + detail::shape_repr(input_shape_));
+    }
+    const std::size_t outputs = output_shape_.at(0);
+    if (!data.has_labels() && data.target_width() != outputs) {
+      throw ValueError(std::string("kdist::Sequential::") + what + ": targets of " +
+                       std::to_string(data.target_width()) + " values per example for a model of " +
+                       std::to_string(outputs) + " outputs");
+    }
+  }
+
+  //! One epoch of `data` (training when `train`); returns the epoch's mean metrics.
+  Metrics run_epoch(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_t epoch,
+                    std::size_t max_steps, bool train, bool print) {
+    if (input_shape_.size() == 1)
+      return run_epoch_of_rank<2>(data, plan, epoch, max_steps, train, print);
+    return run_epoch_of_rank<4>(data, plan, epoch, max_steps, train, print);
+  }
+  template <std::size_t R>
+  Metrics run_epoch_of_rank(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_t epoch,
+                            std::size_t max_steps, bool train, bool print) {
+    const auto order = plan.order(epoch);
+    std::size_t steps = plan.steps_per_epoch();
+    if (max_steps && max_steps < steps) steps = max_steps;
+    const bool tty = print && isatty(STDOUT_FILENO);
+    double loss_sum = 0, correct = 0;
+    std::size_t seen = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    detail::BatchLoader<T, R> loader(data, steps ? plan.local_indices(order, 0).size() : 0);
+    Metrics m;
+    for (std::size_t s = 0; s < steps; ++s) {
+      const auto idx = plan.local_indices(order, s);
+      const std::size_t global = plan.global_batch_size_at(s);
+      const auto x = loader.load_examples(idx);
+      if (data.has_labels()) {
+        const auto y = loader.load_labels(idx);
+        m = train ? train_step(x, y, global) : evaluate_batch(x, y, global);
+      } else {
+        const auto y = loader.load_targets(idx);
+        m = train ? train_step(x, y, global) : evaluate_batch(x, y, global);
+      }
+      loss_sum += m.loss * static_cast<double>(global);
+      correct += m.accuracy * static_cast<double>(global);
+      seen += global;
+      const auto now = std::chrono::steady_clock::now();
+      if (tty && (now - last > std::chrono::milliseconds(100) || s + 1 == steps)) {
+        last = now;
+        std::printf("\r%s",
+                    progress_line(s + 1, steps, std::chrono::duration<double>(now - t0).count(),
+                                  loss_sum / double(seen), accuracy_of(m, correct, seen))
+                        .c_str());
+        std::fflush(stdout);
+      }
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double n = seen ? double(seen) : 1.0;
+    Metrics out{loss_sum / n, data.has_labels() ? correct / n : 0.0, seen, data.has_labels()};
+    if (print) {
+      std::printf(
+          "%s%s\n", tty ? "\r" : "",
+          progress_line(steps, steps, secs, out.loss, accuracy_of(out, correct, seen)).c_str());
+      std::fflush(stdout);
+    }
+    return out;
+  }
+  static std::optional<double> accuracy_of(const Metrics& m, double correct, std::size_t seen) {
+    if (!m.has_accuracy || seen == 0) return std::nullopt;
+    return correct / double(seen);
+  }
+
+  Shape input_shape_;
+  Shape output_shape_;
+  std::vector<Layer> layers_;
+  std::shared_ptr<const Distribution> dist_;
+  Loss loss_ = Loss::categorical_crossentropy;
+  Optimizer optimizer_ = Adam();
+  std::uint64_t seed_ = 0;
+  bool fused_softmax_ = false;
+  //! Optimizer state of each variable (slot_count of them, at least one), shaped like its shard.
+  std::vector<std::vector<SlotView>> slots_;
+};
+
+//! Keras' Sequential on float32, the default dtype.
+using Sequential = BasicSequential<float>;
+
+}  // namespace kdist

@@ -1,0 +1,191 @@
+#pragma once
+//! \file parallel/detail/failure.hpp
+//! How a failing process ends the whole MPI job instead of leaving the others waiting in a
+//! collective (kdist::run and ScopeGuard's terminate handler use it; docs/reliability.md).
+//!
+//! At start-up (ScopeGuard) every process duplicates MPI_COMM_WORLD into an error communicator
+//! that nothing else uses. A process that fails enters a non-blocking barrier on it and waits a
+//! short grace period (KDIST_FAILURE_GRACE_SECONDS, default 2):
+//!  - every process failed (an error all processes agreed on, e.g. a bad flag): the barrier
+//!    completes; the messages are gathered to process 0, which prints each distinct one once; the
+//!    job ends normally with exit status 2;
+//!  - some process did not fail (it may be blocked in a collective): the failing process prints
+//!    its message with its rank and calls MPI_Abort, which ends every process of the job.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kdist::detail::failure {
+
+//! Exit status of a job ended by an error (agreed or not).
+inline constexpr int exit_status = 2;
+
+struct State {
+  MPI_Comm comm = MPI_COMM_NULL;  // the error communicator
+  int rank = -1;                  // MPI_COMM_WORLD rank, kept for after MPI_Finalize
+  int size = 0;
+  std::terminate_handler previous = nullptr;
+  bool handler_installed = false;
+};
+inline State& state() {
+  static State s;
+  return s;
+}
+
+inline bool mpi_running() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+//! Seconds a failing process waits for the others before it aborts the job.
+inline double grace_seconds() {
+  if (const char* v = std::getenv("KDIST_FAILURE_GRACE_SECONDS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end != v && *end == '\0' && s >= 0 && s <= 600) return s;
+    // An error path must not fail in turn: say what was wrong and go on with the default.
+    std::fprintf(stderr,
+                 "kdist: KDIST_FAILURE_GRACE_SECONDS is '%s', not a number of seconds from 0 to "
+                 "600; using 2\n",
+                 v);
+  }
+  return 2.0;
+}
+
+inline void print(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+}
+
+[[noreturn]] inline void abort_job(const std::string& message) {
+  const State& s = state();
+  print("error: process " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
+        " failed: " + message);
+  print(
+      "kdist: ending the MPI job (MPI_Abort): the other processes did not fail and may be "
+      "waiting in a collective");
+  // MPICH's launcher acts on the abort as soon as it arrives and can drop output still in the
+  // pipe: give it a moment to forward the message first (1 run in 4 lost it without).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  MPI_Abort(MPI_COMM_WORLD, exit_status);
+  std::_Exit(exit_status);  // MPI_Abort does not return; in case it does
+}
+
+//! Process 0 prints every distinct message once (with the failing ranks when they differ).
+inline void gather_and_print(const std::string& message) {
+  const State& s = state();
+  const int len = static_cast<int>(message.size());
+  std::vector<int> lens(s.rank == 0 ? static_cast<std::size_t>(s.size) : 0);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, s.comm);
+  std::vector<int> displs(lens.size());
+  int total = 0;
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    displs[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Gatherv(message.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              s.comm);
+  if (s.rank != 0) return;
+  std::vector<std::string> seen;
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    std::string m =
+        all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
+    bool repeated = false;
+    for (const auto& x : seen) repeated = repeated || x == m;
+    if (!repeated) seen.push_back(std::move(m));
+  }
+  if (seen.size() == 1) {
+    print("error: " + seen.front());
+  } else {
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      print("error (process " + std::to_string(i) + " of " + std::to_string(s.size) + "): " +
+            all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
+    }
+  }
+}
+
+//! Ends this process' part of the job after an error: returns exit_status when every process
+//! failed (MPI may then be finalised normally), else aborts the whole job. Without MPI (never
+//! started, or finalised by a failed start-up whose error every process shares) it prints from
+//! process 0 only and returns.
+inline int end_job(const std::string& message) {
+  State& s = state();
+  if (!mpi_running()) {
+    if (s.rank <= 0) print("error: " + message);
+    return exit_status;
+  }
+  if (s.comm == MPI_COMM_NULL) abort_job(message);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(s.comm, &request);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds());
+  int done = 0;
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!done) abort_job(message);
+  gather_and_print(message);
+  return exit_status;
+}
+
+//! What std::terminate is running for: the uncaught exception's message, if any.
+inline std::string current_exception_message() {
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return std::string("uncaught exception: ") + x.what();
+    } catch (...) {
+      return "uncaught exception of a type not derived from std::exception";
+    }
+  }
+  return "std::terminate called without an exception";
+}
+
+//! std::terminate while MPI runs ends the job: no other process is left waiting.
+[[noreturn]] inline void on_terminate() {
+  const std::string message = current_exception_message();
+  if (mpi_running()) abort_job(message);
+  print("error: " + message);
+  std::abort();
+}
+
+//! Collective over MPI_COMM_WORLD (every process, at start-up, after MPI_Init): the error
+//! communicator, this process' rank, and the terminate handler. Safe to call again.
+inline void prepare() {
+  State& s = state();
+  if (!mpi_running()) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &s.size);
+  if (s.comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
+  if (!s.handler_installed) {
+    s.previous = std::set_terminate(&on_terminate);
+    s.handler_installed = true;
+  }
+}
+
+//! Before MPI_Finalize: frees the error communicator and restores the terminate handler.
+inline void release() noexcept {
+  State& s = state();
+  if (s.comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&s.comm);
+  s.comm = MPI_COMM_NULL;
+  if (s.handler_installed) {
+    std::set_terminate(s.previous);
+    s.handler_installed = false;
+  }
+}
+
+}  // namespace kdist::detail::failure

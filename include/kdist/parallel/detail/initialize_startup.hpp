@@ -1,0 +1,299 @@
+#pragma once
+//! \file parallel/detail/initialize_startup.hpp
+//! How kdist::initialize and kdist::ScopeGuard (runtime.hpp) start and stop MPI and Kokkos: each
+//! only when it is not running, MPI first (MPI_THREAD_FUNNELED) with the failure path of
+//! detail/failure.hpp, then Kokkos on this process' device (on a GPU build its node-local rank
+//! modulo the visible GPUs, unless the user chose one); finalised in reverse order, only what was
+//! started. Also the device types of list_devices().
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
+#elif defined(KOKKOS_ENABLE_HIP)
+#include <hip/hip_runtime_api.h>
+#endif
+
+#include <kdist/parallel/detail/failure.hpp>
+#include <kdist/parallel/detail/initialize_arguments.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/parallel/mpi/communicator.hpp>
+
+namespace kdist::detail::runtime {
+
+//! kdist::default_space_is_gpu: Kokkos' default execution space cannot run on host memory.
+inline constexpr bool default_space_is_gpu =
+    !Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible;
+
+//! What kdist::initialize() started itself (finalised at exit); ScopeGuard keeps its own record.
+struct RuntimeState {
+  bool started_mpi = false;
+  bool started_kokkos = false;
+  bool exit_hook_registered = false;
+};
+inline RuntimeState& runtime_state() {
+  static RuntimeState state;
+  return state;
+}
+
+inline bool mpi_is_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized != 0;
+}
+inline bool mpi_is_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+//! Initialises MPI (MPI_THREAD_FUNNELED) unless it is; returns whether it did.
+inline bool start_mpi(int* argc, char*** argv) {
+  // MPI_Initialized stays true after MPI_Finalize: ask MPI_Finalized first.
+  if (mpi_is_finalized()) {
+    throw RuntimeError("kdist: MPI was finalised already and cannot be initialised again");
+  }
+  if (mpi_is_initialized()) {
+    return false;
+  }
+  int provided = MPI_THREAD_SINGLE;
+  mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                         "kdist: MPI_Init_thread");
+  return true;
+}
+
+//! Starts MPI (unless it runs) and prepares the failure path: one process' error ends the job
+//! (detail/failure.hpp). Collective over MPI_COMM_WORLD.
+inline bool start_mpi_and_failure_path(int* argc, char*** argv) {
+  const bool started = start_mpi(argc, argv);
+  failure::prepare();
+  return started;
+}
+
+//! This process' rank among the processes of its node (MPI_COMM_TYPE_SHARED).
+inline int node_local_rank() {
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi::detail::check_mpi(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+      "kdist: MPI_Comm_split_type");
+  return mpi::Communicator::adopt(node).rank();
+}
+
+//! The number of GPUs this process sees; 0 when it cannot tell.
+inline int visible_gpu_count() {
+  int count = 0;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    count = 0;
+  }
+#elif defined(KOKKOS_ENABLE_HIP)
+  if (hipGetDeviceCount(&count) != hipSuccess) {
+    count = 0;
+  }
+#endif
+  return count;
+}
+
+//! True when the command line or the environment already tells Kokkos which device to use.
+inline bool user_chose_device(int argc, char** argv) {
+  for (const char* name : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES",
+                           "KOKKOS_MAP_DEVICE_ID_BY"}) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  for (int i = 1; argv != nullptr && i < argc && argv[i] != nullptr; ++i) {
+    const std::string_view arg = argv[i];
+    for (std::string_view option : {"--kokkos-device-id", "--kokkos-device", "--device-id",
+                                    "--device", "--kokkos-num-devices", "--kokkos-ndevices",
+                                    "--num-devices", "--ndevices", "--kokkos-map-device-id-by"}) {
+      if (arg.starts_with(option) && (arg.size() == option.size() || arg[option.size()] == '=')) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+//! The device this process uses on a GPU build: its node-local rank, modulo the visible GPUs;
+//! -1 (Kokkos' choice) on a host build or when the user chose.
+inline int device_for_this_process(int argc, char** argv) {
+  if constexpr (!default_space_is_gpu) {
+    return -1;
+  } else {
+    if (user_chose_device(argc, argv)) {
+      return -1;
+    }
+    const int local = node_local_rank();
+    const int gpus = visible_gpu_count();
+    return gpus > 0 ? local % gpus : local;
+  }
+}
+
+//! Initialises Kokkos unless it is; returns whether it did. MPI must be initialised (for the
+//! node-local rank). With `argv`, Kokkos reads its command-line options and removes them from
+//! argc/argv; kdist's device choice then travels as `--kokkos-device-id=N`.
+inline bool start_kokkos(int* argc, char** argv) {
+  if (Kokkos::is_initialized()) {
+    return false;
+  }
+#if KOKKOS_VERSION >= 40000
+  if (Kokkos::is_finalized()) {
+    throw RuntimeError("kdist: Kokkos was finalised already and cannot be initialised again");
+  }
+#endif
+  const int device = device_for_this_process(argc != nullptr ? *argc : 0, argv);
+  if (argc != nullptr && argv != nullptr) {
+    // Kokkos 3 cannot take both argv and settings: pass the device as an option on a copy of argv,
+    // then write back what Kokkos left (it removes the options it understood).
+    std::vector<char*> args(argv, argv + *argc);
+    std::string device_option = "--kokkos-device-id=" + std::to_string(device);
+    if (device >= 0) {
+      args.push_back(device_option.data());
+    }
+    int n = static_cast<int>(args.size());
+    args.push_back(nullptr);
+    Kokkos::initialize(n, args.data());
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      if (args[static_cast<std::size_t>(i)] != device_option.data()) {
+        argv[kept++] = args[static_cast<std::size_t>(i)];
+      }
+    }
+    argv[kept] = nullptr;
+    *argc = kept;
+  } else {
+#if KOKKOS_VERSION >= 30700  // InitializationSettings since 3.7; InitArguments removed in 4.0
+    Kokkos::InitializationSettings settings;
+    if (device >= 0) {
+      settings.set_device_id(device);
+    }
+    Kokkos::initialize(settings);
+#else
+    Kokkos::InitArguments arguments;
+    arguments.device_id = device;
+    Kokkos::initialize(arguments);
+#endif
+  }
+  return true;
+}
+
+//! Finalises, in reverse order, what was started.
+inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
+  if (started_kokkos && Kokkos::is_initialized()) {
+    Kokkos::finalize();
+  }
+  if (started_mpi && mpi_is_initialized() && !mpi_is_finalized()) {
+    failure::release();
+    MPI_Finalize();
+  }
+}
+
+//! kdist::initialize's start: MPI and Kokkos, each unless it runs; what this starts is finalised
+//! when the program exits (one std::atexit hook for the whole program).
+inline void start_until_exit() {
+  auto& state = runtime_state();
+  const bool started_mpi = start_mpi_and_failure_path(nullptr, nullptr);
+  bool started_kokkos = false;
+  try {
+    started_kokkos = start_kokkos(nullptr, nullptr);
+  } catch (...) {
+    stop_runtime(started_mpi, false);
+    throw;
+  }
+  state.started_mpi = state.started_mpi || started_mpi;
+  state.started_kokkos = state.started_kokkos || started_kokkos;
+  if ((started_mpi || started_kokkos) && !state.exit_hook_registered) {
+    state.exit_hook_registered = true;
+    std::atexit([] {
+      auto& s = runtime_state();
+      stop_runtime(s.started_mpi, s.started_kokkos);
+    });
+  }
+}
+
+//! What a ScopeGuard started (and finalises).
+struct Started {
+  bool mpi = false;
+  bool kokkos = false;
+};
+
+//! kdist::ScopeGuard's start: MPI, then Kokkos (which reads and removes its options from argc and
+//! argv when given), each unless it runs, then validate_initialize_arguments with the command line
+//! as given. When anything throws, what was started is finalised before the error propagates.
+inline Started start_checked(int* argc, char*** argv, std::optional<std::string> job_addresses,
+                             std::optional<int> num_processes, std::optional<int> process_id) {
+  // Keep the command line as given, for the mpiexec hint (MPI and Kokkos may edit argv).
+  std::vector<std::string> words;
+  if (argc != nullptr && argv != nullptr && *argv != nullptr) {
+    words.assign(*argv, *argv + *argc);
+  }
+  Started started;
+  started.mpi = start_mpi_and_failure_path(argc, argv);
+  try {
+    started.kokkos = start_kokkos(argc, argv != nullptr ? *argv : nullptr);
+    std::vector<char*> pointers;
+    for (auto& w : words) {
+      pointers.push_back(w.data());
+    }
+    validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
+                                  static_cast<int>(pointers.size()), pointers.data());
+  } catch (...) {
+    stop_runtime(started.mpi, started.kokkos);
+    throw;
+  }
+  return started;
+}
+
+//! Lower-case copy.
+inline std::string to_lower_ascii(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+//! The device type list_devices() uses for `device_type`: "cpu" or "gpu". Errors as documented
+//! there.
+inline std::string resolve_device_type(const std::optional<std::string>& device_type,
+                                       std::string_view who) {
+  const std::string available = default_space_is_gpu ? "\"cpu\", \"gpu\"" : "\"cpu\"";
+  const std::string space =
+      std::string("Kokkos' default execution space is ") + Kokkos::DefaultExecutionSpace::name();
+  if (!device_type) {
+    return default_space_is_gpu ? "gpu" : "cpu";
+  }
+  const std::string type = to_lower_ascii(*device_type);
+  if (type == "cpu") {
+    return type;
+  }
+  if (type == "gpu") {
+    if (!default_space_is_gpu) {
+      throw RuntimeError(std::string(who) + ": no \"gpu\" devices: " + space +
+                         ", a host space; available device types: " + available +
+                         ". Build kdist against a Kokkos with CUDA, HIP or SYCL enabled for GPUs");
+    }
+    return type;
+  }
+  if (type == "tpu") {
+    throw RuntimeError(std::string(who) +
+                       ": no \"tpu\" devices: kdist runs on Kokkos, which has no TPU backend (" +
+                       space + "); available device types: " + available);
+  }
+  throw ValueError(
+      std::string(who) + ": unknown device_type \"" + *device_type +
+      "\"; valid types are \"cpu\", \"gpu\" and \"tpu\" (any case), or none for the default");
+}
+
+}  // namespace kdist::detail::runtime

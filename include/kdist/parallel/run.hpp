@@ -1,0 +1,51 @@
+#pragma once
+//! \file parallel/run.hpp
+//! `kdist::run(argc, argv, body)`: a `main` for kdist programs in which one process' error ends
+//! the whole job, with its message, within seconds, and no process is left waiting.
+//!
+//! It starts MPI and Kokkos (a kdist::ScopeGuard, inside its `try`, so a bad
+//! KERAS_DISTRIBUTION_* value is an error message, not std::terminate), calls `body(argc, argv)`
+//! and returns what it returns. When `body` (or the start-up) throws:
+//!  - on every process alike (an error every process agrees on: a bad flag, a mesh that does not
+//!    fit the processes): process 0 prints `error: <message>` once and every process returns 2;
+//!  - on some processes only (a file missing on one node, a size wrong on one rank): each failing
+//!    process prints `error: process R of N failed: <message>` and the job ends by MPI_Abort
+//!    (exit status 2), whatever the other processes were doing.
+//! The grace period that tells the two apart is KDIST_FAILURE_GRACE_SECONDS (default 2 s).
+//! An exception that escapes any other `main` while a ScopeGuard is alive ends the job too, by
+//! ScopeGuard's std::terminate handler (MPI_Abort, with the message and rank).
+//!
+//! \code
+//! int main(int argc, char** argv) {
+//!   return kdist::run(argc, argv, [](int argc, char** argv) {
+//!     auto mesh = kdist::RuntimeDeviceMesh({2, 4}, {"data", "model"}, kdist::list_devices());
+//!     ...
+//!     return 0;
+//!   });
+//! }
+//! \endcode
+
+#include <exception>
+#include <kdist/parallel/detail/failure.hpp>
+#include <kdist/parallel/initialize.hpp>
+#include <optional>
+#include <type_traits>
+
+namespace kdist {
+
+//! Runs `body(argc, argv)` (returning int) under a ScopeGuard; see the file comment for errors.
+template <class Body>
+requires std::is_invocable_r_v<int, Body&, int, char**>
+int run(int argc, char** argv, Body&& body) noexcept {
+  std::optional<ScopeGuard> guard;
+  try {
+    guard.emplace(argc, argv);
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    return detail::failure::end_job(e.what());
+  } catch (...) {
+    return detail::failure::end_job("an exception of a type not derived from std::exception");
+  }
+}
+
+}  // namespace kdist

@@ -1,0 +1,173 @@
+#pragma once
+// The one data-movement engine behind distribute_tensor (from a root), full_tensor and
+// redistribute: every device t needs the box target(t) of the global tensor; device s holds
+// source(s); s sends t the intersection when sender(s, t). One MPI_Alltoallv moves exactly those
+// intersections (the least data), or nothing at all when every device only needs its own data.
+// With `accumulate`, contributions are summed (resolving a pending sum over mesh axes).
+//
+// Copies are avoided where the geometry allows: a device's own part is copied locally, never sent
+// to itself; when every box a device sends is one contiguous run of its source block (row slabs,
+// as in shard(0) -> replicated), MPI reads straight from the block; when every box it receives is
+// a contiguous run of its target block, MPI writes straight into the target. Scratch buffers are
+// never zero-filled.
+
+#include <climits>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include <kdist/tensor/detail/box.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
+
+namespace kdist::detail {
+
+//! If `box` (inside `block`) is one contiguous run of the row-major `block`, its element offset.
+template <std::size_t R>
+bool contiguous_offset(const Box<R>& box, const Box<R>& block, std::size_t& offset) {
+  offset = 0;
+  if (box.volume() == 0) return true;
+  // dims after the first partial one must be full; dims before it must be single
+  bool inner_full = true;
+  for (std::size_t d = R; d-- > 0;) {
+    if (!inner_full && box.ext[d] != 1) return false;
+    if (box.ext[d] != block.ext[d]) inner_full = false;
+  }
+  std::size_t stride = 1;
+  for (std::size_t d = R; d-- > 0;) {
+    offset += (box.lo[d] - block.lo[d]) * stride;
+    stride *= block.ext[d];
+  }
+  return true;
+}
+
+//! dst[box] += src[box] (both row-major blocks of the global index space).
+template <std::size_t R, class T>
+void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+             const Box<R>& box) {
+  if (box.volume() == 0) return;
+  std::array<std::size_t, R> ss{}, ds{};
+  if constexpr (R > 0) {
+    ss[R - 1] = ds[R - 1] = 1;
+    for (std::size_t d = R - 1; d-- > 0;) {
+      ss[d] = ss[d + 1] * src_box.ext[d + 1];
+      ds[d] = ds[d + 1] * dst_box.ext[d + 1];
+    }
+  }
+  std::array<std::size_t, R> i{};
+  const std::size_t run = R > 0 ? box.ext[R - 1] : 1;
+  while (true) {
+    std::size_t s = 0, t = 0;
+    for (std::size_t d = 0; d < R; ++d) {
+      const std::size_t g = box.lo[d] + (d + 1 < R ? i[d] : 0);
+      s += (g - src_box.lo[d]) * ss[d];
+      t += (g - dst_box.lo[d]) * ds[d];
+    }
+    for (std::size_t k = 0; k < run; ++k) dst[t + k] += src[s + k];
+    if constexpr (R <= 1) break;
+    std::size_t d = R - 1;
+    while (d-- > 0) {
+      if (++i[d] < box.ext[d]) break;
+      i[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1)) break;
+  }
+}
+
+template <std::size_t R, class T, class SourceBox, class TargetBox, class Sender>
+void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceBox&& source,
+              TargetBox&& target, Sender&& sender, bool accumulate, MPI_Comm comm,
+              const char* who) {
+  const Box<R> my_src = source(me);
+  const Box<R> my_dst = target(me);
+
+  auto place = [&](const T* from, const Box<R>& from_box, const Box<R>& box) {
+    if (accumulate) {
+      add_box(from, from_box, dst, my_dst, box);
+    } else {
+      copy_box(from, from_box, dst, my_dst, box);
+    }
+  };
+  // My own part never travels through MPI.
+  if (sender(me, me)) place(src, my_src, intersect(my_src, my_dst));
+
+  // Does anyone need data from another device? (same answer on every rank: replicated inputs)
+  bool any_remote = false;
+  for (std::size_t t = 0; t < devices && !any_remote; ++t) {
+    const Box<R> tb = target(t);
+    if (tb.volume() == 0) continue;
+    for (std::size_t s = 0; s < devices; ++s) {
+      if (s != t && sender(s, t) && intersect(source(s), tb).volume() != 0) {
+        any_remote = true;
+        break;
+      }
+    }
+  }
+  if (!any_remote) return;
+
+  std::vector<int> send_counts(devices, 0), send_displs(devices, 0);
+  std::vector<int> recv_counts(devices, 0), recv_displs(devices, 0);
+  std::vector<Box<R>> send_boxes(devices), recv_boxes(devices);
+  std::vector<std::size_t> send_at(devices, 0), recv_at(devices, 0);
+  bool send_direct = true, recv_direct = !accumulate;
+  std::size_t send_total = 0, recv_total = 0;
+  auto to_int = [&](std::size_t n) {
+    if (n > static_cast<std::size_t>(INT_MAX)) {
+      throw ValueError(std::string(who) + ": a message of " + std::to_string(n) +
+                       " elements exceeds MPI's int count or offset limit; use more devices");
+    }
+    return static_cast<int>(n);
+  };
+  for (std::size_t t = 0; t < devices; ++t) {
+    if (t != me && sender(me, t)) send_boxes[t] = intersect(my_src, target(t));
+    send_direct = contiguous_offset(send_boxes[t], my_src, send_at[t]) && send_direct;
+    send_counts[t] = to_int(send_boxes[t].volume());
+    send_total += send_boxes[t].volume();
+  }
+  for (std::size_t s = 0; s < devices; ++s) {
+    if (s != me && sender(s, me)) recv_boxes[s] = intersect(source(s), my_dst);
+    recv_direct = contiguous_offset(recv_boxes[s], my_dst, recv_at[s]) && recv_direct;
+    recv_counts[s] = to_int(recv_boxes[s].volume());
+    recv_total += recv_boxes[s].volume();
+  }
+  // Packed layouts: boxes one after another.
+  std::unique_ptr<T[]> send_buf, recv_buf;
+  const T* send_ptr = src;
+  T* recv_ptr = dst;
+  if (send_direct) {
+    for (std::size_t t = 0; t < devices; ++t) send_displs[t] = to_int(send_at[t]);
+  } else {
+    send_buf.reset(new T[send_total]);
+    std::size_t at = 0;
+    for (std::size_t t = 0; t < devices; ++t) {
+      send_displs[t] = to_int(at);
+      if (send_counts[t]) copy_box(src, my_src, send_buf.get() + at, send_boxes[t], send_boxes[t]);
+      at += send_boxes[t].volume();
+    }
+    send_ptr = send_buf.get();
+  }
+  if (recv_direct) {
+    for (std::size_t s = 0; s < devices; ++s) recv_displs[s] = to_int(recv_at[s]);
+  } else {
+    recv_buf.reset(new T[recv_total]);
+    std::size_t at = 0;
+    for (std::size_t s = 0; s < devices; ++s) {
+      recv_displs[s] = to_int(at);
+      at += recv_boxes[s].volume();
+    }
+    recv_ptr = recv_buf.get();
+  }
+  const MPI_Datatype type = kdist::mpi::datatype<T>();
+  MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
+                recv_counts.data(), recv_displs.data(), type, comm);
+  if (!recv_direct) {
+    for (std::size_t s = 0; s < devices; ++s) {
+      if (recv_counts[s]) place(recv_ptr + recv_displs[s], recv_boxes[s], recv_boxes[s]);
+    }
+  }
+}
+
+}  // namespace kdist::detail

@@ -1,0 +1,62 @@
+# The dependency rule of docs/design.md as a test: a header under include/kdist/<folder>/ includes
+# only its own folder and the folders below it. The layers, bottom to top:
+#   core  <-  parallel, ops (side by side: neither includes the other)  <-  tensor  <-  strategy
+#   <-  nn  <-  io
+# kdist/kdist.hpp (the umbrella) includes everything but io/ (io needs HDF5, an optional component).
+#   cmake -DKDIST_INCLUDE_DIR=<repo>/include -P check_layers.cmake
+# Prints every include that points up (file, line, what it includes, what it may include) and fails.
+cmake_minimum_required(VERSION 3.20)
+if(NOT KDIST_INCLUDE_DIR)
+  message(FATAL_ERROR "check_layers.cmake: pass -DKDIST_INCLUDE_DIR=<repository>/include")
+endif()
+
+set(_layers core parallel ops tensor strategy nn io)
+# What each layer may include besides itself.
+set(_below_core "")
+set(_below_parallel core)
+set(_below_ops core)
+set(_below_tensor core parallel ops)
+set(_below_strategy core parallel ops tensor)
+set(_below_nn core parallel ops tensor strategy)
+set(_below_io core parallel ops tensor strategy nn)
+set(_below_umbrella core parallel ops tensor strategy nn)
+
+file(GLOB_RECURSE _headers RELATIVE ${KDIST_INCLUDE_DIR}/kdist ${KDIST_INCLUDE_DIR}/kdist/*.hpp)
+set(_violations 0)
+set(_checked 0)
+foreach(_h IN LISTS _headers)
+  if(_h STREQUAL "kdist.hpp")
+    set(_own umbrella)
+  else()
+    string(REGEX MATCH "^[^/]+" _own "${_h}")
+    if(_h STREQUAL _own OR NOT _own IN_LIST _layers)
+      message(SEND_ERROR "include/kdist/${_h}: not in a layer folder (${_layers}); "
+                         "move it into the folder of its layer (docs/design.md)")
+      math(EXPR _violations "${_violations} + 1")
+      continue()
+    endif()
+  endif()
+  file(STRINGS ${KDIST_INCLUDE_DIR}/kdist/${_h} _lines)
+  set(_n 0)
+  foreach(_line IN LISTS _lines)
+    math(EXPR _n "${_n} + 1")
+    if(_line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"]kdist/([^>\"]+)[>\"]")
+      set(_target "${CMAKE_MATCH_1}")
+      math(EXPR _checked "${_checked} + 1")
+      string(REGEX MATCH "^[^/]+" _to "${_target}")
+      if(NOT EXISTS ${KDIST_INCLUDE_DIR}/kdist/${_target})
+        message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>, which does not exist")
+        math(EXPR _violations "${_violations} + 1")
+      elseif(NOT _to STREQUAL _own AND NOT _to IN_LIST _below_${_own})
+        message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: '${_to}/' is not "
+                           "below '${_own}/' (${_own}/ may include: ${_own} ${_below_${_own}})")
+        math(EXPR _violations "${_violations} + 1")
+      endif()
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH _headers _count)
+if(_violations)
+  message(FATAL_ERROR "kdist layering: ${_violations} include(s) break the layer rule")
+endif()
+message(STATUS "kdist layering: ${_count} headers, ${_checked} kdist includes, all point down")
