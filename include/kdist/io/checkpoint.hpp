@@ -327,7 +327,7 @@ template <class T>
 void save_checkpoint(BasicSequential<T>& model, const std::string& path, CheckpointInfo info = {}) {
   namespace ck = detail::checkpoint;
   namespace h5 = detail::hdf5;
-  detail::collectives::Region region("kdist::save_checkpoint");
+  detail::ProfilingRegion region("kdist::save_checkpoint");
   ck::require_compiled(model, "kdist::save_checkpoint");
   ck::require_same_path(path, "kdist::save_checkpoint");
   // process 0's values everywhere: what each process writes as attributes must agree
@@ -363,13 +363,13 @@ template <class T>
 LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& path) {
   namespace ck = detail::checkpoint;
   namespace h5 = detail::hdf5;
-  detail::collectives::Region region("kdist::load_checkpoint");
+  detail::ProfilingRegion region("kdist::load_checkpoint");
   ck::require_compiled(model, "kdist::load_checkpoint");
   ck::require_same_path(path, "kdist::load_checkpoint");
   const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
   LoadedCheckpoint out;
   const std::string problem =
-      detail::world_rank() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";
+      kdist::process_id() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";
   mpi::agree<ValueError>(MPI_COMM_WORLD, problem.empty(), problem);
   ck::broadcast(out);
 

@@ -223,7 +223,7 @@ void write_scalar_dataset(hid_t file, const std::string& name, hid_t file_type, 
       H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
       "H5Dcreate2 '" + name + "'"));
   auto sel = hdf5::Dataspace(hdf5::check(H5Screate(H5S_SCALAR), "H5Screate"));
-  if (detail::world_rank() != 0) hdf5::check(H5Sselect_none(sel.get()), "H5Sselect_none");
+  if (kdist::process_id() != 0) hdf5::check(H5Sselect_none(sel.get()), "H5Sselect_none");
   hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), sel.get(), sel.get(), dxpl, &value),
               "H5Dwrite '" + name + "'");
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
@@ -400,7 +400,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   namespace io = detail::checkpoint;
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::save_keras_weights";
-  detail::collectives::Region region(who);
+  detail::ProfilingRegion region(who);
   const auto entries = kw::model_entries(model, path, who);
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
@@ -465,12 +465,12 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   namespace io = detail::checkpoint;
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::load_keras_weights";
-  detail::collectives::Region region(who);
+  detail::ProfilingRegion region(who);
   const auto entries = kw::model_entries(model, path, who);
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
   kw::Plan plan;
-  if (detail::world_rank() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
+  if (kdist::process_id() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
   mpi::agree<ValueError>(MPI_COMM_WORLD, plan.problem.empty(), plan.problem);
   kw::broadcast(plan);
 

@@ -26,6 +26,7 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -222,7 +223,7 @@ class BasicSequential {
   template <class XV, class YV>
   Metrics train_step(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("train_step");
-    Kokkos::Profiling::pushRegion("kdist::Sequential::train_step");
+    detail::ProfilingRegion region("kdist::Sequential::train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
     auto [out, output_layout] = forward_all(x_local, global_batch, context);
     // d loss / d output, in the layout the last layer produced
@@ -238,7 +239,6 @@ class BasicSequential {
       if (dx) dh = std::move(*dx);
     }
     apply_gradients();
-    Kokkos::Profiling::popRegion();
     return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
   }
 

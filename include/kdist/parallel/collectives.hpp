@@ -73,7 +73,7 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
                 const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
-    dc::Region region(dc::all_reduce_name());
+    detail::ProfilingRegion region(dc::all_reduce_name());
     constexpr const char* who = "kdist::all_reduce";
     dc::check_arguments(dc::raw(comm), who,
                         {{"the reduction", static_cast<long long>(op)},
@@ -108,7 +108,7 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
   namespace dc = detail::collectives;
   if constexpr (dc::check_view_type<View>() && dc::check_writable<View>() &&
                 dc::check_reducible<View>()) {
-    dc::Region region(dc::all_reduce_name());
+    detail::ProfilingRegion region(dc::all_reduce_name());
     dc::check_arguments(dc::raw(comm), "kdist::all_reduce",
                         {{"the reduction", static_cast<long long>(op)},
                          {"the element count", static_cast<long long>(view.size())}},
@@ -135,7 +135,7 @@ requires detail::collectives::exec_space<Space> && detail::collectives::view<Sen
 void all_gather(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
-    dc::Region region(dc::all_gather_name());
+    detail::ProfilingRegion region(dc::all_gather_name());
     constexpr const char* who = "kdist::all_gather";
     const int size = dc::size_of(comm);
     dc::check_arguments(
@@ -173,7 +173,7 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
                     const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
-    dc::Region region(dc::reduce_scatter_name());
+    detail::ProfilingRegion region(dc::reduce_scatter_name());
     constexpr const char* who = "kdist::reduce_scatter";
     const int size = dc::size_of(comm);
     dc::check_arguments(
@@ -211,7 +211,7 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
   constexpr bool writable = !std::is_const_v<typename View::value_type>;
   static_assert(writable, "kdist::broadcast: the View must not be const");
   if constexpr (dc::check_view_type<View>() && writable) {
-    dc::Region region(dc::broadcast_name());
+    detail::ProfilingRegion region(dc::broadcast_name());
     constexpr const char* who = "kdist::broadcast";
     const int size = dc::size_of(comm);
     dc::check_arguments(dc::raw(comm), who,
@@ -250,7 +250,7 @@ requires detail::collectives::exec_space<Space> && detail::collectives::view<Sen
 void all_to_all(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
-    dc::Region region(dc::all_to_all_name());
+    detail::ProfilingRegion region(dc::all_to_all_name());
     constexpr const char* who = "kdist::all_to_all";
     const int size = dc::size_of(comm);
     dc::check_arguments(

@@ -14,8 +14,9 @@
 //! `KERAS_DISTRIBUTION_PROCESS_ID` for the arguments not given, and check them against MPI's world
 //! (the processes are started by `mpiexec`, so the values are only checked, never needed).
 //!
-//! The machinery is in detail/runtime_startup.hpp (starting and stopping MPI and Kokkos, the
-//! device choice) and detail/runtime_arguments.hpp (the checks of the Keras settings).
+//! process_count/process_id live in parallel/world.hpp, list_devices/get_device_count in
+//! parallel/devices.hpp (both included here). The machinery is in detail/initialize_startup.hpp (starting and stopping MPI and Kokkos, the
+//! device choice) and detail/initialize_arguments.hpp (the checks of the Keras settings).
 //!
 //! \code
 //! int main(int argc, char** argv) {
@@ -29,17 +30,15 @@
 #include <cstddef>
 #include <kdist/parallel/detail/initialize_arguments.hpp>
 #include <kdist/parallel/detail/initialize_startup.hpp>
+#include <kdist/parallel/devices.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/world.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace kdist {
-
-//! True when Kokkos' default execution space is a GPU (it cannot run on host memory): CUDA, HIP,
-//! SYCL, OpenMPTarget. Then list_devices() names the devices "gpu:N".
-inline constexpr bool default_space_is_gpu = detail::runtime::default_space_is_gpu;
 
 //! Initialises kdist for a run of several processes, like `keras.distribution.initialize`.
 //!
@@ -108,55 +107,5 @@ class ScopeGuard {
  private:
   detail::runtime::Started started_;
 };
-
-//! The number of processes, the size of MPI_COMM_WORLD (Keras: `jax.process_count()`).
-//! Errors: kdist::RuntimeError when MPI is not running (no ScopeGuard or initialize() yet).
-[[nodiscard]] inline int process_count() {
-  mpi::detail::require_mpi("kdist::process_count");
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-//! This process' id, its MPI_COMM_WORLD rank, in [0, process_count()).
-//! Errors: kdist::RuntimeError when MPI is not running.
-[[nodiscard]] inline int process_id() {
-  mpi::detail::require_mpi("kdist::process_id");
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-//! The global devices, one per process, like `keras.distribution.list_devices`: `"cpu:0"` ...
-//! `"cpu:N-1"`, or `"gpu:0"` ... when the type is "gpu". Device r is driven by MPI rank r.
-//!
-//! `device_type`: "cpu", "gpu" or "tpu", any case; by default "gpu" when Kokkos' default execution
-//! space is a GPU, else "cpu". "cpu" is always available (every process has a host).
-//! Errors: kdist::RuntimeError for a type this build has no devices of ("gpu" on a host-only
-//! Kokkos, "tpu" always), naming what is available, or when MPI is not running;
-//! kdist::ValueError for an unknown type, listing the valid ones.
-//!
-//! \code
-//! auto devices = kdist::list_devices();        // {"cpu:0", "cpu:1"} under mpiexec -n 2
-//! auto same = kdist::list_devices("CPU");      // any case
-//! \endcode
-[[nodiscard]] inline std::vector<std::string> list_devices(
-    std::optional<std::string> device_type = {}) {
-  const std::string type = detail::runtime::resolve_device_type(device_type, "kdist::list_devices");
-  const int n = process_count();
-  std::vector<std::string> devices;
-  devices.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    devices.push_back(type + ":" + std::to_string(i));
-  }
-  return devices;
-}
-
-//! The number of global devices of `device_type` (`list_devices(device_type).size()`), like
-//! `keras.distribution.get_device_count`. Same defaults and errors as list_devices.
-[[nodiscard]] inline int get_device_count(std::optional<std::string> device_type = {}) {
-  (void)detail::runtime::resolve_device_type(device_type, "kdist::get_device_count");
-  return process_count();
-}
 
 }  // namespace kdist

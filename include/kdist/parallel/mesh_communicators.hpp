@@ -76,7 +76,7 @@ class MeshCommunicators {
   MeshCommunicators(std::vector<int> shape, std::vector<std::string> axis_names,
                     MPI_Comm parent = MPI_COMM_WORLD)
       : shape_(std::move(shape)), names_(std::move(axis_names)) {
-    mpi::detail::require_mpi("kdist::MeshCommunicators");
+    kdist::detail::require_mpi("kdist::MeshCommunicators");
     int parent_size = 0;
     mpi::detail::check_mpi(MPI_Comm_size(parent, &parent_size),
                            "kdist::MeshCommunicators: MPI_Comm_size");

@@ -10,7 +10,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
-#include <kdist/parallel/initialize.hpp>
+#include <kdist/parallel/devices.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <memory>

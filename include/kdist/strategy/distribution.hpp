@@ -22,7 +22,7 @@
 #include <initializer_list>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/parallel/initialize.hpp>
+#include <kdist/parallel/world.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <memory>
@@ -123,13 +123,6 @@ inline std::optional<std::size_t> device_number(std::string_view device) {
   return n;
 }
 
-inline bool mpi_running() {
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  return initialized && !finalized;
-}
 
 }  // namespace detail
 

@@ -16,6 +16,7 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/box.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
 #include <kdist/core/error.hpp>
@@ -166,13 +167,12 @@ requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed l
         const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
         const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const RuntimeTensorLayout& layout) {
-  Kokkos::Profiling::pushRegion("kdist::distribute_tensor");
+  detail::ProfilingRegion region("kdist::distribute_tensor");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   auto h = Kokkos::create_mirror_view(t.local());
   detail::copy_box(global, detail::whole<Tensor>(shape), h.data(), t.block(), t.block());
   Kokkos::deep_copy(t.local(), h);
-  Kokkos::Profiling::popRegion();
   return t;
 }
 
@@ -200,7 +200,7 @@ requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed l
         const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
         const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const RuntimeTensorLayout& layout, int root = 0) {
-  Kokkos::Profiling::pushRegion("kdist::distribute_tensor_from_root");
+  detail::ProfilingRegion region("kdist::distribute_tensor_from_root");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   auto t = Tensor::uninitialized(shape, layout);
@@ -219,7 +219,6 @@ requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed l
       [&](std::size_t d) { return blocks[d]; }, [&](std::size_t s, std::size_t) { return s == r; },
       false, MPI_COMM_WORLD, "kdist::distribute_tensor_from_root");
   Kokkos::deep_copy(t.local(), h);
-  Kokkos::Profiling::popRegion();
   return t;
 }
 
@@ -294,11 +293,10 @@ requires(detail::is_dynamic_data_type_v<DataType>&& detail::invocable_with_indic
     detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
         F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
         const RuntimeTensorLayout& layout) {
-  Kokkos::Profiling::pushRegion("kdist::distribute_tensor(fn)");
+  detail::ProfilingRegion region("kdist::distribute_tensor(fn)");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
   detail::fill_from_function<evaluates_on_device_v<F, MemorySpace>>(t.local(), t.offsets(), f);
-  Kokkos::Profiling::popRegion();
   return t;
 }
 
@@ -387,7 +385,7 @@ template <class DataType, class MemorySpace>
 Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
     const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
     std::optional<int> root = std::nullopt) {
-  Kokkos::Profiling::pushRegion("kdist::full_tensor");
+  detail::ProfilingRegion region("kdist::full_tensor");
   using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   using Host = Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace>;
@@ -413,7 +411,6 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
                                                                : detail::Box<R>{};
       },
       sender, t.is_partial(), MPI_COMM_WORLD, "kdist::full_tensor");
-  Kokkos::Profiling::popRegion();
   return out;
 }
 

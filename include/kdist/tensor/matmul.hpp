@@ -21,6 +21,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/data_type_extents.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
@@ -72,7 +73,7 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
     DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a = ops::Op::none,
     ops::Op op_b = ops::Op::none,
     typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
-  Kokkos::Profiling::pushRegion("kdist::matmul");
+  detail::ProfilingRegion region("kdist::matmul");
   using Tensor = DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>;
   if (!(A.device_mesh() == B.device_mesh())) {
     throw ValueError("kdist::matmul: " + A.to_string() + " and " + B.to_string() +
@@ -131,7 +132,6 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
       ops::matmul(a_local, b_local, c, op_a, op_b);
     }
   }
-  Kokkos::Profiling::popRegion();
   return Tensor::from_local(c, {M, N}, std::move(out_layout), std::move(partial));
 }
 

@@ -23,6 +23,7 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
@@ -72,7 +73,7 @@ std::size_t reduce_scatter_dim(const Tensor& t, const RuntimeTensorLayout& out) 
 template <class DataType, class MemorySpace>
 void redistribute_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
                        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& out) {
-  Kokkos::Profiling::pushRegion("kdist::redistribute");
+  detail::ProfilingRegion region("kdist::redistribute");
   using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
   detail::check_same_mesh(t, out.layout());
@@ -142,7 +143,6 @@ void redistribute_into(const DistributedTensor<DataType, RuntimeTensorLayout, Me
         "kdist::redistribute");
     Kokkos::deep_copy(out.local(), dst);
   }
-  Kokkos::Profiling::popRegion();
 }
 
 //! `t` laid out by `target` (on the same mesh), with pending sums resolved. An unchanged layout

@@ -24,21 +24,11 @@
 #include <kdist/core/layout.hpp>
 #include <kdist/core/pending_sum.hpp>
 #include <kdist/core/runtime_layout.hpp>
+#include <kdist/parallel/world.hpp>
 
 namespace kdist {
 
 namespace detail {
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
 //! The layout of a distributed tensor must have a mesh of exactly the running processes; checked
 //! on replicated values only, so every rank throws the same error or none does.
 inline void check_layout_for_tensor(const RuntimeTensorLayout& layout,
@@ -49,7 +39,7 @@ inline void check_layout_for_tensor(const RuntimeTensorLayout& layout,
   }
   layout.check_shape(shape);
   const auto& mesh = *layout.device_mesh();
-  const int world = world_size();
+  const int world = kdist::process_count();
   if (mesh.size() != static_cast<std::size_t>(world)) {
     throw ValueError("kdist: tensor of shape " + shape_repr(shape) + " with layout " +
                      layout.to_string() + ": the mesh has " + std::to_string(mesh.size()) +
@@ -232,7 +222,7 @@ class DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> {
       return device_mesh().extent(device_mesh().axis_index(a)) == 1;
     });
     std::sort(partial_.begin(), partial_.end());
-    device_ = static_cast<std::size_t>(detail::world_rank());
+    device_ = static_cast<std::size_t>(kdist::process_id());
     block_ = block_of(device_);
     if (allocate) {
       local_ =

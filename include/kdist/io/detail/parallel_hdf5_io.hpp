@@ -93,7 +93,7 @@ inline void require_same_path(const std::string& path, const char* who) {
   mpi::agree<ValueError>(MPI_COMM_WORLD, zero == path,
                          std::string(who) + ": the processes were given different paths ('" + zero +
                              "' on process 0, '" + path + "' on process " +
-                             std::to_string(detail::world_rank()) +
+                             std::to_string(kdist::process_id()) +
                              "); give every process the same path");
 }
 
@@ -373,7 +373,7 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     hdf5::check(file.close(), who + ": closing '" + tmp + "'");
   }
   MPI_Barrier(MPI_COMM_WORLD);  // every process has closed the file
-  const std::string failed = detail::world_rank() == 0 ? publish(tmp, path) : std::string();
+  const std::string failed = kdist::process_id() == 0 ? publish(tmp, path) : std::string();
   mpi::agree<RuntimeError>(MPI_COMM_WORLD, failed.empty(), who + ": '" + path + "': " + failed);
 }
 

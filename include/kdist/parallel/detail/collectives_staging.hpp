@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <string>
@@ -76,15 +77,6 @@ void with_staging(F&& f) {
     if (!s && !r) f(std::false_type{}, std::false_type{});
   }
 }
-
-//! A Kokkos profiling region for the lifetime of the object.
-class Region {
- public:
-  explicit Region(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
-  Region(const Region&) = delete;
-  Region& operator=(const Region&) = delete;
-  ~Region() { Kokkos::Profiling::popRegion(); }
-};
 
 //! Region names as strings built once (pushRegion takes a std::string).
 #define KDIST_DETAIL_REGION_NAME(fn)               \

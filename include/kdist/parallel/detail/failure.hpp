@@ -14,6 +14,8 @@
 
 #include <mpi.h>
 
+#include <kdist/parallel/world.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,12 +41,6 @@ inline State& state() {
   return s;
 }
 
-inline bool mpi_running() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
 
 //! Seconds a failing process waits for the others before it aborts the job.
 inline double grace_seconds() {
@@ -121,7 +117,7 @@ inline void gather_and_print(const std::string& message) {
 //! process 0 only and returns.
 inline int end_job(const std::string& message) {
   State& s = state();
-  if (!mpi_running()) {
+  if (!kdist::detail::mpi_running()) {
     if (s.rank <= 0) print("error: " + message);
     return exit_status;
   }
@@ -158,7 +154,7 @@ inline std::string current_exception_message() {
 //! std::terminate while MPI runs ends the job: no other process is left waiting.
 [[noreturn]] inline void on_terminate() {
   const std::string message = current_exception_message();
-  if (mpi_running()) abort_job(message);
+  if (kdist::detail::mpi_running()) abort_job(message);
   print("error: " + message);
   std::abort();
 }
@@ -167,7 +163,7 @@ inline std::string current_exception_message() {
 //! communicator, this process' rank, and the terminate handler. Safe to call again.
 inline void prepare() {
   State& s = state();
-  if (!mpi_running()) return;
+  if (!kdist::detail::mpi_running()) return;
   MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &s.size);
   if (s.comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
@@ -180,7 +176,7 @@ inline void prepare() {
 //! Before MPI_Finalize: frees the error communicator and restores the terminate handler.
 inline void release() noexcept {
   State& s = state();
-  if (s.comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&s.comm);
+  if (s.comm != MPI_COMM_NULL && kdist::detail::mpi_running()) MPI_Comm_free(&s.comm);
   s.comm = MPI_COMM_NULL;
   if (s.handler_installed) {
     std::set_terminate(s.previous);

@@ -28,13 +28,11 @@
 #include <kdist/parallel/detail/failure.hpp>
 #include <kdist/parallel/detail/initialize_arguments.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/devices.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/world.hpp>
 
 namespace kdist::detail::runtime {
-
-//! kdist::default_space_is_gpu: Kokkos' default execution space cannot run on host memory.
-inline constexpr bool default_space_is_gpu =
-    !Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible;
 
 //! What kdist::initialize() started itself (finalised at exit); ScopeGuard keeps its own record.
 struct RuntimeState {
@@ -47,24 +45,13 @@ inline RuntimeState& runtime_state() {
   return state;
 }
 
-inline bool mpi_is_initialized() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  return initialized != 0;
-}
-inline bool mpi_is_finalized() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  return finalized != 0;
-}
-
 //! Initialises MPI (MPI_THREAD_FUNNELED) unless it is; returns whether it did.
 inline bool start_mpi(int* argc, char*** argv) {
   // MPI_Initialized stays true after MPI_Finalize: ask MPI_Finalized first.
-  if (mpi_is_finalized()) {
+  if (kdist::detail::mpi_is_finalized()) {
     throw RuntimeError("kdist: MPI was finalised already and cannot be initialised again");
   }
-  if (mpi_is_initialized()) {
+  if (kdist::detail::mpi_is_initialized()) {
     return false;
   }
   int provided = MPI_THREAD_SINGLE;
@@ -194,7 +181,7 @@ inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
   if (started_kokkos && Kokkos::is_initialized()) {
     Kokkos::finalize();
   }
-  if (started_mpi && mpi_is_initialized() && !mpi_is_finalized()) {
+  if (started_mpi && kdist::detail::mpi_is_initialized() && !kdist::detail::mpi_is_finalized()) {
     failure::release();
     MPI_Finalize();
   }
@@ -254,46 +241,6 @@ inline Started start_checked(int* argc, char*** argv, std::optional<std::string>
     throw;
   }
   return started;
-}
-
-//! Lower-case copy.
-inline std::string to_lower_ascii(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-//! The device type list_devices() uses for `device_type`: "cpu" or "gpu". Errors as documented
-//! there.
-inline std::string resolve_device_type(const std::optional<std::string>& device_type,
-                                       std::string_view who) {
-  const std::string available = default_space_is_gpu ? "\"cpu\", \"gpu\"" : "\"cpu\"";
-  const std::string space =
-      std::string("Kokkos' default execution space is ") + Kokkos::DefaultExecutionSpace::name();
-  if (!device_type) {
-    return default_space_is_gpu ? "gpu" : "cpu";
-  }
-  const std::string type = to_lower_ascii(*device_type);
-  if (type == "cpu") {
-    return type;
-  }
-  if (type == "gpu") {
-    if (!default_space_is_gpu) {
-      throw RuntimeError(std::string(who) + ": no \"gpu\" devices: " + space +
-                         ", a host space; available device types: " + available +
-                         ". Build kdist against a Kokkos with CUDA, HIP or SYCL enabled for GPUs");
-    }
-    return type;
-  }
-  if (type == "tpu") {
-    throw RuntimeError(std::string(who) +
-                       ": no \"tpu\" devices: kdist runs on Kokkos, which has no TPU backend (" +
-                       space + "); available device types: " + available);
-  }
-  throw ValueError(
-      std::string(who) + ": unknown device_type \"" + *device_type +
-      "\"; valid types are \"cpu\", \"gpu\" and \"tpu\" (any case), or none for the default");
 }
 
 }  // namespace kdist::detail::runtime

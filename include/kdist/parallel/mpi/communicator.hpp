@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/world.hpp>
 #include <string>
 #include <utility>
 
@@ -34,19 +35,7 @@ inline void check_mpi(int rc, const char* what) {
                      " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
-//! Throws kdist::RuntimeError when MPI is not initialised (or already finalised).
-inline void require_mpi(const char* who) {
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) {
-    throw RuntimeError(
-        std::string(who) + ": MPI is " + (finalized ? "already finalised" : "not initialised") +
-        "; create a kdist::ScopeGuard at the start of main (or call kdist::initialize()) "
-        "and keep it alive while kdist is used");
-  }
-}
+using kdist::detail::require_mpi;  // the one check, parallel/world.hpp
 
 }  // namespace detail
 
@@ -133,9 +122,7 @@ class Communicator {
 
   void reset() noexcept {
     if (owning_ && comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) {
+      if (!kdist::detail::mpi_is_finalized()) {
         MPI_Comm_free(&comm_);
       }
     }
