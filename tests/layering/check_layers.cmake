@@ -2,6 +2,8 @@
 # only its own folder and the folders below it. The layers, bottom to top:
 #   core  <-  parallel, ops (side by side: neither includes the other)  <-  tensor  <-  strategy
 #   <-  nn  <-  io
+# Within core/, the static forms (mesh, layout, ...) do not include their run-time value forms
+# (core/runtime_*): the value types convert from the static ones in their constructors.
 # kdist/kdist.hpp (the umbrella) includes everything but io/ (io needs HDF5, an optional component).
 #   cmake -DKDIST_INCLUDE_DIR=<repo>/include -P check_layers.cmake
 # Prints every include that points up (file, line, what it includes, what it may include) and fails.
@@ -46,6 +48,14 @@ foreach(_h IN LISTS _headers)
       string(REGEX MATCH "^[^/]+" _to "${_target}")
       if(NOT EXISTS ${KDIST_INCLUDE_DIR}/kdist/${_target})
         message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>, which does not exist")
+        math(EXPR _violations "${_violations} + 1")
+      elseif(_own STREQUAL "core" AND _target MATCHES "^core/runtime_" AND
+             NOT _h MATCHES "^core/runtime_")
+        # The static forms do not depend on their value forms: the conversion is the value type's
+        # constructor (mdspan's pattern), so a core header includes core/runtime_* only from one.
+        message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: a static core "
+                           "type must not depend on its run-time value form; put the conversion in "
+                           "the value type's constructor")
         math(EXPR _violations "${_violations} + 1")
       elseif(NOT _to STREQUAL _own AND NOT _to IN_LIST _below_${_own})
         message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: '${_to}/' is not "

@@ -19,9 +19,21 @@
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/mesh.hpp>
-#include <kdist/core/runtime_layout.hpp>
 
 namespace kdist {
+
+class RuntimeTensorLayout;  // core/runtime_layout.hpp: the value form, which converts from every layout
+
+namespace detail {
+//! T, named through a value so that an expression using it is dependent (and checked when used).
+template <auto, class T>
+struct dependent_type {
+  using type = T;
+};
+template <auto V, class T>
+using dependent_type_t = typename dependent_type<V, T>::type;
+}  // namespace detail
+
 
 namespace error {
 //! `Mesh` is not a `kdist::DeviceMesh<...>`: the first argument of TensorLayout is the mesh type.
@@ -330,22 +342,22 @@ class BasicTensorLayout {
   std::vector<std::size_t> owners(const std::array<std::size_t, R>& shape,
                                   const std::array<std::size_t, R>& index) const {
     static_assert(check_rank<R>());
-    return to_runtime().owners(shape, index);
+    return runtime<R>().owners(shape, index);
   }
   //! Run-time check of a global shape (rank is checked at compile time).
   template <std::size_t R>
   void check_shape(const std::array<std::size_t, R>& shape) const {
     static_assert(check_rank<R>());
-    to_runtime().check_shape(shape);
+    runtime<R>().check_shape(shape);
   }
 
-  //! The same layout as a value.
-  RuntimeTensorLayout to_runtime() const {
-    std::vector<DimAxes> axes;
-    (axes.emplace_back(Dims), ...);
-    return RuntimeTensorLayout(std::move(axes), mesh_.to_runtime(), Div);
+  //! The same layout as a value. The conversion is RuntimeTensorLayout's converting constructor
+  //! (core/runtime_layout.hpp, which a caller of to_runtime includes): the static layout does not
+  //! depend on its value form, as mdspan's extents convert in the target.
+  template <class Runtime = RuntimeTensorLayout>
+  Runtime to_runtime() const {
+    return Runtime(*this);
   }
-  operator RuntimeTensorLayout() const { return to_runtime(); }  // NOLINT: every layout is one
 
   //! `<TensorLayout axes=('model', 'data'), device_mesh=<DeviceMesh ...>>`, as Keras prints it.
   std::string to_string() const {
@@ -358,11 +370,14 @@ class BasicTensorLayout {
   friend bool operator==(const BasicTensorLayout& a, const BasicTensorLayout& b) {
     return a.mesh_ == b.mesh_;
   }
-  friend bool operator==(const BasicTensorLayout& a, const RuntimeTensorLayout& b) {
-    return a.to_runtime() == b;
-  }
 
  private:
+  //! The value form, for the run-time checks (R makes the call dependent: RuntimeTensorLayout is
+  //! complete where a function of a tensor of rank R is instantiated, not where this is defined).
+  template <std::size_t R>
+  auto runtime() const {
+    return to_runtime<detail::dependent_type_t<R, RuntimeTensorLayout>>();
+  }
   //! The mesh's extents, static ones as constants (so shard arithmetic on static axes folds).
   std::array<std::size_t, Mesh_::rank()> mesh_extents() const {
     std::array<std::size_t, Mesh_::rank()> e{};
@@ -414,7 +429,7 @@ class BasicTensorLayout {
     } else {
       if constexpr (Div == Division::even) {
         for (std::size_t d = 0; d < R; ++d) {
-          if (shape[d] % shards(d) != 0) to_runtime().check_shape(shape);  // throws its message
+          if (shape[d] % shards(d) != 0) runtime<R>().check_shape(shape);  // throws its message
         }
       }
       const auto coords = mesh_.coords_of(device);

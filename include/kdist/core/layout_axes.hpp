@@ -20,9 +20,11 @@
 
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/mesh.hpp>
-#include <kdist/core/runtime_layout.hpp>
 
 namespace kdist {
+
+class DimAxes;  // core/runtime_layout.hpp: the value form of a dimension
+
 
 namespace error {
 // Never defined as constexpr: a consteval check that reaches one fails to compile, and the
@@ -106,9 +108,11 @@ class LayoutAxes {
   constexpr std::size_t rank() const { return rank_; }
   constexpr const DimSpec& operator[](std::size_t d) const { return dims_[d]; }
 
-  //! As the run-time form (what LayoutMap stores).
-  std::vector<DimAxes> to_runtime() const {
-    std::vector<DimAxes> out;
+  //! As the run-time form (what LayoutMap stores): DimAxes converts from each DimSpec
+  //! (core/runtime_layout.hpp, which a caller includes; this header does not depend on it).
+  template <class Axes = DimAxes>
+  std::vector<Axes> to_runtime() const {
+    std::vector<Axes> out;
     for (std::size_t d = 0; d < rank_; ++d) out.emplace_back(dims_[d]);
     return out;
   }

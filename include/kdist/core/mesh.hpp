@@ -19,9 +19,11 @@
 #include <kdist/core/detail/mesh_rules.hpp>
 #include <kdist/core/detail/row_major.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/core/runtime_mesh.hpp>
 
 namespace kdist {
+
+class RuntimeDeviceMesh;  // core/runtime_mesh.hpp: the value form, which converts from every mesh
+
 
 namespace error {
 //! `kdist::DeviceMesh<>` has no axes: a mesh needs at least one, e.g.
@@ -245,17 +247,16 @@ class DeviceMesh : private detail::instantiate_axes<std::index_sequence_for<Axes
     return detail::flatten(extents_, coords);
   }
 
-  //! The same mesh as a value (axis names as strings).
-  RuntimeDeviceMesh to_runtime() const {
-    std::vector<std::string> names;
-    for (auto n : axis_names()) names.emplace_back(n);
-    return RuntimeDeviceMesh(std::vector<std::size_t>(extents_.begin(), extents_.end()),
-                             std::move(names), devices_);
+  //! The same mesh as a value (axis names as strings). The conversion is RuntimeDeviceMesh's
+  //! converting constructor (core/runtime_mesh.hpp, which a caller of to_runtime includes): the
+  //! static mesh does not depend on its value form, as mdspan's extents convert in the target.
+  template <class Runtime = RuntimeDeviceMesh>
+  Runtime to_runtime() const {
+    return Runtime(*this);
   }
-  operator RuntimeDeviceMesh() const { return to_runtime(); }  // NOLINT: every mesh is one
 
   //! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints it.
-  std::string to_string() const { return to_runtime().to_string(); }
+  std::string to_string() const { return detail::mesh_repr(extents_, axis_names()); }
   friend std::ostream& operator<<(std::ostream& os, const DeviceMesh& m) {
     return os << m.to_string();
   }

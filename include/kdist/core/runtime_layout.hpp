@@ -18,6 +18,7 @@
 #include <kdist/core/detail/shard_math.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/core/layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 
 namespace kdist {
@@ -78,6 +79,13 @@ class RuntimeTensorLayout {
                       std::optional<RuntimeDeviceMesh> mesh = {},
                       Division division = Division::chunk)
       : RuntimeTensorLayout(std::vector<DimAxes>(axes), std::move(mesh), division) {}
+
+  //! Every static layout is one: the conversion toward the value form lives here, in the target
+  //! (mdspan's pattern), so core/layout.hpp does not depend on this header.
+  template <class Mesh, Division Div, DimSpec... Dims>
+  RuntimeTensorLayout(const BasicTensorLayout<Mesh, Div, Dims...>& layout)  // NOLINT: implicit
+      : RuntimeTensorLayout(std::vector<DimAxes>{DimAxes(Dims)...},
+                            RuntimeDeviceMesh(layout.device_mesh()), Div) {}
 
   std::size_t rank() const { return axes_.size(); }
   const std::vector<DimAxes>& axes() const { return axes_; }
@@ -296,5 +304,11 @@ class RuntimeTensorLayout {
   std::optional<RuntimeDeviceMesh> mesh_;
   std::vector<std::vector<std::size_t>> axis_index_;  // mesh axes of each dimension
 };
+
+//! A static layout and a value layout are equal when they mean the same thing.
+template <class Mesh, Division Div, DimSpec... Dims>
+bool operator==(const BasicTensorLayout<Mesh, Div, Dims...>& a, const RuntimeTensorLayout& b) {
+  return RuntimeTensorLayout(a) == b;
+}
 
 }  // namespace kdist

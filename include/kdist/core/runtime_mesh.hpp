@@ -18,25 +18,10 @@
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/detail/row_major.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/core/mesh.hpp>
 
 namespace kdist {
 
-namespace detail {
-//! "device:0", "device:1", ...: the names a mesh built from a bare device count uses.
-inline std::vector<std::string> numbered_devices(std::size_t count) {
-  std::vector<std::string> out;
-  out.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) out.push_back("device:" + std::to_string(i));
-  return out;
-}
-
-//! The error of a device index out of range, kept out of line so that the checks inline cheaply.
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_device_index_out_of_range(
-    std::size_t index, std::size_t size) {
-  throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
-                   " is out of range for a mesh of " + std::to_string(size) + " devices");
-}
-}  // namespace detail
 
 //! A cluster of devices arranged as a named, row-major grid (Keras `DeviceMesh`).
 //!
@@ -61,6 +46,12 @@ class RuntimeDeviceMesh {
     impl_ = std::make_shared<const Impl>(
         Impl{std::move(shape), std::move(axis_names), detail::numbered_devices(device_count)});
   }
+
+  //! Every static mesh is one: the conversion toward the value form lives here, in the target
+  //! (mdspan's pattern), so core/mesh.hpp does not depend on this header.
+  template <class... Axes>
+  RuntimeDeviceMesh(const DeviceMesh<Axes...>& mesh)  // NOLINT: implicit, every mesh is one
+      : RuntimeDeviceMesh(extents_of(mesh), names_of(mesh), mesh.devices()) {}
 
   std::size_t rank() const { return impl_->shape.size(); }
   //! Extent of axis r; a ValueError when r >= rank().
@@ -126,8 +117,7 @@ class RuntimeDeviceMesh {
 
   //! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints it.
   std::string to_string() const {
-    return "<DeviceMesh shape=" + detail::shape_repr(impl_->shape) +
-           ", axis_names=" + detail::join_quoted(impl_->axis_names) + ">";
+    return detail::mesh_repr(impl_->shape, impl_->axis_names);
   }
   friend std::ostream& operator<<(std::ostream& os, const RuntimeDeviceMesh& m) {
     return os << m.to_string();
@@ -140,6 +130,19 @@ class RuntimeDeviceMesh {
   }
 
  private:
+  template <class Mesh>
+  static std::vector<std::size_t> extents_of(const Mesh& mesh) {
+    std::vector<std::size_t> e;
+    for (std::size_t r = 0; r < Mesh::rank(); ++r) e.push_back(mesh.extent(r));
+    return e;
+  }
+  template <class Mesh>
+  static std::vector<std::string> names_of(const Mesh&) {
+    std::vector<std::string> n;
+    for (auto name : Mesh::axis_names()) n.emplace_back(name);
+    return n;
+  }
+
   struct Impl {
     std::vector<std::size_t> shape;
     std::vector<std::string> axis_names;

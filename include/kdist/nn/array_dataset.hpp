@@ -25,7 +25,7 @@
 
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/nn/layer.hpp>
+#include <kdist/nn/shape.hpp>
 
 namespace kdist {
 

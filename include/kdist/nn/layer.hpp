@@ -37,12 +37,10 @@
 
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/shape.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
-
-//! A shape without its batch dimension: (784,) or (28, 28, 1).
-using Shape = std::vector<std::size_t>;
 
 //! A trainable variable (`kdist::layers::Variable`): its Keras path ("d1/kernel"), its value and
 //! its gradient, both laid out by the distribution (gradients are sharded exactly like the value).

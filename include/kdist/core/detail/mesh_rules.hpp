@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <kdist/core/error.hpp>
+
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/detail/row_major.hpp>
 
@@ -91,6 +93,31 @@ std::optional<std::string> shape_problem(const Shape& shape, const Names& names,
   for (auto e : shape) extents.push_back(std::to_string(e));
   return "shape does not match the number of devices: shape " + py_tuple(extents) + " holds " +
          std::to_string(size) + " devices, but " + std::to_string(device_count) + " were given";
+}
+
+//! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints a mesh: the one
+//! printer of DeviceMesh and RuntimeDeviceMesh.
+template <class Shape, class Names>
+std::string mesh_repr(const Shape& shape, const Names& names) {
+  std::vector<std::string> extents;
+  for (auto e : shape) extents.push_back(std::to_string(e));
+  const std::vector<std::string> n(names.begin(), names.end());
+  return "<DeviceMesh shape=" + py_tuple(extents) + ", axis_names=" + join_quoted(n) + ">";
+}
+
+//! "device:0", "device:1", ...: the names a mesh built from a bare device count uses.
+inline std::vector<std::string> numbered_devices(std::size_t count) {
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) out.push_back("device:" + std::to_string(i));
+  return out;
+}
+
+//! The error of a device index out of range, kept out of line so that the checks inline cheaply.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_device_index_out_of_range(
+    std::size_t index, std::size_t size) {
+  throw ValueError("kdist::DeviceMesh: device index " + std::to_string(index) +
+                   " is out of range for a mesh of " + std::to_string(size) + " devices");
 }
 
 }  // namespace kdist::detail

@@ -26,7 +26,7 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/nn/layer.hpp>
-#include <kdist/nn/layers/dense.hpp>
+#include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/random.hpp>

@@ -19,6 +19,7 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layers/activation.hpp>
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/random.hpp>
@@ -26,8 +27,6 @@
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
-
-enum class Activation { linear, relu, softmax };
 
 //! Dense on scalars `T` (float or double). A class template so that including this header costs
 //! only its parsing: a TU pays for the matmul, redistribute and ops machinery only when it uses a

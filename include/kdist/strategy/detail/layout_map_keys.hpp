@@ -4,32 +4,14 @@
 //! budgets for one key and for the RE2::Set of all keys, a transparent string hash for the lookup
 //! cache, and keys quoted (and abbreviated) for error messages.
 
-#include <algorithm>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/strategy/detail/re2.hpp>
-#include <kdist/core/error.hpp>
-#include <kdist/core/layout.hpp>
-#include <kdist/core/layout_axes.hpp>
-#include <kdist/core/mesh.hpp>
-#include <kdist/core/runtime_layout.hpp>
-#include <kdist/core/runtime_mesh.hpp>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <ranges>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 namespace kdist::detail {
