@@ -1,6 +1,6 @@
 // Compile-time facts of Kokkos data types and the static extents of typed tensors (issue 10).
 // Built = passed.
-#include <kdist/tensor/detail/data_type_extents.hpp>
+#include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/layout.hpp>
 
 #include <array>

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/pending_sum.hpp>
@@ -89,20 +90,13 @@ struct gradient_shape_differs_from_the_variables;
 //! mesh than the variable, does not compile (the run-time checks still run: shapes, extents).
 //! Their data types may differ in which extents are static (`float[784][200]`, `float**`), not in
 //! a static extent (`error::gradient_shape_differs_from_the_variables`).
-template <class Optimizer, class VariableData, class VariableLayout, class GradientData,
-          class GradientLayout, class MemorySpace, class... Slots>
-requires(
-    is_static_tensor_layout_v<VariableLayout>&& is_static_tensor_layout_v<GradientLayout>&&
-        std::is_same_v<
-            detail::dynamic_data_type_t<VariableData>,
-            detail::dynamic_data_type_t<
-                GradientData>>) void apply_gradient(const Optimizer& optimizer,
-                                                    DistributedTensor<VariableData, VariableLayout,
-                                                                      MemorySpace>& variable,
-                                                    const DistributedTensor<GradientData,
-                                                                            GradientLayout,
-                                                                            MemorySpace>& gradient,
-                                                    const Slots&... slots) {
+template <class Optimizer, class VariableData, TypedTensorLayout VariableLayout,
+          SameDynamicDataType<VariableData> GradientData, TypedTensorLayout GradientLayout,
+          class MemorySpace, class... Slots>
+void apply_gradient(const Optimizer& optimizer,
+                    DistributedTensor<VariableData, VariableLayout, MemorySpace>& variable,
+                    const DistributedTensor<GradientData, GradientLayout, MemorySpace>& gradient,
+                    const Slots&... slots) {
   using G = DistributedTensor<GradientData, GradientLayout, MemorySpace>;
   using V = DistributedTensor<VariableData, VariableLayout, MemorySpace>;
   static_assert(detail::diagnose<detail::static_extents_agree<GradientData, VariableData>(),

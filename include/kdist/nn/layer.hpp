@@ -35,9 +35,10 @@
 #include <variant>
 #include <vector>
 
-#include <kdist/strategy/distribution.hpp>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -126,9 +127,8 @@ class AnyLayer {
 
   //! Holds a copy of `layer`. A type that is not a kdist::Layer on T does not compile
   //! (kdist::error::type_is_not_a_layer_on<L, T>); see the concept for what it needs.
-  template <class L>
-  requires(!std::same_as<std::remove_cvref_t<L>, AnyLayer>) AnyLayer(L&& layer)
-      : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {}
+  template <DifferentFrom<AnyLayer> L>
+  AnyLayer(L&& layer) : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {}
   AnyLayer(const AnyLayer& other) : self_(other.self_->clone()) {}
   AnyLayer(AnyLayer&&) noexcept = default;
   AnyLayer& operator=(const AnyLayer& other) {

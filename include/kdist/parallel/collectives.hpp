@@ -31,6 +31,7 @@
 #include <Kokkos_Core.hpp>
 #include <concepts>
 #include <cstddef>
+#include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/detail/collectives_staging.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
@@ -43,20 +44,6 @@ namespace kdist {
 //! processes of the communicator (integer division for integer types).
 enum class ReduceOp { sum, max, min, mean };
 
-namespace detail::collectives {
-
-template <class T>
-concept exec_space = Kokkos::is_execution_space<T>::value;
-
-template <class T>
-concept view = Kokkos::is_view<T>::value;
-
-//! A kdist::mpi::Communicator or a raw MPI_Comm.
-template <class T>
-concept communicator = std::same_as<T, MPI_Comm> || std::same_as<T, mpi::Communicator>;
-
-}  // namespace detail::collectives
-
 //! Reduces `send` over the processes of `comm` into `recv` on every process (MPI_Allreduce):
 //! recv[i] = op over ranks of send[i]. `mean` divides the sum by comm's size.
 //! Preconditions: send.size() == recv.size() on every rank; both contiguous; recv not const.
@@ -66,9 +53,8 @@ concept communicator = std::same_as<T, MPI_Comm> || std::same_as<T, mpi::Communi
 //! \code
 //! kdist::all_reduce(space, local_loss, total_loss, kdist::ReduceOp::sum, MPI_COMM_WORLD);
 //! \endcode
-template <class Space, class SendView, class RecvView, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
+          MpiCommunicator Comm>
 void all_reduce(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op,
                 const Comm& comm) {
   namespace dc = detail::collectives;
@@ -101,9 +87,7 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
 //! \code
 //! kdist::all_reduce(space, grad, kdist::ReduceOp::mean, mesh.comm("data"));
 //! \endcode
-template <class Space, class View, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
-    detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView View, MpiCommunicator Comm>
 void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_view_type<View>() && dc::check_writable<View>() &&
@@ -129,9 +113,8 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
 //! Kokkos::View<float**, Kokkos::LayoutRight> rows("rows", comm.size(), n);  // row r from rank r
 //! kdist::all_gather(space, mine, rows, comm);
 //! \endcode
-template <class Space, class SendView, class RecvView, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
+          MpiCommunicator Comm>
 void all_gather(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
@@ -166,9 +149,8 @@ void all_gather(const Space& space, const SendView& send, const RecvView& recv, 
 //! Preconditions: send.size() == recv.size() * comm size; both contiguous.
 //! Errors: kdist::ValueError for a send of the wrong size (naming the sizes), a View that is
 //! not contiguous, max/min of complex values; kdist::RuntimeError when MPI fails.
-template <class Space, class SendView, class RecvView, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
+          MpiCommunicator Comm>
 void reduce_scatter(const Space& space, const SendView& send, const RecvView& recv, ReduceOp op,
                     const Comm& comm) {
   namespace dc = detail::collectives;
@@ -203,9 +185,7 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
 //! Preconditions: the same view.size() on every rank; contiguous; 0 <= root < comm size.
 //! Errors: kdist::ValueError for a root outside the communicator or a View that is not
 //! contiguous; kdist::RuntimeError when MPI fails.
-template <class Space, class View, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<View> &&
-    detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView View, MpiCommunicator Comm>
 void broadcast(const Space& space, const View& view, int root, const Comm& comm) {
   namespace dc = detail::collectives;
   constexpr bool writable = !std::is_const_v<typename View::value_type>;
@@ -244,9 +224,8 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
 //! Preconditions: send.size() == recv.size(), a multiple of comm size; both contiguous.
 //! Errors: kdist::ValueError for sizes that differ or do not split into comm-size blocks (naming
 //! the sizes), or a View that is not contiguous; kdist::RuntimeError when MPI fails.
-template <class Space, class SendView, class RecvView, class Comm>
-requires detail::collectives::exec_space<Space> && detail::collectives::view<SendView> &&
-    detail::collectives::view<RecvView> && detail::collectives::communicator<Comm>
+template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
+          MpiCommunicator Comm>
 void all_to_all(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {

@@ -26,6 +26,7 @@
 //! \endcode
 
 #include <exception>
+#include <kdist/core/concepts.hpp>
 #include <kdist/parallel/detail/failure.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <optional>
@@ -34,8 +35,7 @@
 namespace kdist {
 
 //! Runs `body(argc, argv)` (returning int) under a ScopeGuard; see the file comment for errors.
-template <class Body>
-requires std::is_invocable_r_v<int, Body&, int, char**>
+template <MainFunction Body>
 int run(int argc, char** argv, Body&& body) noexcept {
   std::optional<ScopeGuard> guard;
   try {

@@ -6,13 +6,14 @@
 
 #include <concepts>
 #include <cstddef>
-#include <kdist/strategy/distribution.hpp>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
-#include <kdist/parallel/devices.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/parallel/devices.hpp>
+#include <kdist/strategy/distribution.hpp>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,20 +54,16 @@ class DataParallel : public Distribution {
     check_processes_divisible();
   }
   //! On a static `kdist::DeviceMesh<...>` (anything convertible to a RuntimeDeviceMesh).
-  template <class Mesh>
-  requires(std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-           !std::same_as<std::remove_cvref_t<Mesh>,
-                         RuntimeDeviceMesh>) explicit DataParallel(const Mesh& device_mesh,
-                                                                   DistributionOptions options = {})
+  template <ConvertibleToRuntimeMesh Mesh>
+  explicit DataParallel(const Mesh& device_mesh, DistributionOptions options = {})
       : DataParallel(static_cast<RuntimeDeviceMesh>(device_mesh), options) {}
   //! On a static mesh, sharding the data over `batch_dim_name`, an axis written in code and
   //! checked at compile time: `kdist::DataParallel(mesh, "dta")` does not compile
   //! (`kdist::error::axis_name_is_not_an_axis_of_the_mesh`). Keras' DataParallel always takes the
   //! mesh's first axis; this names another (a (model, data) mesh).
-  template <class Mesh>
-  requires(is_device_mesh_v<Mesh>)
-      DataParallel(const Mesh& device_mesh, std::type_identity_t<AxisName<Mesh>> batch_dim_name,
-                   DistributionOptions options = {})
+  template <StaticMesh Mesh>
+  DataParallel(const Mesh& device_mesh, std::type_identity_t<AxisName<Mesh>> batch_dim_name,
+               DistributionOptions options = {})
       : Distribution(static_cast<RuntimeDeviceMesh>(device_mesh), batch_dim_name.str(), options,
                      "DataParallel") {
     check_processes_divisible();
@@ -75,9 +72,8 @@ class DataParallel : public Distribution {
   //! axis of the mesh is a ValueError naming the mesh's axes.
   //! (A template so that neither a braced DistributionOptions nor a typed mesh with a literal
   //! picks it.)
-  template <class RuntimeMesh, std::convertible_to<std::string> Name>
-  requires std::same_as<std::remove_cvref_t<RuntimeMesh>, RuntimeDeviceMesh> DataParallel(
-      RuntimeMesh&& device_mesh, Name&& batch_dim_name, DistributionOptions options = {})
+  template <SameUnqualified<RuntimeDeviceMesh> RuntimeMesh, std::convertible_to<std::string> Name>
+  DataParallel(RuntimeMesh&& device_mesh, Name&& batch_dim_name, DistributionOptions options = {})
       : Distribution(RuntimeDeviceMesh(std::forward<RuntimeMesh>(device_mesh)),
                      std::string(std::forward<Name>(batch_dim_name)), options, "DataParallel") {
     check_processes_divisible();

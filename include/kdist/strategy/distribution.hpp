@@ -20,11 +20,12 @@
 #include <concepts>
 #include <cstddef>
 #include <initializer_list>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/parallel/world.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/parallel/world.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -208,11 +209,8 @@ class Distribution : public std::enable_shared_from_this<Distribution> {
   RuntimeTensorLayout get_data_layout(std::initializer_list<std::size_t> data_shape) const {
     return get_data_layout(std::span<const std::size_t>(data_shape.begin(), data_shape.size()));
   }
-  template <std::ranges::input_range Shape>
-  requires(std::integral<std::ranges::range_value_t<Shape>> &&
-           !std::convertible_to<const Shape&, std::span<const std::size_t>>) RuntimeTensorLayout
-      get_data_layout(const Shape& data_shape)
-  const {
+  template <ShapeRange Shape>
+  RuntimeTensorLayout get_data_layout(const Shape& data_shape) const {
     const auto s = detail::to_shape(data_shape);
     return get_data_layout(std::span<const std::size_t>(s));
   }

@@ -40,12 +40,13 @@
 //! \endcode
 
 #include <cstddef>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
 #include <kdist/core/runtime_layout.hpp>
-#include <kdist/strategy/runtime_layout_map.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/strategy/runtime_layout_map.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,11 +88,8 @@ class LayoutMap : public RuntimeLayoutMap {
   }
   //! The run-time forms, for rules read at run time (checked when inserted): a
   //! `std::vector<DimAxes>` or a RuntimeTensorLayout, named as such (braces are the checked form).
-  template <class Runtime>
-  requires(
-      std::same_as<std::remove_cvref_t<Runtime>, std::vector<DimAxes>> ||
-      std::same_as<std::remove_cvref_t<Runtime>, RuntimeTensorLayout>) void insert(std::string key,
-                                                                                   Runtime&& rule) {
+  template <RuntimeLayoutRule Runtime>
+  void insert(std::string key, Runtime&& rule) {
     RuntimeLayoutMap::insert(std::move(key), std::forward<Runtime>(rule));
   }
 
@@ -139,10 +137,8 @@ class LayoutMap<Mesh>::Proxy : public RuntimeLayoutMap::Proxy {
     typed_->insert(key_, layout);
     return *this;
   }
-  template <class Runtime>
-  requires(std::same_as<std::remove_cvref_t<Runtime>, std::vector<DimAxes>> ||
-           std::same_as<std::remove_cvref_t<Runtime>, RuntimeTensorLayout>) Proxy&
-  operator=(Runtime&& rule) {
+  template <RuntimeLayoutRule Runtime>
+  Proxy& operator=(Runtime&& rule) {
     typed_->insert(key_, std::forward<Runtime>(rule));
     return *this;
   }

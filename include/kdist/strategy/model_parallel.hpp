@@ -4,11 +4,12 @@
 //! (Keras `keras.distribution.ModelParallel`).
 
 #include <cstddef>
-#include <kdist/strategy/distribution.hpp>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,11 +54,10 @@ class ModelParallel : public Distribution {
   //! at compile time: `kdist::ModelParallel(layout_map, "dta")` does not compile
   //! (`kdist::error::axis_name_is_not_an_axis_of_the_mesh`). A batch axis known only at run time
   //! (a std::string) takes the constructor above.
-  template <class Mesh>
-  requires(is_device_mesh_v<Mesh>)
-      ModelParallel(const LayoutMap<Mesh>& layout_map,
-                    std::type_identity_t<AxisName<Mesh>> batch_dim_name,
-                    DistributionOptions options = {})
+  template <StaticMesh Mesh>
+  ModelParallel(const LayoutMap<Mesh>& layout_map,
+                std::type_identity_t<AxisName<Mesh>> batch_dim_name,
+                DistributionOptions options = {})
       : ModelParallel(static_cast<const RuntimeLayoutMap&>(layout_map), batch_dim_name.str(),
                       options) {}
   //! Sharing `layout_map` (whose diagnostics then show this distribution's lookups).

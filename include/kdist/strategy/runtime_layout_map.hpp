@@ -10,14 +10,15 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
-#include <kdist/strategy/detail/re2.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/strategy/detail/re2.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,12 +94,10 @@ class RuntimeLayoutMap {
   explicit RuntimeLayoutMap(std::optional<RuntimeDeviceMesh> device_mesh)
       : mesh_(std::move(device_mesh)), state_(std::make_unique<State>()) {}
   //! From a static `kdist::DeviceMesh<...>` (or anything convertible to a RuntimeDeviceMesh).
-  template <class Mesh>
-  requires(
-      std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-      !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh> &&
-      !std::same_as<std::remove_cvref_t<Mesh>,
-                    std::optional<RuntimeDeviceMesh>>) explicit RuntimeLayoutMap(const Mesh& mesh)
+  //! (A std::optional<RuntimeDeviceMesh> does not convert to a mesh: it takes the constructor
+  //! above.)
+  template <ConvertibleToRuntimeMesh Mesh>
+  explicit RuntimeLayoutMap(const Mesh& mesh)
       : RuntimeLayoutMap(std::optional<RuntimeDeviceMesh>(static_cast<RuntimeDeviceMesh>(mesh))) {}
 
   //! Copies the rules, the strict flag and the diagnostics; the copy has its own cache.
@@ -184,10 +183,8 @@ class RuntimeLayoutMap {
     changed();
   }
   //! Inserts a static `kdist::TensorLayout<...>` or anything convertible to a RuntimeTensorLayout.
-  template <class Layout>
-  requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
-           !std::same_as<std::remove_cvref_t<Layout>,
-                         RuntimeTensorLayout>) void insert(std::string key, Layout&& layout) {
+  template <ConvertibleToRuntimeLayout Layout>
+  void insert(std::string key, Layout&& layout) {
     insert(std::move(key), static_cast<RuntimeTensorLayout>(std::forward<Layout>(layout)));
   }
   //! Keras' shortcut: the axes alone, `map.insert("d1/kernel", {kdist::replicated, "model"})`.
@@ -253,11 +250,8 @@ class RuntimeLayoutMap {
     return layout;
   }
   //! As above, for any shape given as a range of integers (`std::vector<int>`, `std::array`...).
-  template <std::ranges::input_range Shape>
-  requires(std::integral<std::ranges::range_value_t<Shape>> &&
-           !std::convertible_to<const Shape&, std::span<const std::size_t>>)
-      std::optional<RuntimeTensorLayout> resolve(std::string_view path, const Shape& shape)
-  const {
+  template <ShapeRange Shape>
+  std::optional<RuntimeTensorLayout> resolve(std::string_view path, const Shape& shape) const {
     std::vector<std::size_t> s;
     for (auto e : shape) s.push_back(static_cast<std::size_t>(e));
     return resolve(path, std::span<const std::size_t>(s));
@@ -603,11 +597,8 @@ class RuntimeLayoutMap::Proxy {
     map_->insert(key_, std::move(layout));
     return *this;
   }
-  template <class Layout>
-  requires(std::convertible_to<Layout, RuntimeTensorLayout> &&
-           !std::same_as<std::remove_cvref_t<Layout>, RuntimeTensorLayout> &&
-           !std::same_as<std::remove_cvref_t<Layout>, Proxy>) Proxy&
-  operator=(Layout&& layout) {
+  template <ConvertibleToRuntimeLayout Layout>
+  requires DifferentFrom<Layout, Proxy> Proxy& operator=(Layout&& layout) {
     map_->insert(key_, static_cast<RuntimeTensorLayout>(std::forward<Layout>(layout)));
     return *this;
   }

@@ -16,11 +16,13 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/concepts.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/box.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
-#include <kdist/core/error.hpp>
-#include <kdist/core/runtime_layout.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -151,22 +153,17 @@ void fill_from_function(const View& v, const std::array<std::size_t, R>& offset,
   Kokkos::fence();
 }
 
-template <class F, class T, std::size_t... I>
-constexpr bool invocable_with_indices(std::index_sequence<I...>) {
-  return std::is_invocable_r_v<T, F, decltype(I)...>;
-}
-
 }  // namespace detail
 
 //! From a global row-major array that every process holds: each keeps its block.
 //!
 //! Example: `auto w = kdist::distribute_tensor<float**>(data.data(), {784, 200}, layout);`
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
-    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const RuntimeTensorLayout& layout) {
+//! (A DataType with static extents takes a static layout: the typed forms below.)
+template <DynamicDataType DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout) {
   detail::ProfilingRegion region("kdist::distribute_tensor");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
@@ -178,9 +175,8 @@ requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed l
 
 //! From a host View of the global tensor that every process holds (Keras:
 //! `distribute_tensor(tensor, layout)`).
-template <class GlobalView>
-requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
-    const GlobalView& global, const RuntimeTensorLayout& layout) {
+template <KokkosView GlobalView>
+auto distribute_tensor(const GlobalView& global, const RuntimeTensorLayout& layout) {
   // A View with static extents (float[8][6]) gives a run-time tensor (float**).
   using DataType = detail::dynamic_data_type_t<typename GlobalView::traits::non_const_data_type>;
   using Tensor = DistributedTensor<DataType>;
@@ -194,12 +190,11 @@ requires Kokkos::is_view<GlobalView>::value auto distribute_tensor(
 }
 
 //! From one root process (MPI scatter): only `root` reads `global_on_root`; others pass nullptr.
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
-requires(detail::is_dynamic_data_type_v<DataType>)  // static extents: a typed layout
-    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const RuntimeTensorLayout& layout, int root = 0) {
+template <DynamicDataType DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout, int root = 0) {
   detail::ProfilingRegion region("kdist::distribute_tensor_from_root");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   constexpr std::size_t R = Tensor::rank;
@@ -286,13 +281,11 @@ inline constexpr bool evaluates_on_device_v =
 //! float(i * 200 + j); }, {784, 200}, layout);` (a host lambda: evaluated on the host);
 //! `kdist::distribute_tensor<float**>(KOKKOS_LAMBDA(std::size_t i, std::size_t j) { return
 //! float(i * 200 + j); }, {784, 200}, layout);` (evaluated on the device).
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
-requires(detail::is_dynamic_data_type_v<DataType>&& detail::invocable_with_indices<
-         F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-    std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
-    detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
-        F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const RuntimeTensorLayout& layout) {
+template <DynamicDataType DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          IndexFunction<DataType> F>
+detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor(
+    F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const RuntimeTensorLayout& layout) {
   detail::ProfilingRegion region("kdist::distribute_tensor(fn)");
   using Tensor = detail::runtime_tensor_t<DataType, MemorySpace>;
   auto t = Tensor::uninitialized(shape, layout);
@@ -310,14 +303,11 @@ requires(detail::is_dynamic_data_type_v<DataType>&& detail::invocable_with_indic
 //! Example: `auto w = kdist::distribute_tensor<float**>(f, {784, 200}, kernel_layout);` with
 //! `kdist::TensorLayout<Mesh, kdist::replicated, "model"> kernel_layout(mesh);`, or
 //! `auto w = kdist::distribute_tensor<float[784][200]>(f, kernel_layout);`.
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
-          class Layout>
-requires(is_tensor_layout_v<Layout>&& detail::invocable_with_indices<
-         F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-    std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
-    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const Layout& layout) {
+template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          IndexFunction<DataType> F, StaticLayout Layout>
+DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+    F f, const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
   Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
   return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(
@@ -325,31 +315,28 @@ requires(is_tensor_layout_v<Layout>&& detail::invocable_with_indices<
                layout);
 }
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
-          class Layout>
-requires(is_tensor_layout_v<Layout>)
-    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const Layout& layout) {
+          StaticLayout Layout>
+DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const Layout& layout) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
   Typed::check_static_shape(shape, "kdist::distribute_tensor");  // before any work or message
   return Typed(distribute_tensor<detail::dynamic_data_type_t<DataType>, MemorySpace>(
                    global, shape, layout.to_runtime()),
                layout);
 }
-template <class GlobalView, class Layout>
-requires(Kokkos::is_view<GlobalView>::value&& is_tensor_layout_v<Layout>) auto distribute_tensor(
-    const GlobalView& global, const Layout& layout) {
+template <KokkosView GlobalView, StaticLayout Layout>
+auto distribute_tensor(const GlobalView& global, const Layout& layout) {
   using Typed = DistributedTensor<typename GlobalView::traits::non_const_data_type, Layout>;
   return Typed(distribute_tensor(global, layout.to_runtime()), layout);
 }
 template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
-          class Layout>
-requires(is_tensor_layout_v<Layout>)
-    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor_from_root(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
-        const Layout& layout, int root = 0) {
+          StaticLayout Layout>
+DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor_from_root(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global_on_root,
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::shape_type& shape,
+    const Layout& layout, int root = 0) {
   using Typed = DistributedTensor<DataType, Layout, MemorySpace>;
   Typed::check_static_shape(shape,
                             "kdist::distribute_tensor_from_root");  // before any work or message
@@ -360,22 +347,17 @@ requires(is_tensor_layout_v<Layout>)
 
 //! The forms above for a DataType whose extents are all static (`float[784][200]`): the shape is
 //! DataType's.
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F,
-          class Layout>
-requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType>&&
-             detail::invocable_with_indices<
-                 F, typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type>(
-                 std::make_index_sequence<detail::runtime_tensor_t<DataType, MemorySpace>::rank>{}))
-    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(F f, const Layout& layout) {
+template <StaticDataType DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          IndexFunction<DataType> F, StaticLayout Layout>
+DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(F f, const Layout& layout) {
   return distribute_tensor<DataType, MemorySpace>(
       std::move(f), detail::data_type_extents<DataType>::extents, layout);
 }
-template <class DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
-          class Layout>
-requires(is_tensor_layout_v<Layout>&& detail::is_static_data_type_v<DataType>)
-    DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
-        const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
-        const Layout& layout) {
+template <StaticDataType DataType, class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space,
+          StaticLayout Layout>
+DistributedTensor<DataType, Layout, MemorySpace> distribute_tensor(
+    const typename detail::runtime_tensor_t<DataType, MemorySpace>::value_type* global,
+    const Layout& layout) {
   return distribute_tensor<DataType, MemorySpace>(
       global, detail::data_type_extents<DataType>::extents, layout);
 }
@@ -416,10 +398,9 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
 
 //! full_tensor of a typed tensor: that of its run-time tensor. (Spelled out because nvcc's front
 //! end cannot deduce the run-time base of a typed tensor with static extents, `float[8][6]`.)
-template <class DataType, class Layout, class MemorySpace>
-requires(is_static_tensor_layout_v<Layout>) auto full_tensor(
-    const DistributedTensor<DataType, Layout, MemorySpace>& t,
-    std::optional<int> root = std::nullopt) {
+template <class DataType, TypedTensorLayout Layout, class MemorySpace>
+auto full_tensor(const DistributedTensor<DataType, Layout, MemorySpace>& t,
+                 std::optional<int> root = std::nullopt) {
   return full_tensor(t.runtime(), root);
 }
 

@@ -17,14 +17,16 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
-#include <kdist/tensor/detail/box.hpp>
-#include <kdist/tensor/detail/data_type_extents.hpp>
+#include <kdist/core/concepts.hpp>
+#include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/pending_sum.hpp>
 #include <kdist/core/runtime_layout.hpp>
+#include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/world.hpp>
+#include <kdist/tensor/detail/box.hpp>
 
 namespace kdist {
 
@@ -267,7 +269,7 @@ struct typed_tensor_parts {
   static constexpr DimSpec pending = static_layout_parts<L>::pending;
 };
 template <class L, std::size_t R, std::size_t... I>
-requires(!is_static_tensor_layout_v<L>) struct typed_tensor_parts<L, R, std::index_sequence<I...>> {
+requires(!TypedTensorLayout<L>) struct typed_tensor_parts<L, R, std::index_sequence<I...>> {
   static constexpr bool valid = false;
   using layout_type = TensorLayout<placeholder_mesh, replicated_at<I>...>;
   static constexpr DimSpec pending = replicated;
@@ -396,9 +398,10 @@ class DistributedTensor : public DistributedTensor<detail::dynamic_data_type_t<D
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
   //! A zero-filled tensor of the shape DataType gives (`float[784][200]`).
-  static DistributedTensor
-  zeros(layout_type layout, std::string label = "kdist::DistributedTensor") requires(
-      !is_pending_sum && detail::is_static_data_type_v<DataType>) {
+  static DistributedTensor zeros(
+      layout_type layout,
+      std::string label = "kdist::DistributedTensor") requires(!is_pending_sum &&
+                                                               StaticDataType<DataType>) {
     return zeros(static_extents_, std::move(layout), std::move(label));
   }
   //! Allocated but not initialised (for callers that write every element).
@@ -409,18 +412,19 @@ class DistributedTensor : public DistributedTensor<detail::dynamic_data_type_t<D
     auto t = runtime_type::uninitialized(shape, layout.to_runtime(), std::move(label));
     return DistributedTensor(std::move(t), std::move(layout), unchecked{});
   }
-  static DistributedTensor
-  uninitialized(layout_type layout, std::string label = "kdist::DistributedTensor") requires(
-      !is_pending_sum && detail::is_static_data_type_v<DataType>) {
+  static DistributedTensor uninitialized(
+      layout_type layout,
+      std::string label = "kdist::DistributedTensor") requires(!is_pending_sum &&
+                                                               StaticDataType<DataType>) {
     return uninitialized(static_extents_, std::move(layout), std::move(label));
   }
   //! From this process's block, a View of static or run-time extents (they must be the
   //! layout's: a ValueError, not Kokkos' abort of a static-extent conversion); for a PendingSum
   //! type the block is this process's summand.
-  template <class LocalView>
-  requires(Kokkos::is_view<LocalView>::value&&
-               std::is_convertible_v<const LocalView&, runtime_view_type>) static DistributedTensor
-      from_local(const LocalView& local, const shape_type& shape, layout_type layout) {
+  template <KokkosView LocalView>
+  requires std::is_convertible_v<const LocalView&, runtime_view_type>
+  static DistributedTensor from_local(const LocalView& local, const shape_type& shape,
+                                      layout_type layout) {
     check_static_shape(shape, "kdist::DistributedTensor::from_local");
     auto t = runtime_type::from_local(runtime_view_type(local), shape, layout.to_runtime(),
                                       pending_axis_names());

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <kdist/tensor/detail/box.hpp>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
+#include <kdist/tensor/detail/box.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -134,9 +135,8 @@ std::string visualize_sharding(
 
 //! visualize_sharding of a typed tensor: that of its run-time tensor (spelled out for nvcc, whose
 //! front end cannot deduce the run-time base of a typed tensor with static extents).
-template <class DataType, class Layout, class MemorySpace>
-requires(is_static_tensor_layout_v<Layout>) std::string
-    visualize_sharding(const DistributedTensor<DataType, Layout, MemorySpace>& t) {
+template <class DataType, TypedTensorLayout Layout, class MemorySpace>
+std::string visualize_sharding(const DistributedTensor<DataType, Layout, MemorySpace>& t) {
   return visualize_sharding(t.runtime());
 }
 
