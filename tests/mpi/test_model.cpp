@@ -11,7 +11,6 @@
 #include <kdist/nn/model.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
-#include "common/batch_loader.hpp"
 #include "common/fashion_mnist.hpp"
 #include "common/trainer.hpp"
 #include "reference_mlp.hpp"
@@ -40,6 +39,17 @@ std::shared_ptr<const kdist::Distribution> make_dist(bool model_parallel,
 const kdist::examples::FashionMnist& data() {
   static auto d = kdist::examples::load_fashion_mnist(kdist::examples::Split::train, 0, 30 * 32);
   return d;
+}
+
+// The same rows as a kdist::ArrayDataset, batched by the library's loader.
+const kdist::ArrayDataset<float>& dataset() {
+  static auto d = kdist::examples::as_dataset(kdist::examples::FashionMnist(data()), {784});
+  return d;
+}
+
+// Examples `idx` and their labels in the default memory space (the library's batch loader).
+auto load_batch(kdist::detail::BatchLoader<float, 2>& loader, const std::vector<std::size_t>& idx) {
+  return std::make_pair(loader.load_examples(idx), loader.load_labels(idx));
 }
 
 void expect_close(double a, double b, double rel, const std::string& what) {
@@ -75,8 +85,8 @@ void run_against_reference(bool model_parallel, std::vector<std::size_t> shape, 
   for (std::size_t s = 0; s < steps; ++s) {
     // the sharded step on this process's rows
     const auto idx = plan.local_indices(order, s);
-    kdist::examples::BatchLoader loader(idx.size(), 784);
-    const auto [x, y] = loader.load(data(), idx);
+    kdist::detail::BatchLoader<float, 2> loader(dataset(), idx.size());
+    const auto [x, y] = load_batch(loader, idx);
     const std::size_t global = plan.global_batch_size_at(s);
     const auto m = model.train_step(x, y, global);
     // the reference on the whole global batch
@@ -146,10 +156,10 @@ TEST(ShardedTrainer, DoubleModelFollowsTheFloatModel) {
       d.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 1337);
       kdist::BatchPlan plan(data().count, B, *dist, {.drop_remainder = true});
       const auto order = plan.order(0);
-      kdist::examples::BatchLoader loader(plan.local_batch_size(), 784);
+      kdist::detail::BatchLoader<float, 2> loader(dataset(), plan.local_batch_size());
       for (std::size_t s = 0; s < steps; ++s) {
         const auto idx = plan.local_indices(order, s);
-        const auto [x, y] = loader.load(data(), idx);
+        const auto [x, y] = load_batch(loader, idx);
         const auto xd = to_double(x);
         const auto mf = f.train_step(x, y, B);
         const auto md = d.train_step(xd, y, B);
