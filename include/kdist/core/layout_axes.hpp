@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kdist/core/detail/layout_rules.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/mesh.hpp>
 
@@ -76,9 +77,11 @@ class LayoutDim {
  private:
   consteval void check() const {
     if (spec_.overflow) error::layout_dimension_over_dim_spec_limits();
-    for (std::size_t i = 0; i < spec_.size(); ++i) {
-      if (!Mesh::find_axis(spec_.axis(i))) error::layout_names_an_axis_that_is_not_in_the_mesh();
-    }
+    const auto unknown = detail::first_unknown_axis(
+        1, [&](std::size_t) { return spec_.size(); },
+        [&](std::size_t, std::size_t k) { return spec_.axis(k); },
+        [](std::string_view name) { return Mesh::find_axis(name); });
+    if (unknown.found) error::layout_names_an_axis_that_is_not_in_the_mesh();
   }
   DimSpec spec_;
 };
@@ -95,14 +98,13 @@ class LayoutAxes {
     if (dims.size() > max_rank) error::layout_has_more_dimensions_than_layout_axes_holds();
     std::size_t d = 0;
     for (const auto& dim : dims) dims_[d++] = dim.spec();
-    std::array<bool, Mesh::rank()> used{};
-    for (std::size_t k = 0; k < rank_; ++k) {
-      for (std::size_t i = 0; i < dims_[k].size(); ++i) {
-        const std::size_t a = *Mesh::find_axis(dims_[k].axis(i));
-        if (used[a]) error::layout_uses_a_mesh_axis_twice();
-        used[a] = true;
-      }
-    }
+    // The rule of core/detail/layout_rules.hpp, as TensorLayout and RuntimeTensorLayout apply it
+    // (each LayoutDim already checked that its names are axes of the mesh).
+    const auto reused = detail::first_reused_axis(
+        rank_, [&](std::size_t d) { return dims_[d].size(); },
+        [&](std::size_t d, std::size_t k) { return dims_[d].axis(k); },
+        [](std::string_view name) { return Mesh::find_axis(name); });
+    if (reused.found) error::layout_uses_a_mesh_axis_twice();
   }
 
   constexpr std::size_t rank() const { return rank_; }
