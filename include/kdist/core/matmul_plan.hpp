@@ -104,12 +104,13 @@ struct MatmulPlan {
   //! over ['model']".
   std::string to_string() const {
     std::vector<std::string> steps;
-    if (gather_b_cols) steps.emplace_back("gather B's columns (they share a mesh axis with A's rows)");
+    if (gather_b_cols) steps.emplace_back("gather B's columns (A's rows use their mesh axes)");
     if (gather_a_contraction) steps.emplace_back("gather A's contraction");
     if (gather_b_contraction) steps.emplace_back("gather B's contraction");
     if (slice == MatmulSlice::a) steps.emplace_back("slice A's contraction to B's block");
     if (slice == MatmulSlice::b) steps.emplace_back("slice B's contraction to A's block");
-    std::string product = "local product -> " + detail::py_tuple({repr(rows), repr(cols)});
+    const std::vector<std::string> dims{repr(rows), repr(cols)};
+    std::string product = "local product -> " + detail::py_tuple(dims);
     if (is_partial()) {
       std::vector<std::string> names;
       for (std::size_t i = 0; i < detail::axis_count(pending); ++i) {

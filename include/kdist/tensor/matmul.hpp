@@ -8,11 +8,12 @@
 //!                                                    other's block, no communication
 //!   contraction dimension replicated in both         local product (column-parallel when B's
 //!                                                    columns are sharded)
-//! The result is laid out (A's row axes, B's column axes). Resolve a pending sum with
-//! kdist::redistribute (all-reduce to replicated, reduce-scatter to a shard). Local products
-//! run through kdist::ops::matmul (Eigen on host memory, Kokkos kernels elsewhere).
+//! The rule is kdist::plan_matmul (core/matmul_plan.hpp), written once: the typed overload asks it
+//! at compile time for the result's type, the run-time one at run time for what to move; this
+//! file executes the plan. The result is laid out (A's row axes, B's column axes). Resolve a
+//! pending sum with kdist::redistribute (all-reduce to replicated, reduce-scatter to a shard).
+//! Local products run through kdist::ops::matmul (Eigen on host memory, Kokkos kernels elsewhere).
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -21,30 +22,22 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/parallel/profiling_region.hpp>
-#include <kdist/tensor/detail/data_type_extents.hpp>
+#include <kdist/core/concepts.hpp>
+#include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout.hpp>
-#include <kdist/ops/matmul.hpp>
+#include <kdist/core/matmul_plan.hpp>
 #include <kdist/core/pending_sum.hpp>
-#include <kdist/tensor/redistribute.hpp>
 #include <kdist/core/runtime_layout.hpp>
+#include <kdist/ops/matmul.hpp>
+#include <kdist/parallel/profiling_region.hpp>
+#include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
 
 namespace detail {
-inline std::vector<std::string> axis_names_of(const RuntimeTensorLayout& l, std::size_t d) {
-  return l.axes()[d].names();
-}
-inline bool overlaps(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  for (const auto& x : a) {
-    if (std::find(b.begin(), b.end(), x) != b.end()) return true;
-  }
-  return false;
-}
-
 //! The columns [lo, lo + n) (or rows, for `rows`) of a LayoutRight matrix, as a contiguous copy.
 template <class View>
 View slice(const View& v, bool rows, std::size_t lo, std::size_t n) {
@@ -89,36 +82,27 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
                      std::to_string(K) + ", " + B.to_string() + " gives " +
                      std::to_string(B.shape()[b_k]));
   }
-  auto with_dim = [](const RuntimeTensorLayout& l, std::size_t d, std::vector<std::string> axes) {
+  // Plan with kdist::plan_matmul (the rule the typed overload's result type comes from), then
+  // run it: redistribute what it gathers, slice what it slices, multiply the local blocks.
+  const auto& la = A.layout().axes();
+  const auto& lb = B.layout().axes();
+  const MatmulPlan<DimAxes> plan = plan_matmul(la[a_m], la[a_k], lb[b_k], lb[b_n]);
+  auto replicate_dim = [](const RuntimeTensorLayout& l, std::size_t d) {
     auto dims = l.axes();
-    dims[d] = DimAxes(std::move(axes));
+    dims[d] = DimAxes();
     return RuntimeTensorLayout(dims, l.device_mesh(), l.division());
   };
-  auto ma = detail::axis_names_of(A.layout(), a_m), ka = detail::axis_names_of(A.layout(), a_k);
-  auto kb = detail::axis_names_of(B.layout(), b_k), nb = detail::axis_names_of(B.layout(), b_n);
-  // Output dimensions may not share mesh axes with each other or with the pending sum.
-  if (detail::overlaps(ma, nb)) {
-    B = redistribute(B, with_dim(B.layout(), b_n, {}));
-    nb.clear();
-  }
-  const auto& k_axes = !ka.empty() ? ka : kb;
-  if (!(ka.empty() || kb.empty() || ka == kb) || detail::overlaps(k_axes, ma) ||
-      detail::overlaps(k_axes, nb)) {
-    // Contraction sharded incompatibly: replicate it in both operands.
-    if (!ka.empty()) A = redistribute(A, with_dim(A.layout(), a_k, {}));
-    if (!kb.empty()) B = redistribute(B, with_dim(B.layout(), b_k, {}));
-    ka.clear();
-    kb.clear();
-  }
-  std::vector<std::string> partial = !ka.empty() ? ka : kb;
+  if (plan.gather_b_cols) B = redistribute(B, replicate_dim(B.layout(), b_n));
+  if (plan.gather_a_contraction) A = redistribute(A, replicate_dim(A.layout(), a_k));
+  if (plan.gather_b_contraction) B = redistribute(B, replicate_dim(B.layout(), b_k));
   auto a_local = A.local();
   auto b_local = B.local();
-  if (ka.empty() && !kb.empty()) {  // slice A's contraction to B's block
+  if (plan.slice == MatmulSlice::a) {  // slice A's contraction to B's block
     a_local = detail::slice(a_local, a_k == 0, B.offsets()[b_k], B.local_extents()[b_k]);
-  } else if (kb.empty() && !ka.empty()) {  // slice B's contraction to A's block
+  } else if (plan.slice == MatmulSlice::b) {  // slice B's contraction to A's block
     b_local = detail::slice(b_local, b_k == 0, A.offsets()[a_k], A.local_extents()[a_k]);
   }
-  RuntimeTensorLayout out_layout({DimAxes(ma), DimAxes(nb)}, A.device_mesh());
+  RuntimeTensorLayout out_layout({plan.rows, plan.cols}, A.device_mesh());
   const std::size_t rows = A.local_extents()[a_m], cols = B.local_extents()[b_n];
   typename Tensor::view_type c = reuse;
   if (c.extent(0) != rows || c.extent(1) != cols || c.data() == nullptr) {
@@ -132,7 +116,7 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
       ops::matmul(a_local, b_local, c, op_a, op_b);
     }
   }
-  return Tensor::from_local(c, {M, N}, std::move(out_layout), std::move(partial));
+  return Tensor::from_local(c, {M, N}, std::move(out_layout), plan.pending.names());
 }
 
 namespace error {
@@ -146,36 +130,18 @@ struct matmul_inner_extents_differ;
 }  // namespace error
 
 namespace detail {
-constexpr bool share_an_axis(const DimSpec& a, const DimSpec& b) {
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    for (std::size_t j = 0; j < b.size(); ++j) {
-      if (a.axis(i) == b.axis(j)) return true;
-    }
-  }
-  return false;
-}
-//! The result of matmul at compile time: its row and column sharding and the axes the sum is
-//! pending over, by the same rules as the run-time matmul above (which then checks it).
-struct MatmulPlan {
-  DimSpec rows, cols, pending;
-};
-constexpr MatmulPlan matmul_plan(DimSpec ma, DimSpec ka, DimSpec kb, DimSpec nb) {
-  if (share_an_axis(ma, nb)) nb = replicated;
-  const DimSpec k = ka.size() ? ka : kb;
-  if (!(ka.size() == 0 || kb.size() == 0 || ka == kb) || share_an_axis(k, ma) ||
-      share_an_axis(k, nb)) {
-    ka = kb = replicated;
-  }
-  return {ma, nb, ka.size() ? ka : kb};
-}
+//! A Kokkos data type of rank 2 (`float**`, `float[64][784]`, `float*[784]`): a matrix operand.
+template <class DataType>
+concept matrix_data_type = data_type_extents<DataType>::rank == 2;
+
 //! The typed result of op_a(A) op_b(B): `type` is the TensorLayout, or a PendingSum of it.
 //! (Static members, not an alias over a MatmulPlan argument: GCC 12 crashes on that.)
 template <class Mesh, class LA, class LB, ops::Op OpA, ops::Op OpB>
 struct matmul_result {
   static constexpr std::size_t a_m = OpA == ops::Op::none ? 0 : 1;
   static constexpr std::size_t b_k = OpB == ops::Op::none ? 0 : 1;
-  static constexpr MatmulPlan plan =
-      matmul_plan(LA::dims()[a_m], LA::dims()[1 - a_m], LB::dims()[b_k], LB::dims()[1 - b_k]);
+  static constexpr MatmulPlan<DimSpec> plan =
+      plan_matmul(LA::dims()[a_m], LA::dims()[1 - a_m], LB::dims()[b_k], LB::dims()[1 - b_k]);
   static constexpr DimSpec rows = plan.rows, cols = plan.cols, pending = plan.pending;
   using layout = TensorLayout<Mesh, rows, cols>;
   using type = std::conditional_t<pending.size() == 0, layout, PendingSum<layout, pending>>;
@@ -200,20 +166,15 @@ struct matmul_extents {
 //! axes when both operands shard it alike), and the static extents the operands give
 //! (`float[64][784]` times `float[784][200]` is `float[64][200]`). Transposes are template
 //! arguments (`kdist::matmul<kdist::ops::Op::transpose>(A, B)`); operands on two mesh types, or
-//! static contracted extents that differ, are compile errors naming both. Example (Megatron's MLP block): `auto h = kdist::matmul(x, w1);` (column
-//! parallel, complete), `auto y = kdist::matmul(h, w2);` (row parallel, a PendingSum over
-//! 'model'), `kdist::redistribute(y, y.layout())` (the all-reduce).
-template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, class DA, class DB, class LA,
-          class LB, class MemorySpace>
-requires(is_static_tensor_layout_v<LA>&& is_static_tensor_layout_v<LB>&&
-                 detail::data_type_extents<DA>::rank == 2 &&
-         detail::data_type_extents<DB>::rank == 2 &&
-         std::is_same_v<detail::dynamic_data_type_t<DA>,
-                        detail::dynamic_data_type_t<
-                            DB>>) auto matmul(const DistributedTensor<DA, LA, MemorySpace>& A,
-                                              const DistributedTensor<DB, LB, MemorySpace>& B,
-                                              typename detail::runtime_tensor_t<
-                                                  DA, MemorySpace>::view_type reuse = {}) {
+//! static contracted extents that differ, are compile errors naming both. Example (Megatron's MLP
+//! block): `auto h = kdist::matmul(x, w1);` (column parallel, complete), `auto y =
+//! kdist::matmul(h, w2);` (row parallel, a PendingSum over 'model'), `kdist::redistribute(y,
+//! y.layout())` (the all-reduce).
+template <ops::Op OpA = ops::Op::none, ops::Op OpB = ops::Op::none, detail::matrix_data_type DA,
+          SameDynamicDataType<DA> DB, TypedTensorLayout LA, TypedTensorLayout LB, class MemorySpace>
+auto matmul(const DistributedTensor<DA, LA, MemorySpace>& A,
+            const DistributedTensor<DB, LB, MemorySpace>& B,
+            typename detail::runtime_tensor_t<DA, MemorySpace>::view_type reuse = {}) {
   using MeshA = typename DistributedTensor<DA, LA, MemorySpace>::mesh_type;
   using MeshB = typename DistributedTensor<DB, LB, MemorySpace>::mesh_type;
   static_assert(

@@ -1,20 +1,22 @@
 #pragma once
 //! \file tensor/redistribute.hpp
 //! `kdist::redistribute(tensor, layout)`: the same global tensor in another layout, moving the
-//! least data. The collective follows from the two layouts, as in PyTorch DTensor:
-//!   shard -> replicated        all-gather (each device receives the blocks it lacks)
-//!   replicated -> shard        local slice, no communication at all
-//!   shard(i) -> shard(j)       all-to-all (each device sends each other exactly the overlap)
-//!   partial -> replicated      all-reduce (sum of every pending contribution)
-//!   partial -> shard           reduce-scatter (each device receives only its block's sums)
-//! A partial tensor resolved into its own layout is one MPI_Allreduce, and into a layout that
-//! shards one replicated dimension over exactly the partial axes one MPI_Reduce_scatter, both over
-//! the partial axes' communicator; every other case is one MPI_Alltoallv of exactly the
-//! overlapping boxes (summing partial contributions), or no MPI call when no device needs
-//! another's data; an unchanged layout shares the block.
+//! least data. Planning apart from execution, as in PyTorch DTensor: kdist::plan_redistribute
+//! (core/redistribute_plan.hpp, pure, testable without MPI) chooses the step from the two layouts,
+//! and this file runs it:
+//!   nothing         an unchanged layout shares the block (or copies it into `out`'s)
+//!   all_reduce      partial -> its own layout: one all-reduce over the partial axes'
+//!                   communicator (kdist::all_reduce)
+//!   reduce_scatter  partial -> one replicated dimension sharded over exactly the partial axes:
+//!                   one reduce-scatter over their communicator (kdist::reduce_scatter)
+//!   local_copy, all_gather, all_to_all
+//!                   one MPI_Alltoallv of exactly the overlapping boxes (summing pending
+//!                   contributions), or no MPI call when no device needs another's data
+//! `kdist::plan_redistribute(t, target)` returns the plan for a tensor, to print.
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -23,13 +25,15 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
-#include <kdist/parallel/profiling_region.hpp>
+#include <kdist/core/concepts.hpp>
+#include <kdist/core/error.hpp>
+#include <kdist/core/redistribute_plan.hpp>
+#include <kdist/core/runtime_layout.hpp>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/core/error.hpp>
-#include <kdist/parallel/mesh_binding.hpp>
-#include <kdist/core/runtime_layout.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -44,105 +48,154 @@ void check_same_mesh(const Tensor& t, const RuntimeTensorLayout& target) {
                      ", which is on another mesh; redistribute within one mesh");
   }
 }
-//! The dimension a partial tensor `t` can be reduce-scattered along into `out`'s layout: `out`
-//! equals `t`'s layout except that one dimension, replicated in `t`, is sharded over exactly the
-//! mesh axes of the pending sum. Returns rank (no such dimension) otherwise.
+
+//! The plan that moves `t` to `target` (which has a mesh, the tensor's).
 template <class Tensor>
-std::size_t reduce_scatter_dim(const Tensor& t, const RuntimeTensorLayout& out) {
+RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
+  return plan_redistribute(t.layout(), t.partial_axes(), target,
+                           std::span<const std::size_t>(t.shape().data(), t.shape().size()));
+}
+
+//! The reduce_scatter step: `out`'s block of the sum over `step.axes` of `t`'s summands, which
+//! hold the whole of dimension `step.dim`. One kdist::reduce_scatter over those axes'
+//! communicator (ranked row-major over them in the order listed, as the target's shards are).
+//! Blocks of dimension 0 that the shards divide evenly go straight from the summand to `out`;
+//! otherwise each device's part is packed into a slot of ceil-division size on the host (the
+//! padding of trailing smaller blocks is zero and dropped on receipt).
+template <class Tensor>
+void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& out) {
   constexpr std::size_t R = Tensor::rank;
-  if (!t.is_partial() || out.division() != t.layout().division()) return R;
-  std::size_t found = R;
-  for (std::size_t d = 0; d < R; ++d) {
-    const auto& src = t.layout().axes()[d];
-    const auto& dst = out.axes()[d];
-    if (src == dst) continue;
-    if (found != R || !src.is_replicated()) return R;
-    auto names = dst.names();
-    std::sort(names.begin(), names.end());
-    if (names != t.partial_axes()) return R;
-    found = d;
+  using T = typename Tensor::value_type;
+  using space = typename Tensor::memory_space::execution_space;
+  const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(step.axes));
+  const std::size_t g = static_cast<std::size_t>(comm.size());
+  const std::size_t d = step.dim;
+  std::vector<Box<R>> parts(g, t.block());
+  bool equal = true;
+  for (std::size_t j = 0; j < g; ++j) {
+    const Block b = chunk_block(t.shape()[d], g, j);
+    parts[j].lo[d] = b.offset;
+    parts[j].ext[d] = b.extent;
+    equal = equal && parts[j].volume() == parts[0].volume();
   }
-  return found;
+  if (equal && d == 0) {  // the parts are contiguous runs of the summand, of one size
+    kdist::reduce_scatter(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
+    return;
+  }
+  const std::size_t slot = parts[0].volume();  // ceil division: the first part is the largest
+  using HostView = Kokkos::View<T*, Kokkos::HostSpace>;
+  HostView send(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute::send"),
+                slot * g);
+  Kokkos::fence();
+  auto src = host_local(t);
+  for (std::size_t j = 0; j < g; ++j) {
+    if (parts[j].volume() < slot) {
+      std::fill(send.data() + j * slot + parts[j].volume(), send.data() + (j + 1) * slot, T(0));
+    }
+    copy_box(src.data(), t.block(), send.data() + j * slot, parts[j], parts[j]);
+  }
+  auto dst = Kokkos::create_mirror_view(out.local());
+  if (equal) {
+    kdist::reduce_scatter(Kokkos::DefaultHostExecutionSpace(), send,
+                          HostView(dst.data(), dst.size()), ReduceOp::sum, comm);
+  } else {
+    HostView recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute::recv"),
+                  slot);
+    kdist::reduce_scatter(Kokkos::DefaultHostExecutionSpace(), send, recv, ReduceOp::sum, comm);
+    std::copy_n(recv.data(), dst.size(), dst.data());
+  }
+  Kokkos::deep_copy(out.local(), dst);
+}
+
+//! The local_copy, all_gather and all_to_all steps: one exchange of exactly the overlapping
+//! boxes (summing the contributions of a pending sum), no MPI call when nothing is remote.
+template <class Tensor>
+void run_exchange(const Tensor& t, Tensor& out) {
+  constexpr std::size_t R = Tensor::rank;
+  const std::size_t n = t.device_mesh().size();
+  std::vector<Box<R>> from, to;
+  for (std::size_t d = 0; d < n; ++d) {
+    from.push_back(t.block_of(d));
+    to.push_back(out.block_of(d));
+  }
+  auto src = host_local(t);
+  auto dst = Kokkos::create_mirror_view(out.local());
+  if (t.is_partial()) Kokkos::deep_copy(dst, typename Tensor::value_type(0));  // sums start at 0
+  SameReplica sender(t.device_mesh(), replicated_non_partial_axes(t.layout(), t.partial_axes()));
+  exchange<R>(
+      src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
+      [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), MPI_COMM_WORLD,
+      "kdist::redistribute");
+  Kokkos::deep_copy(out.local(), dst);
+}
+
+//! Runs `plan` (made for `t` and `out`'s layout) from `t` into `out`'s block.
+template <class Tensor>
+void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
+  using Kind = RedistributeStep::Kind;
+  using space = typename Tensor::memory_space::execution_space;
+  if (plan.steps.size() != 1) {  // every plan plan_redistribute makes today has one step
+    throw ValueError("kdist::redistribute: cannot run " + plan.to_string() +
+                     ": a plan of one step was expected");
+  }
+  const RedistributeStep& step = plan.steps.front();
+  switch (step.kind) {
+    case Kind::nothing:
+      if (out.local().data() != t.local().data()) Kokkos::deep_copy(out.local(), t.local());
+      return;
+    case Kind::all_reduce: {
+      const auto& comm =
+          communicators(t.device_mesh()).comm(std::span<const std::string>(step.axes));
+      if (out.local().data() == t.local_summand().data()) {
+        kdist::all_reduce(space(), out.local(), ReduceOp::sum, comm);
+      } else {
+        kdist::all_reduce(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
+      }
+      return;
+    }
+    case Kind::reduce_scatter:
+      run_reduce_scatter(step, t, out);
+      return;
+    case Kind::local_copy:
+    case Kind::all_gather:
+    case Kind::all_to_all:
+      run_exchange(t, out);
+      return;
+  }
 }
 }  // namespace detail
 
+//! The plan kdist::redistribute follows to move `t` to `target` (a target without a mesh takes
+//! the tensor's), to print: `std::cout << kdist::plan_redistribute(y, y.layout())` shows
+//! `<RedistributePlan (None, None) partial=['model'] -> (None, None): all_reduce(sum) over
+//! ['model']>`. No communication.
+//!
+//! Errors (ValueError): a target on another mesh, of another rank, or one whose even-division
+//! rule the shape breaks.
+template <class DataType, class MemorySpace>
+RedistributePlan plan_redistribute(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+    RuntimeTensorLayout target) {
+  if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
+  detail::check_same_mesh(t, target);
+  return detail::plan_for(t, target);
+}
+
 //! Writes `t`, laid out as `out` is, into `out`'s existing local block (no allocation on the
-//! all-reduce path, so a training step can reuse its gradient buffers), resolving pending sums.
+//! all-reduce path, so a training step can reuse its gradient buffers), resolving pending sums:
+//! the plan of kdist::plan_redistribute, run.
 //!
 //! Errors (ValueError, on every process alike): `out` on another mesh or of another global shape.
 template <class DataType, class MemorySpace>
 void redistribute_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
                        DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& out) {
   detail::ProfilingRegion region("kdist::redistribute");
-  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
-  constexpr std::size_t R = Tensor::rank;
   detail::check_same_mesh(t, out.layout());
   if (out.shape() != t.shape() || out.is_partial()) {
     throw ValueError("kdist::redistribute_into: " + t.to_string() + " cannot be written into " +
                      out.to_string() + ": the global shapes differ or the target is partial");
   }
-  const bool same_dims =
-      out.layout().axes() == t.layout().axes() && out.layout().division() == t.layout().division();
-  using space = typename MemorySpace::execution_space;
-  const std::size_t scatter_dim = detail::reduce_scatter_dim(t, out.layout());
-  if (scatter_dim < R && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
-    // partial -> sharded over the partial axes: one MPI_Reduce_scatter over those axes, in the
-    // order the target lists them (the group communicator ranks row-major over that list).
-    const auto& names = out.layout().axes()[scatter_dim].names();
-    const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(names));
-    const std::size_t g = static_cast<std::size_t>(comm.size());
-    std::vector<detail::Box<R>> parts(g, t.block());
-    std::vector<int> counts(g);
-    std::size_t total = 0;
-    for (std::size_t j = 0; j < g; ++j) {
-      const Block b = detail::chunk_block(t.shape()[scatter_dim], g, j);
-      parts[j].lo[scatter_dim] = b.offset;
-      parts[j].ext[scatter_dim] = b.extent;
-      counts[j] = static_cast<int>(parts[j].volume());
-      total += parts[j].volume();
-    }
-    Kokkos::fence();
-    const auto* src = t.local_summand().data();
-    std::vector<typename Tensor::value_type> packed;
-    if (scatter_dim != 0) {  // blocks along dimension 0 are contiguous already
-      packed.resize(total);
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < g; ++j) {
-        detail::copy_box(src, t.block(), packed.data() + at, parts[j], parts[j]);
-        at += parts[j].volume();
-      }
-      src = packed.data();
-    }
-    MPI_Reduce_scatter(src, out.local().data(), counts.data(),
-                       mpi::datatype<typename Tensor::value_type>(), MPI_SUM, comm.get());
-  } else if (same_dims && t.is_partial()) {  // one all-reduce over the partial axes, into out
-    const auto& comm =
-        communicators(t.device_mesh()).comm(std::span<const std::string>(t.partial_axes()));
-    if (out.local().data() == t.local_summand().data()) {
-      all_reduce(space(), out.local(), ReduceOp::sum, comm);
-    } else {
-      all_reduce(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
-    }
-  } else if (same_dims) {  // nothing to move
-    if (out.local().data() != t.local().data()) Kokkos::deep_copy(out.local(), t.local());
-  } else {
-    const std::size_t n = t.device_mesh().size();
-    std::vector<detail::Box<R>> from, to;
-    for (std::size_t d = 0; d < n; ++d) {
-      from.push_back(t.block_of(d));
-      to.push_back(out.block_of(d));
-    }
-    auto src = detail::host_local(t);
-    auto dst = Kokkos::create_mirror_view(out.local());
-    if (t.is_partial()) Kokkos::deep_copy(dst, typename Tensor::value_type(0));  // sums start at 0
-    detail::SameReplica sender(t.device_mesh(),
-                               detail::replicated_non_partial_axes(t.layout(), t.partial_axes()));
-    detail::exchange<R>(
-        src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
-        [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), MPI_COMM_WORLD,
-        "kdist::redistribute");
-    Kokkos::deep_copy(out.local(), dst);
-  }
+  detail::run_plan(detail::plan_for(t, out.layout()), t, out);
 }
 
 //! `t` laid out by `target` (on the same mesh), with pending sums resolved. An unchanged layout
@@ -154,15 +207,16 @@ template <class DataType, class MemorySpace>
 DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> redistribute(
     const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
     RuntimeTensorLayout target) {
+  detail::ProfilingRegion region("kdist::redistribute");
   using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
   if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
   detail::check_same_mesh(t, target);
-  if (!t.is_partial() && target.axes() == t.layout().axes() &&
-      target.division() == t.layout().division()) {
+  const RedistributePlan plan = detail::plan_for(t, target);
+  if (plan.steps.size() == 1 && plan.steps.front().kind == RedistributeStep::Kind::nothing) {
     return Tensor::from_local(t.local(), t.shape(), std::move(target));  // share the block
   }
   auto out = Tensor::uninitialized(t.shape(), std::move(target));
-  redistribute_into(t, out);
+  detail::run_plan(plan, t, out);
   return out;
 }
 
@@ -177,10 +231,9 @@ struct redistribute_to_a_layout_of_another_mesh;
 //! resolved). A target on another mesh type, or of another rank, is a compile error naming both;
 //! the run-time checks above still run (the same mesh type with other extents or devices).
 //! Example: `auto y = kdist::redistribute(partial_y, y_layout);` (an all-reduce over 'model').
-template <class DataType, class Layout, class MemorySpace, class Target>
-requires(is_static_tensor_layout_v<Layout>&& is_tensor_layout_v<Target>)
-    DistributedTensor<DataType, Target, MemorySpace> redistribute(
-        const DistributedTensor<DataType, Layout, MemorySpace>& t, const Target& target) {
+template <class DataType, TypedTensorLayout Layout, class MemorySpace, StaticLayout Target>
+DistributedTensor<DataType, Target, MemorySpace> redistribute(
+    const DistributedTensor<DataType, Layout, MemorySpace>& t, const Target& target) {
   using TensorMesh = typename DistributedTensor<DataType, Layout, MemorySpace>::mesh_type;
   static_assert(
       detail::diagnose<std::is_same_v<TensorMesh, typename Target::mesh_type>,
@@ -196,10 +249,24 @@ requires(is_static_tensor_layout_v<Layout>&& is_tensor_layout_v<Target>)
 //! A typed tensor laid out by a run-time layout: a run-time tensor (the overload above on its
 //! run-time tensor; spelled out for nvcc, whose front end cannot deduce the run-time base of a
 //! typed tensor with static extents).
-template <class DataType, class Layout, class MemorySpace>
-requires(is_static_tensor_layout_v<Layout>) auto redistribute(
-    const DistributedTensor<DataType, Layout, MemorySpace>& t, RuntimeTensorLayout target) {
+template <class DataType, TypedTensorLayout Layout, class MemorySpace>
+auto redistribute(const DistributedTensor<DataType, Layout, MemorySpace>& t,
+                  RuntimeTensorLayout target) {
   return redistribute(t.runtime(), std::move(target));
+}
+
+//! The plan for a typed tensor (its run-time form's) to a run-time layout.
+template <class DataType, TypedTensorLayout Layout, class MemorySpace>
+RedistributePlan plan_redistribute(const DistributedTensor<DataType, Layout, MemorySpace>& t,
+                                   RuntimeTensorLayout target) {
+  return plan_redistribute(t.runtime(), std::move(target));
+}
+
+//! The plan for any tensor to a static layout: `kdist::plan_redistribute(y, y_layout)`.
+template <class DataType, class Layout, class MemorySpace, StaticLayout Target>
+RedistributePlan plan_redistribute(const DistributedTensor<DataType, Layout, MemorySpace>& t,
+                                   const Target& target) {
+  return plan_redistribute(t, target.to_runtime());
 }
 
 }  // namespace kdist
