@@ -1,7 +1,9 @@
-// The concepts of kdist/core/concepts.hpp name the traits and combinations the signatures used to
-// spell out in `requires` clauses: each one says here what it accepts and what it refuses.
+// The concepts of kdist/core/concepts.hpp and core/runtime_concepts.hpp name the traits and
+// combinations the signatures used to spell out in `requires` clauses: each one says here what it
+// accepts and what it refuses.
 // Built = passed (also under plain nvcc, tests/nvcc.cmake).
 #include <kdist/core/concepts.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 
 #include <array>
 #include <cstddef>

@@ -1,13 +1,13 @@
 #pragma once
 //! \file core/concepts.hpp
 //! The concepts of kdist's public signatures that need nothing but the standard library and
-//! kdist's core types (the Kokkos and MPI ones are in kdist/parallel/concepts.hpp). Each names a
+//! kdist's core types (those about the run-time value forms are in kdist/core/runtime_concepts.hpp,
+//! the Kokkos and MPI ones in kdist/parallel/concepts.hpp). Each names a
 //! trait or a combination that a signature would otherwise spell out in a `requires` clause:
 //! `template <StaticDataType DataType, class MemorySpace, IndexFunction<DataType> F,
 //! StaticLayout Layout>`.
 //!
-//! - meshes and layouts: StaticMesh, StaticLayout, TypedTensorLayout, ConvertibleToRuntimeMesh,
-//!   ConvertibleToRuntimeLayout, RuntimeLayoutRule;
+//! - meshes and layouts: StaticMesh, StaticLayout, TypedTensorLayout;
 //! - data types (Kokkos spellings, read without Kokkos): DynamicDataType, StaticDataType,
 //!   SameDynamicDataType;
 //! - functions and arguments: IndexFunction, MainFunction, ShapeRange, SameUnqualified,
@@ -23,14 +23,11 @@
 #include <span>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/mesh.hpp>
 #include <kdist/core/pending_sum.hpp>
-#include <kdist/core/runtime_layout.hpp>
-#include <kdist/core/runtime_mesh.hpp>
 
 namespace kdist {
 
@@ -107,23 +104,5 @@ concept StaticLayout = is_tensor_layout_v<Layout>;
 //! StaticLayout, or a `kdist::PendingSum` of one (each process holds a summand).
 template <class Layout>
 concept TypedTensorLayout = is_static_tensor_layout_v<Layout>;
-
-//! A mesh of another type than RuntimeDeviceMesh that converts to one (a static mesh): the
-//! constructors that take a RuntimeDeviceMesh by value take it too, as a template.
-template <class Mesh>
-concept ConvertibleToRuntimeMesh = std::convertible_to<const Mesh&, RuntimeDeviceMesh> &&
-    !std::same_as<std::remove_cvref_t<Mesh>, RuntimeDeviceMesh>;
-
-//! A layout of another type than RuntimeTensorLayout that converts to one (a static layout), as
-//! a forwarding reference's type.
-template <class Layout>
-concept ConvertibleToRuntimeLayout = std::convertible_to<Layout, RuntimeTensorLayout> &&
-    !std::same_as<std::remove_cvref_t<Layout>, RuntimeTensorLayout>;
-
-//! A layout rule known at run time, as a forwarding reference's type: a `std::vector<DimAxes>`
-//! or a RuntimeTensorLayout (a typed LayoutMap checks braces at compile time instead).
-template <class Rule>
-concept RuntimeLayoutRule =
-    SameUnqualified<Rule, std::vector<DimAxes>> || SameUnqualified<Rule, RuntimeTensorLayout>;
 
 }  // namespace kdist

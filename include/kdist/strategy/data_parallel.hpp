@@ -6,7 +6,7 @@
 
 #include <concepts>
 #include <cstddef>
-#include <kdist/core/concepts.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>

@@ -40,7 +40,7 @@
 //! \endcode
 
 #include <cstddef>
-#include <kdist/core/concepts.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <kdist/core/concepts.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout.hpp>
