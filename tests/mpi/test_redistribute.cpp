@@ -1,0 +1,134 @@
+// kdist-mpi-ranks: 1 2 4
+// kdist/tensor/redistribute.hpp: the plan a tensor's redistribution runs
+// (kdist::plan_redistribute(t, target), for run-time and typed tensors and targets), and the
+// reduce-scatter step through kdist's checked collective, over blocks the shards divide evenly and
+// unevenly, along dimension 0 (straight from the summand) and 1 (packed). The plans themselves are
+// tested without MPI in tests/test_redistribute_plan.cpp.
+#include <gtest/gtest.h>
+
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/matmul.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+#include "tensor_test_support.hpp"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kdist_test::expect_value_error;
+using kdist_test::matrix_a;
+using kdist_test::matrix_c;
+using kdist_test::world;
+using Kind = kdist::RedistributeStep::Kind;
+using Tensor = kdist::DistributedTensor<double**>;
+
+Kind only_kind(const kdist::RedistributePlan& plan) {
+  EXPECT_EQ(plan.steps.size(), 1u) << plan.to_string();
+  return plan.steps.empty() ? Kind::nothing : plan.steps.front().kind;
+}
+
+TEST(Redistribute, ATensorsPlanIsTheLayoutsPlan) {
+  const std::size_t n = world();
+  kdist::RuntimeDeviceMesh mesh({n}, {"x"}, n);
+  kdist::RuntimeTensorLayout rows({"x", kdist::replicated}, mesh);
+  kdist::RuntimeTensorLayout whole({kdist::replicated, kdist::replicated}, mesh);
+  auto t = kdist::distribute_tensor<double**>(matrix_a, {8, 6}, rows);
+  // One device holds every block already: the layouts differ, the blocks do not.
+  EXPECT_EQ(only_kind(kdist::plan_redistribute(t, whole)),
+            n > 1 ? Kind::all_gather : Kind::local_copy);
+  EXPECT_EQ(kdist::plan_redistribute(t, whole).to_string(),
+            n > 1 ? "<RedistributePlan ('x', None) -> (None, None): all_gather>"
+                  : "<RedistributePlan ('x', None) -> (None, None): local_copy>");
+  EXPECT_EQ(only_kind(kdist::plan_redistribute(t, rows)), Kind::nothing);
+  // A target without a mesh takes the tensor's, as redistribute does.
+  EXPECT_EQ(only_kind(kdist::plan_redistribute(
+                t, kdist::RuntimeTensorLayout({kdist::replicated, "x"}))),
+            n > 1 ? Kind::all_to_all : Kind::local_copy);
+  kdist::RuntimeDeviceMesh other({n}, {"y"}, n);
+  expect_value_error(
+      [&] {
+        (void)kdist::plan_redistribute(t, kdist::RuntimeTensorLayout({"y", kdist::replicated},
+                                                                     other));
+      },
+      {"kdist::redistribute", "another mesh"});
+}
+
+// Each device holds rank + 1 everywhere: the sum over "x" is n (n + 1) / 2.
+void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t dim) {
+  const std::size_t n = world();
+  kdist::RuntimeDeviceMesh mesh({n}, {"x"}, n);
+  kdist::RuntimeTensorLayout whole({kdist::replicated, kdist::replicated}, mesh);
+  std::vector<kdist::DimAxes> axes(2);
+  axes[dim] = kdist::DimAxes("x");
+  kdist::RuntimeTensorLayout target(axes, mesh);
+  Tensor::view_type mine("mine", shape[0], shape[1]);
+  Kokkos::deep_copy(mine, double(kdist::process_id() + 1));
+  auto pending = Tensor::from_local(mine, shape, whole, {"x"});
+  const auto plan = kdist::plan_redistribute(pending, target);
+  if (n > 1) {
+    EXPECT_EQ(plan.steps.front(),
+              (kdist::RedistributeStep{Kind::reduce_scatter, {"x"}, dim}))
+        << plan.to_string();
+  }
+  auto out = kdist::redistribute(pending, target);
+  EXPECT_FALSE(out.is_partial());
+  const double want = double(n * (n + 1) / 2);
+  auto local = out.local();
+  for (std::size_t i = 0; i < local.extent(0); ++i) {
+    for (std::size_t j = 0; j < local.extent(1); ++j) {
+      ASSERT_EQ(local(i, j), want) << "shape (" << shape[0] << ", " << shape[1] << "), dim " << dim
+                                   << ", at (" << i << ", " << j << ")";
+    }
+  }
+  // Into an existing block, as a training step does.
+  auto into = Tensor::zeros(shape, target);
+  kdist::redistribute_into(pending, into);
+  auto l2 = into.local();
+  for (std::size_t i = 0; i < l2.extent(0); ++i) {
+    for (std::size_t j = 0; j < l2.extent(1); ++j) ASSERT_EQ(l2(i, j), want);
+  }
+}
+
+TEST(Redistribute, ReduceScatterAlongEitherDimensionEvenAndUneven) {
+  const std::size_t n = world();
+  expect_reduce_scatter({4 * n, 3}, 0);      // even: straight from the summand
+  expect_reduce_scatter({4 * n + 1, 3}, 0);  // uneven: packed, padded slots
+  expect_reduce_scatter({3, 4 * n}, 1);      // even, packed
+  expect_reduce_scatter({3, 4 * n + 1}, 1);  // uneven, packed
+  expect_reduce_scatter({1, 2}, 0);          // blocks of no rows on some devices
+}
+
+using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
+using kdist::replicated;
+
+TEST(Redistribute, ATypedTensorsPlan) {
+  const std::size_t n = world();
+  const std::size_t model = n >= 2 ? 2 : 1;
+  const Mesh mesh({n / model, model}, n);
+  auto h = kdist::distribute_tensor<double**>(matrix_a, {8, 6},
+                                              kdist::TensorLayout<Mesh, "data", "model">(mesh));
+  auto w = kdist::distribute_tensor<double**>(
+      matrix_c, {6, 4}, kdist::TensorLayout<Mesh, "model", replicated>(mesh));
+  auto y = kdist::matmul(h, w);  // row parallel: a pending sum over 'model' in its type
+  // To a static target and to a run-time one.
+  const auto plan = kdist::plan_redistribute(y, y.layout());
+  const auto same = kdist::plan_redistribute(y, y.layout().to_runtime());
+  EXPECT_EQ(plan.to_string(), same.to_string());
+  if (model > 1) {
+    EXPECT_EQ(plan.to_string(),
+              "<RedistributePlan ('data', None) partial=['model'] -> ('data', None): "
+              "all_reduce(sum) over ['model']>");
+  } else {
+    EXPECT_EQ(only_kind(plan), Kind::nothing);
+  }
+  // A complete typed tensor to a static layout.
+  const auto gather =
+      kdist::plan_redistribute(h, kdist::TensorLayout<Mesh, "data", replicated>(mesh));
+  EXPECT_EQ(only_kind(gather), model > 1 ? Kind::all_gather : Kind::local_copy);
+}
+
+}  // namespace
