@@ -23,7 +23,9 @@
 #include <kdist/core/mesh.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
+#include <kdist/nn/loss.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/optimizer.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>

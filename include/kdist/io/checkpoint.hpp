@@ -20,8 +20,9 @@
 //!  - `/variables/<path>`: one dataset per variable at its Keras path ("d1/kernel" is dataset
 //!    `kernel` in group `/variables/d1`), of the variable's global shape, float32 or float64;
 //!  - `/optimizer/<path>/slot<k>`: the optimizer's state of that variable, k = 0 .. slots - 1,
-//!    shaped like it (Adam: momentum, velocity; RMSprop: velocity, [average_gradient],
-//!    [momentum]; SGD with momentum: momentum);
+//!    shaped like it, in the order the optimizer declares its slots (`slots()`; Adam: momentum,
+//!    velocity; RMSprop: velocity, [average_gradient], [momentum]; SGD with momentum: momentum;
+//!    the user's optimizer: its own);
 //!  - attributes: `format` = "kdist-checkpoint 1", `dtype`, `step`, `epoch`, `seed`, `loss`,
 //!    `loss_function`, `distribution`, `mesh`, `mesh_shape`, `mesh_axis_names`, `variables` on
 //!    `/`; `name`, `iterations`, `slot_count` and the hyperparameters on `/optimizer`; `shape`,
@@ -60,7 +61,6 @@
 #include <kdist/core/error.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
-#include <kdist/ops/optimizers.hpp>
 
 namespace kdist {
 
@@ -82,7 +82,7 @@ struct LoadedCheckpoint {
   double loss = std::numeric_limits<double>::quiet_NaN();  //!< CheckpointInfo::loss of the save
   std::int64_t step = 0;     //!< the optimizer's iterations, now the model's
   std::uint64_t seed = 0;    //!< the seed the saved model was compiled with
-  std::string optimizer;     //!< "SGD", "Adam" or "RMSprop"
+  std::string optimizer;     //!< the optimizer's name(): "SGD", "Adam", "RMSprop" or the user's
   std::string distribution;  //!< "DataParallel", "ModelParallel", ... of the save
   std::string mesh;          //!< the mesh of the save, as the model printed it
 };
@@ -94,10 +94,6 @@ inline std::string variable_dataset(const std::string& path) {
 }
 inline std::string slot_dataset(const std::string& path, std::size_t k) {
   return "optimizer/" + path + "/slot" + std::to_string(k);
-}
-
-inline std::string loss_name(Loss l) {
-  return l == Loss::mean_squared_error ? "mean_squared_error" : "categorical_crossentropy";
 }
 
 //! What the model expects of a file: the checks of a load, made by process 0.
@@ -232,7 +228,7 @@ void write_metadata(hid_t root, Model& model, const OptimizerRecord& opt, std::u
   hdf5::write_scalar<std::uint64_t>(root, "epoch", epoch);
   hdf5::write_scalar<std::uint64_t>(root, "seed", model.seed());
   hdf5::write_scalar<double>(root, "loss", loss);
-  hdf5::write_string(root, "loss_function", loss_name(model.loss()));
+  hdf5::write_string(root, "loss_function", model.loss().name());
   hdf5::write_string(root, "distribution", model.distribution().name());
   hdf5::write_string(root, "mesh", mesh.to_string());
   hdf5::write_array(root, "mesh_shape", mesh_shape);
@@ -297,10 +293,10 @@ std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::siz
 //! Broadcasts what process 0 found in the file.
 inline void broadcast(LoadedCheckpoint& out) {
   std::uint64_t epoch = out.epoch, seed = out.seed;
-  MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&out.step, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&out.loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  kdist::broadcast(epoch, 0, MPI_COMM_WORLD);
+  kdist::broadcast(seed, 0, MPI_COMM_WORLD);
+  kdist::broadcast(out.step, 0, MPI_COMM_WORLD);
+  kdist::broadcast(out.loss, 0, MPI_COMM_WORLD);
   out.epoch = static_cast<std::size_t>(epoch);
   out.seed = seed;
   broadcast_string(out.optimizer);
@@ -333,9 +329,9 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
   // process 0's values everywhere: what each process writes as attributes must agree
   std::uint64_t epoch = info.epoch;
   double loss = info.loss;
-  MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
+  kdist::broadcast(epoch, 0, MPI_COMM_WORLD);
+  kdist::broadcast(loss, 0, MPI_COMM_WORLD);
+  const auto opt = ck::describe(model.optimizer());
   ck::write_atomically(path, "kdist::save_checkpoint", [&](hid_t file) {
     ck::write_metadata(file, model, opt, epoch, loss);
     ck::write_state(file, model, opt.slot_count);
@@ -366,7 +362,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   detail::ProfilingRegion region("kdist::load_checkpoint");
   ck::require_compiled(model, "kdist::load_checkpoint");
   ck::require_same_path(path, "kdist::load_checkpoint");
-  const auto opt = std::visit([](const auto& o) { return ck::describe(o); }, model.optimizer());
+  const auto opt = ck::describe(model.optimizer());
   LoadedCheckpoint out;
   const std::string problem =
       kdist::process_id() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";

@@ -19,9 +19,10 @@
 //!    the layers of the same class ("dense", "dense_1", ...); attribute `name` = the layer's name
 //!    on `vars`. Layers without variables (Flatten, Dropout) have an empty `vars` group.
 //!  - `/optimizer/vars/<i>`: 0 the step counter (int32), 1 the learning rate (float32), then the
-//!    slots in Keras' order (Adam: momentum and velocity of each variable in turn; RMSprop: every
-//!    velocity, then every momentum, then every average gradient; SGD: every momentum); attribute
-//!    `name` = "adam", "rm_sprop" or "sgd".
+//!    slots in Keras' order, as the optimizer declares it (`slots().keras_order`; Adam: momentum
+//!    and velocity of each variable in turn; RMSprop: every velocity, then every momentum, then
+//!    every average gradient; SGD: every momentum); attribute `name` = the optimizer's name in
+//!    snake case ("adam", "rm_sprop", "sgd").
 //!  - `/vars`, empty, attribute `name` = "sequential".
 //! What Keras does not store (the seed, the epoch, the mesh) is not in the file: for an exact
 //! resume on another mesh use kdist::save_checkpoint.
@@ -143,8 +144,7 @@ template <class Model>
 ModelEntries model_entries(Model& model, const std::string& path, const char* who) {
   io::require_compiled(model, who);
   io::require_same_path(path, who);
-  return {layer_entries(model, who),
-          std::visit([](const auto& o) { return io::describe(o); }, model.optimizer())};
+  return {layer_entries(model, who), io::describe(model.optimizer())};
 }
 
 //! The optimizer's name attribute in Keras (its class name in snake case).
@@ -153,26 +153,14 @@ inline std::string optimizer_name(const io::OptimizerRecord& opt) {
 }
 
 //! The slots in Keras' order: (variable index, kdist slot index) per optimizer variable after the
-//! step counter and the learning rate.
+//! step counter and the learning rate. Keras' build creates each group of slots the optimizer
+//! declares (`slots().keras_order`) for every variable in turn.
 inline std::vector<std::pair<std::size_t, std::size_t>> keras_slot_order(
     const io::OptimizerRecord& opt, std::size_t variables) {
   std::vector<std::pair<std::size_t, std::size_t>> out;
-  const auto slot = [&](const std::string& name) -> std::ptrdiff_t {
-    auto it = std::find(opt.slot_names.begin(), opt.slot_names.end(), name);
-    return it == opt.slot_names.end() ? -1 : it - opt.slot_names.begin();
-  };
-  if (opt.name == "Adam") {  // add_optimizer_variables(vars, ["momentum", "velocity"])
+  for (const auto& group : opt.keras_groups) {
     for (std::size_t v = 0; v < variables; ++v) {
-      for (const char* s : {"momentum", "velocity"}) {
-        out.emplace_back(v, static_cast<std::size_t>(slot(s)));
-      }
-    }
-    return out;
-  }
-  for (const char* s : {"velocity", "momentum", "average_gradient"}) {  // RMSprop, SGD
-    if (slot(s) < 0) continue;
-    for (std::size_t v = 0; v < variables; ++v) {
-      out.emplace_back(v, static_cast<std::size_t>(slot(s)));
+      for (std::size_t k : group) out.emplace_back(v, k);
     }
   }
   return out;
@@ -381,7 +369,7 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
 
 inline void broadcast(Plan& plan) {
   int load = plan.load_optimizer ? 1 : 0;
-  MPI_Bcast(&load, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  kdist::broadcast(load, 0, MPI_COMM_WORLD);
   plan.load_optimizer = load != 0;
   io::broadcast_string(plan.optimizer_note);
 }
@@ -404,7 +392,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   const auto entries = kw::model_entries(model, path, who);
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
-  const double lr = std::visit([](const auto& o) { return o.learning_rate(); }, model.optimizer());
+  const double lr = opt.learning_rate;
   io::write_atomically(path, who, [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
     {

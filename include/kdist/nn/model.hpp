@@ -4,7 +4,9 @@
 //! satisfies `kdist::Layer` (kdist/nn/layer.hpp): the library's Dense, Dropout, Flatten and Conv2D,
 //! or the user's own. Variables have Keras paths ("d1/kernel") and are created sharded from the
 //! start by the distribution; the loss is the mean over the GLOBAL batch; the optimizer's state is
-//! sharded like its variable. `fit` and `evaluate` run whole epochs over an in-memory
+//! sharded like its variable. Losses and optimizers are open sets too: anything that satisfies
+//! `kdist::LossFunction` (kdist/nn/loss.hpp) or `kdist::Optimizer` (kdist/nn/optimizer.hpp); the
+//! model creates each variable's slots from what its optimizer declares (`slots()`). `fit` and `evaluate` run whole epochs over an in-memory
 //! `kdist::ArrayDataset`, each process reading only its rows of each global batch; with no
 //! distribution given, `compile` takes the current one (`kdist::distribution()`), or data
 //! parallelism over every process: write it as for one device. The same seed gives the same
@@ -18,12 +20,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
-#include <mpi.h>
 #include <Kokkos_Core.hpp>
 
 #include <kdist/parallel/profiling_region.hpp>
@@ -37,17 +39,14 @@
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/loss.hpp>
+#include <kdist/nn/optimizer.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/ops/losses.hpp>
-#include <kdist/ops/optimizers.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/parallel/initialize.hpp>
 
 namespace kdist {
-
-//! Keras' `loss="mse"` and `loss="categorical_crossentropy"` (sparse when the targets are
-//! integer labels).
-enum class Loss { mean_squared_error, categorical_crossentropy };
 
 //! What a step, an epoch or an evaluation returns: the global mean loss and, with integer labels,
 //! the accuracy; identical on every process.
@@ -104,7 +103,8 @@ class BasicSequential {
   using Layer = AnyLayer<T>;
   using Matrix = DistributedTensor<T**>;
   using Labels = Kokkos::View<const std::int32_t*, Kokkos::LayoutRight>;
-  using Optimizer = std::variant<SGD, Adam, RMSprop>;
+  //! Any kdist::Optimizer (SGD, Adam, RMSprop or the user's), by value.
+  using Optimizer = AnyOptimizer<T>;
 
   //! Layers applied in order to examples of shape `input_shape` ((784,), or (28, 28, 1) for images).
   BasicSequential(Shape input_shape, std::vector<Layer> layers)
@@ -119,25 +119,29 @@ class BasicSequential {
   BasicSequential(std::size_t input_dim, std::vector<Layer> layers)
       : BasicSequential(Shape{input_dim}, std::move(layers)) {}
 
-  //! Creates every variable, sharded as `dist` says, from `seed`. Also fixes the loss and the
-  //! optimizer (Keras' compile).
-  void compile(std::shared_ptr<const Distribution> dist, Loss loss, Optimizer optimizer,
+  //! Creates every variable, sharded as `dist` says, from `seed`. Also fixes the loss (a
+  //! kdist::Loss name or any kdist::LossFunction) and the optimizer (any kdist::Optimizer), and
+  //! creates each variable's optimizer slots as the optimizer declares them (Keras' compile).
+  //! Errors: kdist::ValueError for a null distribution, or an optimizer whose declared Keras order
+  //! does not name each of its slots once.
+  void compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss, Optimizer optimizer,
                std::uint64_t seed) {
     if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
+    (void)optimizer.keras_slot_groups();  // a declaration that does not add up fails here
     dist_ = std::move(dist);
-    loss_ = loss;
+    loss_ = std::move(loss);
     optimizer_ = std::move(optimizer);
     seed_ = seed;
     Shape shape = input_shape_;
     for (auto& l : layers_) shape = l.build(shape, *dist_, seed_);
     output_shape_ = shape;
-    fused_softmax_ = loss_ == Loss::categorical_crossentropy && layers_.back().ends_in_softmax();
+    fused_softmax_ = loss_.fuses_softmax() && layers_.back().ends_in_softmax();
     slots_.clear();
-    const std::size_t n = std::visit([](const auto& o) { return o.slot_count(); }, optimizer_);
+    const OptimizerSlots declared = optimizer_.slots();
     for_each_variable([&](auto& v) {
       std::vector<SlotView> s;
-      for (std::size_t i = 0; i < std::max<std::size_t>(n, 1); ++i) {
-        s.push_back(make_slot(v.value.local(), v.path + "/slot" + std::to_string(i)));
+      for (const auto& name : declared.names) {
+        s.push_back(make_slot(v.value.local(), v.path + "/" + name));
       }
       slots_.push_back(std::move(s));
     });
@@ -146,35 +150,32 @@ class BasicSequential {
   //! (`kdist::distribution()`: a scope, else set_distribution's), or when none is set
   //! `kdist::DataParallel()` over every process, which computes what one device would.
   //! The optimizer defaults to RMSprop, as Keras' `compile` does.
-  void compile(Loss loss, Optimizer optimizer = RMSprop(), std::uint64_t seed = 0) {
+  void compile(AnyLoss<T> loss, Optimizer optimizer = RMSprop(), std::uint64_t seed = 0) {
     auto dist = kdist::distribution();
     if (!dist) dist = std::make_shared<DataParallel>();
-    compile(std::move(dist), loss, std::move(optimizer), seed);
+    compile(std::move(dist), std::move(loss), std::move(optimizer), seed);
   }
 
   const Distribution& distribution() const { return *dist_; }
   //! Completed training steps (Keras' `optimizer.iterations`): with the seed, what dropout masks
   //! depend on.
-  std::int64_t iterations() const {
-    return std::visit([](const auto& o) { return o.iterations(); }, optimizer_);
-  }
+  std::int64_t iterations() const { return optimizer_.iterations(); }
   //! Sets the step counter (a checkpoint's restore).
-  void set_iterations(std::int64_t n) {
-    std::visit([n](auto& o) { o.set_iterations(n); }, optimizer_);
-  }
+  void set_iterations(std::int64_t n) { optimizer_.set_iterations(n); }
   //! Sets the optimizer's learning rate (a Keras weights file's restore).
-  void set_learning_rate(double lr) {
-    std::visit([lr](auto& o) { o.set_learning_rate(lr); }, optimizer_);
-  }
+  void set_learning_rate(double lr) { optimizer_.set_learning_rate(lr); }
   //! The seed of compile: initial weights, dropout masks and fit's shuffles derive from it.
   std::uint64_t seed() const { return seed_; }
-  Loss loss() const { return loss_; }
-  //! The optimizer (SGD, Adam or RMSprop) with its hyperparameters and step counter.
+  //! The loss of compile.
+  const AnyLoss<T>& loss() const { return loss_; }
+  //! The optimizer (SGD, Adam, RMSprop or the user's) with its hyperparameters, its declared
+  //! slots and its step counter.
   const Optimizer& optimizer() const { return optimizer_; }
 
   //! Calls f(variable, slots) for every variable, in layer order: `slots` are the optimizer's state
-  //! of that variable (as many as `slot_count()`, at least one) as distributed tensors laid out like
-  //! the variable and sharing the model's blocks (writing into one writes the model's state).
+  //! of that variable (as many as `optimizer().slots()` declares, in its order) as distributed
+  //! tensors laid out like the variable and sharing the model's blocks (writing into one writes
+  //! the model's state).
   template <class F>
   void for_each_variable_with_slots(F&& f) {
     std::size_t k = 0;
@@ -230,8 +231,10 @@ class BasicSequential {
     typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
                                     out.local().extent(0), out.local().extent(1));
     const T scale = T(1) / static_cast<T>(global_batch);
-    const double local_sum = loss_sum(out.local(), targets, &grad, scale);
-    const double correct = count_correct(out.local(), targets);
+    check_targets(out.local(), targets);
+    const auto target = loss_target(targets);
+    const double local_sum = loss_sum(out.local(), target, &grad, scale);
+    const double correct = count_correct(out.local(), target);
     LayerTensor<T> dh =
         redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout);
     for (std::size_t i = layers_.size(); i-- > 0;) {
@@ -249,8 +252,10 @@ class BasicSequential {
     const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
     auto [out, output_layout] = forward_all(x_local, global_batch, context);
     (void)output_layout;
-    const double local_sum = loss_sum(out.local(), targets, nullptr, T(0));
-    const double correct = count_correct(out.local(), targets);
+    check_targets(out.local(), targets);
+    const auto target = loss_target(targets);
+    const double local_sum = loss_sum(out.local(), target, nullptr, T(0));
+    const double correct = count_correct(out.local(), target);
     return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
   }
 
@@ -357,18 +362,46 @@ class BasicSequential {
   }
 
   //! The sum over this process's rows of the per-example loss (and its gradient into *grad).
-  template <class OV, class YV>
-  double loss_sum(const OV& out, const YV& targets, typename Matrix::view_type* grad, T scale) {
-    check_targets(out, targets);
-    if (grad == nullptr) {
-      if (fused_softmax_) return ops::softmax_cross_entropy(out, targets);
-      if (loss_ == Loss::mean_squared_error) return ops::mean_squared_error(out, targets);
-      return ops::cross_entropy(out, targets);
+  template <class OV, class Y>
+  double loss_sum(const OV& out, const Y& target, typename Matrix::view_type* grad, T scale) {
+    const LossGradient<T> g = grad ? LossGradient<T>(*grad) : LossGradient<T>();
+    return loss_.sum(LossInput<T>(out), target, grad ? &g : nullptr, scale, fused_softmax_);
+  }
+  //! The targets as a loss takes them (kdist::LossLabels or kdist::LossTargets): the View itself
+  //! when it converts, else a copy (other integer types, layouts or memory spaces).
+  template <class YV>
+  static auto loss_target(const YV& targets) {
+    if constexpr (is_labels<YV>()) {
+      static_assert(std::is_integral_v<typename YV::non_const_value_type>,
+                    "kdist::Sequential: integer labels (a rank-1 View) must be of an integer type");
+      return converted<LossLabels>(targets);
+    } else {
+      return converted<LossTargets<T>>(targets);
     }
-    if (fused_softmax_) return ops::softmax_cross_entropy(out, targets, *grad, scale);
-    if (loss_ == Loss::mean_squared_error)
-      return ops::mean_squared_error(out, targets, *grad, scale);
-    return ops::cross_entropy(out, targets, *grad, scale);
+  }
+  template <class Want, class YV>
+  static Want converted(const YV& y) {
+    if constexpr (Kokkos::is_always_assignable<Want, YV>::value) {
+      return Want(y);
+    } else {
+      using Host = Kokkos::View<typename Want::non_const_data_type, Kokkos::LayoutRight,
+                                Kokkos::HostSpace>;
+      using V = typename Want::non_const_value_type;
+      auto from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+      Host copy;
+      if constexpr (is_labels<YV>()) {
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"),
+                    y.extent(0));
+        for (std::size_t i = 0; i < y.extent(0); ++i) copy(i) = static_cast<V>(from(i));
+      } else {
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"),
+                    y.extent(0), y.extent(1));
+        for (std::size_t i = 0; i < y.extent(0); ++i) {
+          for (std::size_t j = 0; j < y.extent(1); ++j) copy(i, j) = static_cast<V>(from(i, j));
+        }
+      }
+      return Want(Kokkos::create_mirror_view_and_copy(typename Want::memory_space(), copy));
+    }
   }
   template <class OV, class YV>
   static double count_correct(const OV& out, const YV& targets) {
@@ -391,33 +424,27 @@ class BasicSequential {
     }
   }
 
+  //! One step of every variable: the checks of kdist::apply_gradient, then the optimizer's
+  //! update_step on the blocks of the variable, its gradient and its declared slots.
   void apply_gradients() {
     std::size_t k = 0;
+    std::vector<OptimizerView<T>> slots;
     for_each_variable([&](auto& v) {
-      using View = std::decay_t<decltype(v.value.local())>;
-      auto& s = slots_[k++];
-      const View& s0 = std::get<View>(s[0]);
-      const View& s1 = std::get<View>(s[s.size() > 1 ? 1 : 0]);
-      const View& s2 = std::get<View>(s[s.size() > 2 ? 2 : 0]);
-      std::visit(
-          [&](auto& opt) {
-            using O = std::decay_t<decltype(opt)>;
-            if constexpr (std::is_same_v<O, Adam>) {
-              apply_gradient(opt, v.value, v.grad, s0, s1);
-            } else if constexpr (std::is_same_v<O, RMSprop>) {
-              // slots in order: velocity, [average_gradient if centered], [momentum if > 0]
-              const View& average = opt.centered() ? s1 : s0;
-              const View& momentum = opt.momentum() > 0.0 ? (opt.centered() ? s2 : s1) : s0;
-              apply_gradient(opt, v.value, v.grad, s0, average, momentum);
-            } else if (opt.momentum() != 0.0) {
-              apply_gradient(opt, v.value, v.grad, s0);
-            } else {
-              apply_gradient(opt, v.value, v.grad);
-            }
-          },
-          optimizer_);
+      detail::check_gradient_for(v.value, v.grad);
+      slots.clear();
+      for (const auto& s : slots_[k]) {
+        slots.push_back(std::visit([](const auto& view) { return flat<T>(view); }, s));
+      }
+      ++k;
+      optimizer_.update_step(flat<T>(v.value.local()), flat<const T>(v.grad.local()),
+                             std::span<const OptimizerView<T>>(slots));
     });
-    std::visit([](auto& o) { o.finish_step(); }, optimizer_);
+    optimizer_.finish_step();
+  }
+  //! A contiguous block's elements as the optimizer sees them.
+  template <class S, class View>
+  static OptimizerView<S> flat(const View& view) {
+    return OptimizerView<S>(view.data(), view.size());
   }
 
   //! Sums over the processes holding distinct rows (the batch axes), so model replicas count once.
@@ -428,7 +455,9 @@ class BasicSequential {
     if (!row_axes.empty()) {
       const auto& comm =
           communicators(out.device_mesh()).comm(std::span<const std::string>(row_axes));
-      MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_DOUBLE, MPI_SUM, comm.get());
+      const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sums(
+          buf, 2);
+      all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, ReduceOp::sum, comm);
     }
     const double n = static_cast<double>(global_batch);
     return {buf[0] / n, has_accuracy ? buf[1] / n : 0.0, global_batch, has_accuracy};
@@ -513,11 +542,11 @@ class BasicSequential {
   Shape output_shape_;
   std::vector<Layer> layers_;
   std::shared_ptr<const Distribution> dist_;
-  Loss loss_ = Loss::categorical_crossentropy;
+  AnyLoss<T> loss_ = Loss::categorical_crossentropy;
   Optimizer optimizer_ = Adam();
   std::uint64_t seed_ = 0;
   bool fused_softmax_ = false;
-  //! Optimizer state of each variable (slot_count of them, at least one), shaped like its shard.
+  //! Optimizer state of each variable (the slots its optimizer declares), shaped like its shard.
   std::vector<std::vector<SlotView>> slots_;
 };
 

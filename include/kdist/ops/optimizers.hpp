@@ -9,6 +9,12 @@
 //!
 //! One training step: call `update` once per variable, then `finish_step()` once (Keras'
 //! `optimizer.iterations += 1`). `update` uses `iterations() + 1` as Keras' local step.
+//!
+//! Each optimizer declares its state once, in `slots()` (kdist::OptimizerSlots: the slot names in
+//! the order `update_step` takes them, and Keras' order of them in a `.weights.h5` file): the
+//! model creates the slots from it, checkpoints name and count them from it, Keras weights files
+//! order them by it. `update_step(param, grad, slots)` is the step of one variable with its slots
+//! as declared (what kdist::AnyOptimizer calls; kdist/nn/optimizer.hpp).
 
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
@@ -18,9 +24,13 @@
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <cstddef>
+#include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace kdist {
 
@@ -33,7 +43,71 @@ auto make_slot(const PV& param, const std::string& label) {
   return Slot(Kokkos::view_alloc(label), param.layout());
 }
 
+//! What an optimizer keeps per variable, declared once by the optimizer (its `slots()`) and read
+//! by everything that handles optimizer state: kdist::Sequential creates the slots from it,
+//! checkpoints name and count them, Keras weights files store them in Keras' order. Each slot is
+//! shaped, laid out and sharded like its variable.
+//! \code
+//! kdist::OptimizerSlots slots() const { return {{"velocity"}}; }  // one slot, Keras' name
+//! \endcode
+struct OptimizerSlots {
+  //! The slots of one variable, in the order `update_step` receives them ("momentum", "velocity").
+  std::vector<std::string> names;
+  //! Keras' order of the slots in a `.weights.h5` file. Each group is one
+  //! `add_optimizer_variables(vars, group)` call of the Keras optimizer's `build`, which creates
+  //! the group's slots for each variable in turn: Adam {{"momentum", "velocity"}} (both slots of a
+  //! variable, then the next variable's), RMSprop {{"velocity"}, {"momentum"},
+  //! {"average_gradient"}} (every velocity first). Empty: one group per slot, in `names` order.
+  std::vector<std::vector<std::string>> keras_order = {};
+
+  //! The number of slots per variable.
+  std::size_t size() const { return names.size(); }
+  friend bool operator==(const OptimizerSlots&, const OptimizerSlots&) = default;
+};
+
 namespace detail {
+
+//! Keras' order as groups of slot indices (into `slots.names`). Errors: kdist::ValueError naming
+//! `who` when keras_order names a slot that is not declared, or leaves one out, or names one twice.
+inline std::vector<std::vector<std::size_t>> keras_slot_groups(const OptimizerSlots& slots,
+                                                               const std::string& who) {
+  std::vector<std::vector<std::size_t>> groups;
+  if (slots.keras_order.empty()) {
+    for (std::size_t k = 0; k < slots.names.size(); ++k) groups.push_back({k});
+    return groups;
+  }
+  std::vector<int> seen(slots.names.size(), 0);
+  for (const auto& group : slots.keras_order) {
+    std::vector<std::size_t> g;
+    for (const auto& name : group) {
+      std::size_t k = 0;
+      while (k < slots.names.size() && slots.names[k] != name) ++k;
+      if (k == slots.names.size()) {
+        throw ValueError(who + ": slots().keras_order names slot '" + name +
+                         "', which slots().names does not declare");
+      }
+      ++seen[k];
+      g.push_back(k);
+    }
+    groups.push_back(std::move(g));
+  }
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    if (seen[k] != 1) {
+      throw ValueError(who + ": slots().keras_order names slot '" + slots.names[k] + "' " +
+                       std::to_string(seen[k]) + " times; name each declared slot once");
+    }
+  }
+  return groups;
+}
+
+//! update_step given `given` slots where the optimizer declares `declared`.
+inline void check_slot_count(const char* op, std::size_t given, std::size_t declared) {
+  if (given != declared) {
+    throw ValueError(std::string("kdist::") + op + "::update_step: " + std::to_string(given) +
+                     " slot(s) given but this " + op + " declares " + std::to_string(declared) +
+                     " (slots())");
+  }
+}
 
 //! Checks that `v` has `p`'s extents and is contiguous; returns the number of elements.
 template <class PV, class V>
@@ -119,13 +193,36 @@ class SGD {
   bool nesterov() const { return nesterov_; }
   //! Whether `update` needs a velocity slot (momentum != 0).
   bool needs_velocity() const { return momentum_ != 0.0; }
+  //! The class name, as checkpoints record it (Keras writes it in snake case: "sgd").
+  std::string name() const { return "SGD"; }
+  //! Its state: with momentum, one slot, Keras' "momentum" (the velocity); else none.
+  OptimizerSlots slots() const {
+    return needs_velocity() ? OptimizerSlots{{"momentum"}} : OptimizerSlots{};
+  }
   //! How many state Views `update` needs per variable: 1 (the velocity) with momentum, else 0.
-  std::size_t slot_count() const { return needs_velocity() ? 1 : 0; }
+  std::size_t slot_count() const { return slots().size(); }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"learning_rate", learning_rate_},
+            {"momentum", momentum_},
+            {"nesterov", nesterov_ ? 1.0 : 0.0}};
+  }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
   //! Ends a training step (after `update` of every variable).
   void finish_step() { ++iterations_; }
+
+  //! One variable's step with its slots as slots() declares them (none, or the velocity).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
+    detail::check_slot_count("SGD", state.size(), slot_count());
+    if (needs_velocity()) {
+      update(param, grad, state[0]);
+    } else {
+      update(param, grad);
+    }
+  }
 
   //! Updates `param` from `grad` (momentum 0). Errors: kdist::ValueError if the optimizer has
   //! momentum (use the overload with a velocity), or for a shape mismatch.
@@ -221,8 +318,29 @@ class Adam {
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
+  //! The class name, as checkpoints record it (Keras writes it in snake case: "adam").
+  std::string name() const { return "Adam"; }
+  //! Its state: Keras' "momentum" (m) and "velocity" (v), both of a variable in turn in a Keras
+  //! file (`add_optimizer_variables(vars, ["momentum", "velocity"])`).
+  OptimizerSlots slots() const {
+    return {{"momentum", "velocity"}, {{"momentum", "velocity"}}};
+  }
   //! How many state Views `update` needs per variable: 2 (`m` and `v`).
-  std::size_t slot_count() const { return 2; }
+  std::size_t slot_count() const { return slots().size(); }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"learning_rate", learning_rate_},
+            {"beta_1", beta_1_},
+            {"beta_2", beta_2_},
+            {"epsilon", epsilon_}};
+  }
+
+  //! One variable's step with its slots as slots() declares them (m, v).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
+    detail::check_slot_count("Adam", state.size(), slot_count());
+    update(param, grad, state[0], state[1]);
+  }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
@@ -348,10 +466,41 @@ class RMSprop {
   bool needs_average_gradient() const { return centered_; }
   //! Whether `update` needs a momentum buffer slot (momentum > 0).
   bool needs_momentum() const { return momentum_ > 0.0; }
+  //! The class name, as checkpoints record it (Keras writes it in snake case: "rm_sprop").
+  std::string name() const { return "RMSprop"; }
+  //! Its state: "velocity", "average_gradient" if centered, "momentum" if momentum > 0; in a
+  //! Keras file every velocity, then every momentum, then every average gradient (Keras' build).
+  OptimizerSlots slots() const {
+    OptimizerSlots s{{"velocity"}, {{"velocity"}}};
+    if (needs_average_gradient()) s.names.push_back("average_gradient");
+    if (needs_momentum()) {
+      s.names.push_back("momentum");
+      s.keras_order.push_back({"momentum"});
+    }
+    if (needs_average_gradient()) s.keras_order.push_back({"average_gradient"});
+    return s;
+  }
   //! How many state Views `update` needs per variable: 1 (velocity), + 1 if centered, + 1 if
   //! momentum > 0.
-  std::size_t slot_count() const {
-    return 1 + (needs_average_gradient() ? 1 : 0) + (needs_momentum() ? 1 : 0);
+  std::size_t slot_count() const { return slots().size(); }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const {
+    return {{"learning_rate", learning_rate_},
+            {"rho", rho_},
+            {"momentum", momentum_},
+            {"epsilon", epsilon_},
+            {"centered", centered_ ? 1.0 : 0.0}};
+  }
+
+  //! One variable's step with its slots as slots() declares them (velocity, [average_gradient],
+  //! [momentum]).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
+    detail::check_slot_count("RMSprop", state.size(), slot_count());
+    const bool centered = needs_average_gradient();
+    const SV& average = centered ? state[1] : state[0];
+    const SV& momentum = needs_momentum() ? state[centered ? 2 : 1] : state[0];
+    update(param, grad, state[0], average, momentum);
   }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }

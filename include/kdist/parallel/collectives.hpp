@@ -31,6 +31,7 @@
 #include <Kokkos_Core.hpp>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/detail/collectives_staging.hpp>
@@ -216,6 +217,29 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
       dc::broadcast<decltype(stage)::value>(space, view, root, dc::raw(comm), rank);
     });
   }
+}
+
+//! Copies `value` of process `root` into `value` on every process of `comm`: one scalar of a type
+//! with an MPI datatype (the View broadcast on a host View of one element, with its checks).
+//! \code
+//! std::int64_t step = ...;  // process 0's counts
+//! kdist::broadcast(step, 0, MPI_COMM_WORLD);
+//! \endcode
+template <class Scalar, MpiCommunicator Comm>
+void broadcast(Scalar& value, int root, const Comm& comm) {
+  using Host = Kokkos::View<Scalar*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  broadcast(Kokkos::DefaultHostExecutionSpace(), Host(&value, 1), root, comm);
+}
+
+//! Copies the string `s` of process `root` into `s` on every process of `comm` (its length, then
+//! its characters). Errors as for the View broadcast.
+template <MpiCommunicator Comm>
+void broadcast(std::string& s, int root, const Comm& comm) {
+  std::uint64_t n = s.size();
+  broadcast(n, root, comm);
+  s.resize(static_cast<std::size_t>(n));
+  using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  if (n != 0) broadcast(Kokkos::DefaultHostExecutionSpace(), Host(s.data(), s.size()), root, comm);
 }
 
 //! Exchanges equal blocks between all processes of `comm` (MPI_Alltoall): block j of send on rank

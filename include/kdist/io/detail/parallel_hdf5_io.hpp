@@ -29,45 +29,29 @@
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/optimizer.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
-#include <kdist/ops/optimizers.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::detail::checkpoint {
 
-//! The optimizer as a checkpoint records it.
+//! The optimizer as these files record it, read from what it declares (kdist::Optimizer): its
+//! name, its slots (names, Keras' order) and its hyperparameters.
 struct OptimizerRecord {
   std::string name;
   std::size_t slot_count = 0;
   std::vector<std::string> slot_names;
+  //! Keras' order of the slots, as groups of slot indices (AnyOptimizer::keras_slot_groups).
+  std::vector<std::vector<std::size_t>> keras_groups;
   std::vector<std::pair<std::string, double>> hyperparameters;
+  double learning_rate = 0;
 };
-inline OptimizerRecord describe(const SGD& o) {
-  OptimizerRecord r{"SGD", o.slot_count(), {}, {}};
-  if (o.slot_count()) r.slot_names = {"momentum"};
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"momentum", o.momentum()},
-                       {"nesterov", o.nesterov() ? 1.0 : 0.0}};
-  return r;
-}
-inline OptimizerRecord describe(const Adam& o) {
-  OptimizerRecord r{"Adam", o.slot_count(), {"momentum", "velocity"}, {}};
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"beta_1", o.beta_1()},
-                       {"beta_2", o.beta_2()},
-                       {"epsilon", o.epsilon()}};
-  return r;
-}
-inline OptimizerRecord describe(const RMSprop& o) {
-  OptimizerRecord r{"RMSprop", o.slot_count(), {"velocity"}, {}};
-  if (o.needs_average_gradient()) r.slot_names.push_back("average_gradient");
-  if (o.needs_momentum()) r.slot_names.push_back("momentum");
-  r.hyperparameters = {{"learning_rate", o.learning_rate()},
-                       {"rho", o.rho()},
-                       {"momentum", o.momentum()},
-                       {"epsilon", o.epsilon()},
-                       {"centered", o.centered() ? 1.0 : 0.0}};
-  return r;
+template <class T>
+OptimizerRecord describe(const AnyOptimizer<T>& o) {
+  const OptimizerSlots slots = o.slots();
+  return {o.name(),          slots.size(),         slots.names,
+          o.keras_slot_groups(), o.hyperparameters(), o.learning_rate()};
 }
 
 template <class T>
@@ -78,12 +62,7 @@ constexpr const char* dtype_name() {
 }
 
 //! `s` as process 0 has it, on every process.
-inline void broadcast_string(std::string& s) {
-  std::uint64_t n = s.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<std::size_t>(n));
-  if (n) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-}
+inline void broadcast_string(std::string& s) { kdist::broadcast(s, 0, MPI_COMM_WORLD); }
 
 //! Every process must name the same file (a rank in the path is a mistake MPI-IO would answer
 //! with a hang or an error on some processes only): the same ValueError everywhere otherwise.
@@ -353,7 +332,7 @@ inline std::string publish(const std::string& tmp, const std::string& path) {
 template <class Body>
 void write_atomically(const std::string& path, const std::string& who, Body&& body) {
   std::int64_t pid = static_cast<std::int64_t>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  kdist::broadcast(pid, 0, MPI_COMM_WORLD);
   const std::string tmp = path + ".tmp-" + std::to_string(pid);
   Kokkos::fence();  // the model's last step is complete before its blocks are read
   {
