@@ -1,6 +1,7 @@
 // kdist/core/layout.hpp: TensorLayout / EvenTensorLayout, layouts checked against the mesh type, and
 // their shard arithmetic; typed over static and dynamic mesh extents.
 #include <kdist/core/layout.hpp>
+#include <kdist/core/runtime_layout.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
 // kdist/core/mesh.hpp: DeviceMesh<Axes...>, the mesh as a type; typed over static and dynamic extents.
 #include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 #include <gtest/gtest.h>
 

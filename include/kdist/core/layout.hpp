@@ -24,15 +24,6 @@ namespace kdist {
 
 class RuntimeTensorLayout;  // core/runtime_layout.hpp: the value form, which converts from every layout
 
-namespace detail {
-//! T, named through a value so that an expression using it is dependent (and checked when used).
-template <auto, class T>
-struct dependent_type {
-  using type = T;
-};
-template <auto V, class T>
-using dependent_type_t = typename dependent_type<V, T>::type;
-}  // namespace detail
 
 
 namespace error {
@@ -342,13 +333,34 @@ class BasicTensorLayout {
   std::vector<std::size_t> owners(const std::array<std::size_t, R>& shape,
                                   const std::array<std::size_t, R>& index) const {
     static_assert(check_rank<R>());
-    return runtime<R>().owners(shape, index);
+    check_shape(shape);
+    detail::check_index_in_shape(shape, index);
+    std::vector<std::size_t> out;
+    for (std::size_t device = 0; device < mesh_.size(); ++device) {
+      const auto coords = mesh_.coords_of(device);
+      bool holds = true;
+      for (std::size_t d = 0; d < R && holds; ++d) {
+        holds = detail::chunk_owner(shape[d], shards(d), index[d]) == shard_index(d, coords);
+      }
+      if (holds) out.push_back(device);
+    }
+    return out;
   }
   //! Run-time check of a global shape (rank is checked at compile time).
   template <std::size_t R>
   void check_shape(const std::array<std::size_t, R>& shape) const {
     static_assert(check_rank<R>());
-    runtime<R>().check_shape(shape);
+    if constexpr (Div == Division::even) {
+      for (std::size_t d = 0; d < R; ++d) {
+        if (shape[d] % shards(d) != 0) {
+          constexpr std::array<DimSpec, sizeof...(Dims)> dims{Dims...};
+          std::vector<std::string_view> names;
+          for (std::size_t k = 0; k < dims[d].size(); ++k) names.push_back(dims[d].axis(k));
+          detail::throw_not_evenly_divisible(d, shape, shards(d), detail::dim_repr(names),
+                                             axes_repr());
+        }
+      }
+    }
   }
 
   //! The same layout as a value. The conversion is RuntimeTensorLayout's converting constructor
@@ -372,12 +384,6 @@ class BasicTensorLayout {
   }
 
  private:
-  //! The value form, for the run-time checks (R makes the call dependent: RuntimeTensorLayout is
-  //! complete where a function of a tensor of rank R is instantiated, not where this is defined).
-  template <std::size_t R>
-  auto runtime() const {
-    return to_runtime<detail::dependent_type_t<R, RuntimeTensorLayout>>();
-  }
   //! The mesh's extents, static ones as constants (so shard arithmetic on static axes folds).
   std::array<std::size_t, Mesh_::rank()> mesh_extents() const {
     std::array<std::size_t, Mesh_::rank()> e{};
@@ -429,7 +435,7 @@ class BasicTensorLayout {
     } else {
       if constexpr (Div == Division::even) {
         for (std::size_t d = 0; d < R; ++d) {
-          if (shape[d] % shards(d) != 0) runtime<R>().check_shape(shape);  // throws its message
+          if (shape[d] % shards(d) != 0) check_shape(shape);  // throws its message
         }
       }
       const auto coords = mesh_.coords_of(device);

@@ -82,10 +82,7 @@ inline constexpr std::array<std::string_view, sizeof...(Axes)> axis_name_views{
 template <class... Axes>
 constexpr std::size_t find_axis(std::string_view name) {
   constexpr auto& names = axis_name_views<Axes...>;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return i;
-  }
-  return names.size();
+  return find_name(names, name).value_or(names.size());
 }
 
 //! Writes `shape=(?, 4), axis_names=['data', 'model']` (a dynamic extent as `?`, as the run-time

@@ -46,11 +46,7 @@ class DimAxes {
 
   //! None / 'model' / ('data', 'model'), as Python prints a layout entry.
   std::string repr() const {
-    if (names_.empty()) return "None";
-    if (names_.size() == 1) return detail::py_str(names_[0]);
-    std::vector<std::string> q;
-    for (const auto& n : names_) q.push_back(detail::py_str(n));
-    return detail::py_tuple(q);
+    return detail::dim_repr(names_);
   }
   friend bool operator==(const DimAxes&, const DimAxes&) = default;
 
@@ -162,12 +158,7 @@ class RuntimeTensorLayout {
     for (std::size_t d = 0; d < rank(); ++d) {
       const std::size_t n = shards(d);
       if (shape[d] % n != 0) {
-        throw ValueError("kdist::TensorLayout: dimension " + std::to_string(d) + " of shape " +
-                         detail::shape_repr(shape) + " has extent " + std::to_string(shape[d]) +
-                         ", which the " + std::to_string(n) + " shards of " + axes_[d].repr() +
-                         " cannot divide evenly, and layout " + axes_repr() +
-                         " demands even division; use a multiple of " + std::to_string(n) +
-                         " or a layout with Division::chunk");
+        detail::throw_not_evenly_divisible(d, shape, n, axes_[d].repr(), axes_repr());
       }
     }
   }
@@ -284,12 +275,7 @@ class RuntimeTensorLayout {
     }
   }
   void check_index(std::span<const std::size_t> shape, std::span<const std::size_t> index) const {
-    bool ok = index.size() == shape.size();
-    for (std::size_t d = 0; ok && d < shape.size(); ++d) ok = index[d] < shape[d];
-    if (!ok) {
-      throw ValueError("kdist::TensorLayout: index " + detail::shape_repr(index) +
-                       " is out of range for a tensor of shape " + detail::shape_repr(shape));
-    }
+    detail::check_index_in_shape(shape, index);
   }
   template <class F>
   void for_each_block(std::span<const std::size_t> shape, std::size_t device, F&& f) const {

@@ -69,10 +69,7 @@ class RuntimeDeviceMesh {
 
   //! Position of `name` among the axes, or nullopt.
   std::optional<std::size_t> find_axis(std::string_view name) const {
-    const auto& names = impl_->axis_names;
-    auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end()) return std::nullopt;
-    return static_cast<std::size_t>(it - names.begin());
+    return detail::find_name(impl_->axis_names, name);
   }
   //! Position of `name` among the axes; a ValueError listing the valid names otherwise.
   std::size_t axis_index(std::string_view name) const {

@@ -33,16 +33,11 @@ namespace kdist {
 
 namespace detail::mesh_comm {
 
-//! "(2, 4)".
+//! "(2, 4)", as Python prints a tuple (detail::py_tuple, the printer of every kdist shape).
 inline std::string format_shape(const std::vector<int>& shape) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) {
-      out += ", ";
-    }
-    out += std::to_string(shape[i]);
-  }
-  return out + (shape.size() == 1 ? ",)" : ")");
+  std::vector<std::string> extents;
+  for (int e : shape) extents.push_back(std::to_string(e));
+  return py_tuple(extents);
 }
 
 //! "(data, model)".
@@ -143,11 +138,7 @@ class MeshCommunicators {
 
   //! The position of `axis` in axis_names(). Errors: kdist::ValueError for an unknown axis.
   [[nodiscard]] std::size_t axis_index(std::string_view axis) const {
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      if (names_[i] == axis) {
-        return i;
-      }
-    }
+    if (auto i = detail::find_name(names_, axis)) return *i;
     throw ValueError("kdist::MeshCommunicators: \"" + std::string(axis) +
                      "\" is not an axis of the mesh " + detail::mesh_comm::format_names(names_));
   }

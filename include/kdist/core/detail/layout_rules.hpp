@@ -7,7 +7,13 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include <kdist/core/detail/python_repr.hpp>
+#include <kdist/core/error.hpp>
 
 namespace kdist::detail {
 
@@ -47,6 +53,41 @@ constexpr LayoutAxisRef first_reused_axis(std::size_t rank, Count count, Name na
     }
   }
   return {};
+}
+
+//! None / 'model' / ('data', 'model'): one layout entry (its mesh axis `names`) as Python prints it.
+template <class Names>
+std::string dim_repr(const Names& names) {
+  std::vector<std::string> q;
+  for (const auto& n : names) q.push_back(py_str(std::string_view(n)));
+  if (q.empty()) return "None";
+  if (q.size() == 1) return q[0];
+  return py_tuple(q);
+}
+
+//! The run-time errors of a layout applied to a shape, one wording for TensorLayout and
+//! RuntimeTensorLayout. Dimension `d` of `shape`, over `shards` shards of entry `dim` of layout
+//! `axes`, does not divide evenly and the layout demands even division.
+[[noreturn]] inline void throw_not_evenly_divisible(std::size_t d, std::span<const std::size_t> shape,
+                                                    std::size_t shards, std::string_view dim,
+                                                    std::string_view axes) {
+  throw ValueError("kdist::TensorLayout: dimension " + std::to_string(d) + " of shape " +
+                   shape_repr(shape) + " has extent " + std::to_string(shape[d]) + ", which the " +
+                   std::to_string(shards) + " shards of " + std::string(dim) +
+                   " cannot divide evenly, and layout " + std::string(axes) +
+                   " demands even division; use a multiple of " + std::to_string(shards) +
+                   " or a layout with Division::chunk");
+}
+
+//! `index` must name an element of a tensor of `shape`.
+inline void check_index_in_shape(std::span<const std::size_t> shape,
+                                 std::span<const std::size_t> index) {
+  bool ok = index.size() == shape.size();
+  for (std::size_t d = 0; ok && d < shape.size(); ++d) ok = index[d] < shape[d];
+  if (!ok) {
+    throw ValueError("kdist::TensorLayout: index " + shape_repr(index) +
+                     " is out of range for a tensor of shape " + shape_repr(shape));
+  }
 }
 
 }  // namespace kdist::detail

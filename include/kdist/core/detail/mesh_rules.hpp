@@ -95,6 +95,18 @@ std::optional<std::string> shape_problem(const Shape& shape, const Names& names,
          std::to_string(size) + " devices, but " + std::to_string(device_count) + " were given";
 }
 
+//! Position of `name` among a mesh's axis `names`, or nullopt: the one axis lookup of the static
+//! mesh, RuntimeDeviceMesh and MeshCommunicators.
+template <class Names>
+constexpr std::optional<std::size_t> find_name(const Names& names, std::string_view name) {
+  std::size_t i = 0;
+  for (const auto& n : names) {
+    if (std::string_view(n) == name) return i;
+    ++i;
+  }
+  return std::nullopt;
+}
+
 //! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints a mesh: the one
 //! printer of DeviceMesh and RuntimeDeviceMesh.
 template <class Shape, class Names>
