@@ -1,36 +1,40 @@
 #pragma once
 //! \file kdist.hpp
-//! Everything kdist offers, in one include.
+//! Everything kdist offers, in one include, but io/ (checkpoints and Keras weights need parallel
+//! HDF5: include <kdist/io/checkpoint.hpp> / <kdist/io/keras_weights.hpp> and link kdist::io).
+//! The groups follow the layers, bottom to top (docs/design.md).
 
-#include <kdist/nn/apply_gradient.hpp>
-#include <kdist/nn/array_dataset.hpp>
+// core/: meshes, layouts, their value forms, plans (std only)
 #include <kdist/core/axis.hpp>
-#include <kdist/parallel/collectives.hpp>
-#include <kdist/strategy/data_parallel.hpp>
-#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/dim_spec.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/distribution.hpp>
 #include <kdist/core/error.hpp>
-#include <kdist/nn/layer.hpp>
-#include <kdist/nn/layers/conv2d.hpp>
-#include <kdist/nn/layers/dense.hpp>
-#include <kdist/nn/layers/dropout.hpp>
-#include <kdist/nn/layers/flatten.hpp>
 #include <kdist/core/layout.hpp>
-#include <kdist/strategy/layout_map.hpp>
-#include <kdist/tensor/matmul.hpp>
+#include <kdist/core/layout_axes.hpp>
+#include <kdist/core/matmul_plan.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/core/pending_sum.hpp>
+#include <kdist/core/redistribute_plan.hpp>
+#include <kdist/core/runtime_concepts.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
+
+// parallel/: start-up, processes and devices, communicators, collectives
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/concepts.hpp>
+#include <kdist/parallel/devices.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
-#include <kdist/nn/loss.hpp>
-#include <kdist/nn/model.hpp>
-#include <kdist/nn/optimizer.hpp>
-#include <kdist/strategy/model_parallel.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/parallel/mpi/gpu_aware.hpp>
+#include <kdist/parallel/profiling_region.hpp>
+#include <kdist/parallel/run.hpp>
+#include <kdist/parallel/world.hpp>
+
+// ops/: local kernels
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/conv2d.hpp>
@@ -38,13 +42,34 @@
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
-#include <kdist/core/pending_sum.hpp>
-#include <kdist/nn/progress.hpp>
 #include <kdist/ops/random.hpp>
+
+// tensor/: distributed tensors
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
-#include <kdist/parallel/run.hpp>
-#include <kdist/parallel/initialize.hpp>
-#include <kdist/core/runtime_layout.hpp>
-#include <kdist/core/runtime_mesh.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <kdist/tensor/visualize_sharding.hpp>
+
+// strategy/: LayoutMap and the distributions
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/strategy/runtime_layout_map.hpp>
+
+// nn/: layers, optimizers, losses, models, datasets
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/layers/activation.hpp>
+#include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/nn/layers/dense.hpp>
+#include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/loss.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/progress.hpp>
+#include <kdist/nn/shape.hpp>

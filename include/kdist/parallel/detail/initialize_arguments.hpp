@@ -15,6 +15,7 @@
 #include <iterator>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/world.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -195,10 +196,8 @@ inline std::optional<InitProblem> check_initialize_arguments(
     }
   }
 
-  int world_size = 1;
-  int world_rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const int world_size = kdist::process_count();
+  const int world_rank = kdist::process_id();
 
   if (num_processes.value && *num_processes.value < 1) {
     return value_error(num_processes.describe("num_processes") + "; it must be at least 1");
