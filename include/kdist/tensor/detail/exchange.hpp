@@ -21,6 +21,7 @@
 
 #include <kdist/tensor/detail/box.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 
 namespace kdist::detail {
@@ -161,8 +162,10 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     recv_ptr = recv_buf.get();
   }
   const MPI_Datatype type = kdist::mpi::datatype<T>();
-  MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
-                recv_counts.data(), recv_displs.data(), type, comm);
+  kdist::mpi::detail::check_mpi(
+      MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
+                    recv_counts.data(), recv_displs.data(), type, comm),
+      (std::string(who) + ": MPI_Alltoallv").c_str());
   if (!recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) {
       if (recv_counts[s]) place(recv_ptr + recv_displs[s], recv_boxes[s], recv_boxes[s]);
