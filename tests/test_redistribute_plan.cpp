@@ -50,9 +50,9 @@ TEST(RedistributePlan, ShardToReplicatedIsAnAllGather) {
   EXPECT_TRUE(plan.communicates());
   EXPECT_EQ(plan.to_string(), "<RedistributePlan ('x', None) -> (None, None): all_gather>");
   // Sharded over two axes to sharded over one of them: each keeps its block, gathers the rest.
-  const auto partly = kdist::plan_redistribute(
-      on(mesh_2x4, {DimAxes{"data", "model"}, kdist::replicated}), {},
-      on(mesh_2x4, {"data", kdist::replicated}), Sizes{16, 3});
+  const auto partly =
+      kdist::plan_redistribute(on(mesh_2x4, {DimAxes{"data", "model"}, kdist::replicated}), {},
+                               on(mesh_2x4, {"data", kdist::replicated}), Sizes{16, 3});
   EXPECT_EQ(only_step(partly).kind, Kind::all_gather);
 }
 
@@ -69,8 +69,8 @@ TEST(RedistributePlan, ReplicatedToShardIsALocalCopy) {
       on(mesh_2x4, {DimAxes{"data", "model"}, kdist::replicated}), Sizes{16, 3});
   EXPECT_EQ(only_step(finer).kind, Kind::local_copy);
   // Only the division rule changes, and the shape divides evenly: the blocks are the same.
-  const auto even = kdist::plan_redistribute(on(x2, {"x"}), {},
-                                             on(x2, {"x"}, kdist::Division::even), Sizes{4});
+  const auto even =
+      kdist::plan_redistribute(on(x2, {"x"}), {}, on(x2, {"x"}, kdist::Division::even), Sizes{4});
   EXPECT_EQ(only_step(even).kind, Kind::local_copy);
 }
 
@@ -82,9 +82,9 @@ TEST(RedistributePlan, ShardToOtherShardIsAnAllToAll) {
   EXPECT_TRUE(plan.communicates());
   EXPECT_EQ(plan.to_string(), "<RedistributePlan ('x', None) -> (None, 'x'): all_to_all>");
   // The same dimension over the other axis of a 2-D mesh.
-  const auto swap = kdist::plan_redistribute(on(mesh_2x4, {"data", kdist::replicated}), {},
-                                             on(mesh_2x4, {"model", kdist::replicated}),
-                                             Sizes{8, 3});
+  const auto swap =
+      kdist::plan_redistribute(on(mesh_2x4, {"data", kdist::replicated}), {},
+                               on(mesh_2x4, {"model", kdist::replicated}), Sizes{8, 3});
   EXPECT_EQ(only_step(swap).kind, Kind::all_to_all);
 }
 
@@ -125,7 +125,8 @@ TEST(RedistributePlan, PartialToAnyOtherLayoutIsAnAllToAllThatSums) {
   const Sizes shape{8, 6};
   const auto whole = on(mesh_2x4, {kdist::replicated, kdist::replicated});
   // Sharded over an axis that is not the pending one.
-  const auto other = kdist::plan_redistribute(whole, {"model"}, on(mesh_2x4, {"data", kdist::replicated}), shape);
+  const auto other =
+      kdist::plan_redistribute(whole, {"model"}, on(mesh_2x4, {"data", kdist::replicated}), shape);
   EXPECT_EQ(only_step(other), (RedistributeStep{Kind::all_to_all, Names{"model"}, 0}));
   EXPECT_EQ(only_step(other).to_string(), "all_to_all summing over ['model']");
   // Sharded over only some of the pending axes.
@@ -137,9 +138,9 @@ TEST(RedistributePlan, PartialToAnyOtherLayoutIsAnAllToAllThatSums) {
                                             on(mesh_2x4, {kdist::replicated, "model"}), shape);
   EXPECT_EQ(only_step(two).kind, Kind::all_to_all);
   // The division rule changes too.
-  const auto division = kdist::plan_redistribute(
-      on(x2, {kdist::replicated, kdist::replicated}), {"x"},
-      on(x2, {"x", kdist::replicated}, kdist::Division::even), shape);
+  const auto division =
+      kdist::plan_redistribute(on(x2, {kdist::replicated, kdist::replicated}), {"x"},
+                               on(x2, {"x", kdist::replicated}, kdist::Division::even), shape);
   EXPECT_EQ(only_step(division).kind, Kind::all_to_all);
 }
 
@@ -155,7 +156,8 @@ TEST(RedistributePlan, PrintsToAStream) {
   const auto whole = on(x2, {kdist::replicated});
   std::ostringstream os;
   os << kdist::plan_redistribute(whole, {"x"}, whole, Sizes{5});
-  EXPECT_EQ(os.str(), "<RedistributePlan (None,) partial=['x'] -> (None,): all_reduce(sum) over ['x']>");
+  EXPECT_EQ(os.str(),
+            "<RedistributePlan (None,) partial=['x'] -> (None,): all_reduce(sum) over ['x']>");
 }
 
 TEST(RedistributePlan, Errors) {
@@ -168,14 +170,14 @@ TEST(RedistributePlan, Errors) {
   EXPECT_THROW((void)kdist::plan_redistribute(rows, {}, no_mesh, shape), kdist::ValueError);
   EXPECT_THROW((void)kdist::plan_redistribute(rows, {}, rows, Sizes{4}), kdist::ValueError);
   EXPECT_THROW((void)kdist::plan_redistribute(rows, {"z"}, rows, shape), kdist::ValueError);
-  EXPECT_THROW((void)kdist::plan_redistribute(rows, {}, on(x2, {"x", kdist::replicated},
-                                                           kdist::Division::even),
-                                              Sizes{5, 6}),
+  EXPECT_THROW((void)kdist::plan_redistribute(
+                   rows, {}, on(x2, {"x", kdist::replicated}, kdist::Division::even), Sizes{5, 6}),
                kdist::ValueError);
   try {
     (void)kdist::plan_redistribute(rows, {}, on(other, {"y", kdist::replicated}), shape);
   } catch (const kdist::ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("kdist::plan_redistribute"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kdist::plan_redistribute"), std::string::npos)
+        << e.what();
   }
 }
 

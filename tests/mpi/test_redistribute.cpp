@@ -45,14 +45,14 @@ TEST(Redistribute, ATensorsPlanIsTheLayoutsPlan) {
                   : "<RedistributePlan ('x', None) -> (None, None): local_copy>");
   EXPECT_EQ(only_kind(kdist::plan_redistribute(t, rows)), Kind::nothing);
   // A target without a mesh takes the tensor's, as redistribute does.
-  EXPECT_EQ(only_kind(kdist::plan_redistribute(
-                t, kdist::RuntimeTensorLayout({kdist::replicated, "x"}))),
-            n > 1 ? Kind::all_to_all : Kind::local_copy);
+  EXPECT_EQ(
+      only_kind(kdist::plan_redistribute(t, kdist::RuntimeTensorLayout({kdist::replicated, "x"}))),
+      n > 1 ? Kind::all_to_all : Kind::local_copy);
   kdist::RuntimeDeviceMesh other({n}, {"y"}, n);
   expect_value_error(
       [&] {
-        (void)kdist::plan_redistribute(t, kdist::RuntimeTensorLayout({"y", kdist::replicated},
-                                                                     other));
+        (void)kdist::plan_redistribute(t,
+                                       kdist::RuntimeTensorLayout({"y", kdist::replicated}, other));
       },
       {"kdist::redistribute", "another mesh"});
 }
@@ -70,8 +70,7 @@ void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t 
   auto pending = Tensor::from_local(mine, shape, whole, {"x"});
   const auto plan = kdist::plan_redistribute(pending, target);
   if (n > 1) {
-    EXPECT_EQ(plan.steps.front(),
-              (kdist::RedistributeStep{Kind::reduce_scatter, {"x"}, dim}))
+    EXPECT_EQ(plan.steps.front(), (kdist::RedistributeStep{Kind::reduce_scatter, {"x"}, dim}))
         << plan.to_string();
   }
   auto out = kdist::redistribute(pending, target);
@@ -111,8 +110,8 @@ TEST(Redistribute, ATypedTensorsPlan) {
   const Mesh mesh({n / model, model}, n);
   auto h = kdist::distribute_tensor<double**>(matrix_a, {8, 6},
                                               kdist::TensorLayout<Mesh, "data", "model">(mesh));
-  auto w = kdist::distribute_tensor<double**>(
-      matrix_c, {6, 4}, kdist::TensorLayout<Mesh, "model", replicated>(mesh));
+  auto w = kdist::distribute_tensor<double**>(matrix_c, {6, 4},
+                                              kdist::TensorLayout<Mesh, "model", replicated>(mesh));
   auto y = kdist::matmul(h, w);  // row parallel: a pending sum over 'model' in its type
   // To a static target and to a run-time one.
   const auto plan = kdist::plan_redistribute(y, y.layout());

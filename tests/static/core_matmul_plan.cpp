@@ -13,7 +13,8 @@ using kdist::replicated;
 constexpr auto column = plan_matmul(DimSpec("data"), replicated, replicated, DimSpec("model"));
 static_assert(column.rows == DimSpec("data") && column.cols == DimSpec("model"));
 static_assert(!column.is_partial() && column.slice == MatmulSlice::none);
-static_assert(!column.gather_b_cols && !column.gather_a_contraction && !column.gather_b_contraction);
+static_assert(!column.gather_b_cols && !column.gather_a_contraction &&
+              !column.gather_b_contraction);
 // Row-parallel: h (data, model) times w (model, None): a pending sum over model.
 constexpr auto row = plan_matmul(DimSpec("data"), DimSpec("model"), DimSpec("model"), replicated);
 static_assert(row.pending == DimSpec("model") && row.is_partial());

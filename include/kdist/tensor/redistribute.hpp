@@ -52,8 +52,8 @@ void check_same_mesh(const Tensor& t, const RuntimeTensorLayout& target) {
 //! The plan that moves `t` to `target` (which has a mesh, the tensor's).
 template <class Tensor>
 RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
-  return plan_redistribute(t.layout(), t.partial_axes(), target,
-                           std::span<const std::size_t>(t.shape().data(), t.shape().size()));
+  return kdist::plan_redistribute(t.layout(), t.partial_axes(), target,
+                                  std::span<const std::size_t>(t.shape().data(), t.shape().size()));
 }
 
 //! The reduce_scatter step: `out`'s block of the sum over `step.axes` of `t`'s summands, which
@@ -176,6 +176,7 @@ template <class DataType, class MemorySpace>
 RedistributePlan plan_redistribute(
     const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
     RuntimeTensorLayout target) {
+  detail::ProfilingRegion region("kdist::plan_redistribute");
   if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
   detail::check_same_mesh(t, target);
   return detail::plan_for(t, target);
