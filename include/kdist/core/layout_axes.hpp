@@ -101,8 +101,8 @@ class LayoutAxes {
     // The rule of core/detail/layout_rules.hpp, as TensorLayout and RuntimeTensorLayout apply it
     // (each LayoutDim already checked that its names are axes of the mesh).
     const auto reused = detail::first_reused_axis(
-        rank_, [&](std::size_t d) { return dims_[d].size(); },
-        [&](std::size_t d, std::size_t k) { return dims_[d].axis(k); },
+        rank_, [&](std::size_t dim) { return dims_[dim].size(); },
+        [&](std::size_t dim, std::size_t k) { return dims_[dim].axis(k); },
         [](std::string_view name) { return Mesh::find_axis(name); });
     if (reused.found) error::layout_uses_a_mesh_axis_twice();
   }
