@@ -187,7 +187,8 @@ TEST_F(OpenSets, AUserOptimizersSlotIsSavedInACheckpointAndRestoredOnAnotherMesh
   auto forgetful = small_model();  // the weights without the slot: another next epoch
   forgetful.compile(dists.front(), kdist::Loss::mean_squared_error, HeavyBall{}, 7);
   (void)kdist::load_checkpoint(forgetful, path);
-  forgetful.for_each_variable_with_slots([](auto&, auto& s) { Kokkos::deep_copy(s[0].local(), 0); });
+  forgetful.for_each_variable_with_slots(
+      [](auto&, auto& s) { Kokkos::deep_copy(s[0].local(), 0); });
   const auto resumed = losses_of(first, next);
   const auto restored = losses_of(second, next);
   const auto without = losses_of(forgetful, next);
@@ -239,8 +240,7 @@ TEST_F(OpenSets, AUserLossSeesIntegerLabelsOneHot) {
   const auto x = kdist::examples::random_normal(32 * 64, 3);
   std::vector<std::int32_t> labels(32);
   for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
-  const kdist::ArrayDataset<float> data(std::vector<float>(x.begin(), x.end()), {8, 8, 1},
-                                        labels);
+  const kdist::ArrayDataset<float> data(std::vector<float>(x.begin(), x.end()), {8, 8, 1}, labels);
   const auto dist = distributions().back();
   auto library = small_model();
   library.compile(dist, kdist::Loss::mean_squared_error, kdist::SGD(0.1), 1);

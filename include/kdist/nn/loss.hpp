@@ -209,10 +209,12 @@ class AnyLoss {
     std::unique_ptr<Concept> clone() const override { return std::make_unique<Model>(loss); }
     std::string name() const override { return std::string(loss.name()); }
     bool fuses_softmax() const override {
-      return requires(const LossInput<T>& z, const LossTargets<T>& y) { loss.sum_from_logits(z, y); };
+      return requires(const LossInput<T>& z, const LossTargets<T>& y) {
+        loss.sum_from_logits(z, y);
+      };
     }
-    double sum(const LossInput<T>& pred, const LossTargets<T>& target,
-               const LossGradient<T>* grad, T scale, bool from_logits) const override {
+    double sum(const LossInput<T>& pred, const LossTargets<T>& target, const LossGradient<T>* grad,
+               T scale, bool from_logits) const override {
       return sum_of(pred, target, grad, scale, from_logits);
     }
     double sum(const LossInput<T>& pred, const LossLabels& labels, const LossGradient<T>* grad,

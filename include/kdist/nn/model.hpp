@@ -384,18 +384,17 @@ class BasicSequential {
     if constexpr (Kokkos::is_always_assignable<Want, YV>::value) {
       return Want(y);
     } else {
-      using Host = Kokkos::View<typename Want::non_const_data_type, Kokkos::LayoutRight,
-                                Kokkos::HostSpace>;
+      using Host =
+          Kokkos::View<typename Want::non_const_data_type, Kokkos::LayoutRight, Kokkos::HostSpace>;
       using V = typename Want::non_const_value_type;
       auto from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
       Host copy;
       if constexpr (is_labels<YV>()) {
-        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"),
-                    y.extent(0));
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"), y.extent(0));
         for (std::size_t i = 0; i < y.extent(0); ++i) copy(i) = static_cast<V>(from(i));
       } else {
-        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"),
-                    y.extent(0), y.extent(1));
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"), y.extent(0),
+                    y.extent(1));
         for (std::size_t i = 0; i < y.extent(0); ++i) {
           for (std::size_t j = 0; j < y.extent(1); ++j) copy(i, j) = static_cast<V>(from(i, j));
         }

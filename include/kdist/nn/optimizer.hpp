@@ -48,15 +48,15 @@ namespace kdist {
 //! A block of a variable, of its gradient or of a slot as an optimizer's `update_step` sees it:
 //! its elements, contiguous, in device memory (`T` const for the gradient).
 template <class T>
-using OptimizerView = Kokkos::View<T*, Kokkos::LayoutRight,
-                                   Kokkos::DefaultExecutionSpace::memory_space,
-                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using OptimizerView =
+    Kokkos::View<T*, Kokkos::LayoutRight, Kokkos::DefaultExecutionSpace::memory_space,
+                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 //! The requirements on an optimizer of variables of scalars `T`.
 template <class O, class T = float>
 concept Optimizer = std::copy_constructible<O> &&
-    requires(const O& optimizer, const OptimizerView<T>& param,
-             const OptimizerView<const T>& grad, std::span<const OptimizerView<T>> slots) {
+    requires(const O& optimizer, const OptimizerView<T>& param, const OptimizerView<const T>& grad,
+             std::span<const OptimizerView<T>> slots) {
   //! Its class name ("Adam"): a checkpoint records it, a Keras file its snake case ("adam").
   { optimizer.name() } -> std::convertible_to<std::string>;
   //! Its state, declared once: slot names in update_step's order, and Keras' order.

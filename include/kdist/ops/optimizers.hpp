@@ -322,9 +322,7 @@ class Adam {
   std::string name() const { return "Adam"; }
   //! Its state: Keras' "momentum" (m) and "velocity" (v), both of a variable in turn in a Keras
   //! file (`add_optimizer_variables(vars, ["momentum", "velocity"])`).
-  OptimizerSlots slots() const {
-    return {{"momentum", "velocity"}, {{"momentum", "velocity"}}};
-  }
+  OptimizerSlots slots() const { return {{"momentum", "velocity"}, {{"momentum", "velocity"}}}; }
   //! How many state Views `update` needs per variable: 2 (`m` and `v`).
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.

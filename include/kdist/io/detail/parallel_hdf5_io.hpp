@@ -49,9 +49,14 @@ struct OptimizerRecord {
 };
 template <class T>
 OptimizerRecord describe(const AnyOptimizer<T>& o) {
-  const OptimizerSlots slots = o.slots();
-  return {o.name(),          slots.size(),         slots.names,
-          o.keras_slot_groups(), o.hyperparameters(), o.learning_rate()};
+  OptimizerRecord r;
+  r.name = o.name();
+  r.slot_names = o.slots().names;
+  r.slot_count = r.slot_names.size();
+  r.keras_groups = o.keras_slot_groups();
+  r.hyperparameters = o.hyperparameters();
+  r.learning_rate = o.learning_rate();
+  return r;
 }
 
 template <class T>
@@ -62,7 +67,9 @@ constexpr const char* dtype_name() {
 }
 
 //! `s` as process 0 has it, on every process.
-inline void broadcast_string(std::string& s) { kdist::broadcast(s, 0, MPI_COMM_WORLD); }
+inline void broadcast_string(std::string& s) {
+  kdist::broadcast(s, 0, MPI_COMM_WORLD);
+}
 
 //! Every process must name the same file (a rank in the path is a mistake MPI-IO would answer
 //! with a hang or an error on some processes only): the same ValueError everywhere otherwise.
