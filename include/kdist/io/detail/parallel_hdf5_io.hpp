@@ -358,7 +358,8 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     }
     hdf5::check(file.close(), who + ": closing '" + tmp + "'");
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // every process has closed the file
+  // every process has closed the file (an all-reduce: none goes on before all have come here)
+  mpi::agree<RuntimeError>(MPI_COMM_WORLD, true, "");
   const std::string failed = kdist::process_id() == 0 ? publish(tmp, path) : std::string();
   mpi::agree<RuntimeError>(MPI_COMM_WORLD, failed.empty(), who + ": '" + path + "': " + failed);
 }
