@@ -22,9 +22,8 @@
 
 namespace kdist {
 
-class RuntimeTensorLayout;  // core/runtime_layout.hpp: the value form, which converts from every layout
-
-
+// core/runtime_layout.hpp: the value form, which converts from every layout.
+class RuntimeTensorLayout;
 
 namespace error {
 //! `Mesh` is not a `kdist::DeviceMesh<...>`: the first argument of TensorLayout is the mesh type.

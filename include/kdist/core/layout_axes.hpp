@@ -26,7 +26,6 @@ namespace kdist {
 
 class DimAxes;  // core/runtime_layout.hpp: the value form of a dimension
 
-
 namespace error {
 // Never defined as constexpr: a consteval check that reaches one fails to compile, and the
 // compiler names it in its note. Defined so that nothing else breaks at link time.

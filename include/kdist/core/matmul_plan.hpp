@@ -38,10 +38,18 @@ namespace kdist {
 
 namespace detail {
 // The mesh axes of one dimension, read alike from its static and its run-time form.
-constexpr std::size_t axis_count(const DimSpec& d) { return d.size(); }
-constexpr std::string_view axis_name(const DimSpec& d, std::size_t i) { return d.axis(i); }
-inline std::size_t axis_count(const DimAxes& d) { return d.size(); }
-inline std::string_view axis_name(const DimAxes& d, std::size_t i) { return d.names()[i]; }
+constexpr std::size_t axis_count(const DimSpec& d) {
+  return d.size();
+}
+constexpr std::string_view axis_name(const DimSpec& d, std::size_t i) {
+  return d.axis(i);
+}
+inline std::size_t axis_count(const DimAxes& d) {
+  return d.size();
+}
+inline std::string_view axis_name(const DimAxes& d, std::size_t i) {
+  return d.names()[i];
+}
 }  // namespace detail
 
 //! The mesh axes one tensor dimension is sharded over, in a form the plans read:
@@ -49,10 +57,10 @@ inline std::string_view axis_name(const DimAxes& d, std::size_t i) { return d.na
 //! A value-initialised one is replicated.
 template <class D>
 concept DimAxesForm = std::copyable<D> && std::default_initializable<D> &&
-                      requires(const D& d, std::size_t i) {
-                        { detail::axis_count(d) } -> std::convertible_to<std::size_t>;
-                        { detail::axis_name(d, i) } -> std::convertible_to<std::string_view>;
-                      };
+    requires(const D& d, std::size_t i) {
+  { detail::axis_count(d) } -> std::convertible_to<std::size_t>;
+  { detail::axis_name(d, i) } -> std::convertible_to<std::string_view>;
+};
 
 namespace detail {
 //! Whether two dimensions share a mesh axis.

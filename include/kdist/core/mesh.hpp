@@ -22,8 +22,8 @@
 
 namespace kdist {
 
-class RuntimeDeviceMesh;  // core/runtime_mesh.hpp: the value form, which converts from every mesh
-
+// core/runtime_mesh.hpp: the value form, which converts from every mesh.
+class RuntimeDeviceMesh;
 
 namespace error {
 //! `kdist::DeviceMesh<>` has no axes: a mesh needs at least one, e.g.

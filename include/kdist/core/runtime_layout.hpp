@@ -45,9 +45,7 @@ class DimAxes {
   std::size_t size() const { return names_.size(); }
 
   //! None / 'model' / ('data', 'model'), as Python prints a layout entry.
-  std::string repr() const {
-    return detail::dim_repr(names_);
-  }
+  std::string repr() const { return detail::dim_repr(names_); }
   friend bool operator==(const DimAxes&, const DimAxes&) = default;
 
  private:

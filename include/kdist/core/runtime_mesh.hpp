@@ -22,7 +22,6 @@
 
 namespace kdist {
 
-
 //! A cluster of devices arranged as a named, row-major grid (Keras `DeviceMesh`).
 //!
 //! Errors (`kdist::ValueError`): empty shape, shape and axis names of different lengths, an empty
@@ -113,9 +112,7 @@ class RuntimeDeviceMesh {
   }
 
   //! `<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>`, as Keras prints it.
-  std::string to_string() const {
-    return detail::mesh_repr(impl_->shape, impl_->axis_names);
-  }
+  std::string to_string() const { return detail::mesh_repr(impl_->shape, impl_->axis_names); }
   friend std::ostream& operator<<(std::ostream& os, const RuntimeDeviceMesh& m) {
     return os << m.to_string();
   }

@@ -54,12 +54,12 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
-#include <kdist/parallel/collectives.hpp>
-#include <kdist/io/detail/hdf5.hpp>
-#include <kdist/io/detail/parallel_hdf5_io.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/parallel_hdf5_io.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 
 namespace kdist {

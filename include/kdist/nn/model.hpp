@@ -28,23 +28,23 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
-#include <kdist/parallel/collectives.hpp>
-#include <kdist/strategy/data_parallel.hpp>
-#include <kdist/strategy/data_sharding.hpp>
-#include <kdist/strategy/distribution.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/flatten.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/optimizer.hpp>
-#include <kdist/parallel/mesh_binding.hpp>
-#include <kdist/ops/losses.hpp>
 #include <kdist/nn/progress.hpp>
+#include <kdist/ops/losses.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/parallel/profiling_region.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/data_sharding.hpp>
+#include <kdist/strategy/distribution.hpp>
 
 namespace kdist {
 

@@ -10,9 +10,9 @@
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
-#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 
 namespace kdist::ops {

@@ -16,9 +16,9 @@
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
-#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <string>
 #include <type_traits>

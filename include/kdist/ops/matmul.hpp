@@ -82,9 +82,8 @@ void matmul_kokkos(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T al
 //! Whether the product goes to the vendor BLAS: the automatic backend, every View in CUDA device
 //! memory, kdist built with cuBLAS (ops/detail/cublas.hpp).
 template <class Backend, class AV, class BV, class CV>
-inline constexpr bool uses_vendor_blas_v =
-    cublas_enabled && std::is_same_v<Backend, AutoBackend> && in_cuda_memory_v<AV> &&
-    in_cuda_memory_v<BV> && in_cuda_memory_v<CV>;
+inline constexpr bool uses_vendor_blas_v = cublas_enabled&& std::is_same_v<Backend, AutoBackend>&&
+    in_cuda_memory_v<AV>&& in_cuda_memory_v<BV>&& in_cuda_memory_v<CV>;
 
 template <class AV, class BV, class CV, class T>
 void matmul_cublas(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta,

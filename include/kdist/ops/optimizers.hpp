@@ -19,12 +19,12 @@
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
-#include <cstddef>
 #include <span>
 #include <sstream>
 #include <string>

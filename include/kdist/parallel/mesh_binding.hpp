@@ -15,8 +15,8 @@
 #include <mpi.h>
 
 #include <kdist/core/mesh.hpp>
-#include <kdist/parallel/mesh_communicators.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/parallel/mesh_communicators.hpp>
 
 namespace kdist {
 

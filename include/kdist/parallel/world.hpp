@@ -28,7 +28,9 @@ inline bool mpi_is_finalized() {
 }
 
 //! MPI is initialised and not yet finalised: MPI calls are allowed.
-inline bool mpi_running() { return mpi_is_initialized() && !mpi_is_finalized(); }
+inline bool mpi_running() {
+  return mpi_is_initialized() && !mpi_is_finalized();
+}
 
 //! Throws kdist::RuntimeError naming `who` when MPI is not initialised (or already finalised).
 inline void require_mpi(const char* who) {

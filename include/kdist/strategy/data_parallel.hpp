@@ -6,10 +6,10 @@
 
 #include <concepts>
 #include <cstddef>
-#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <kdist/parallel/devices.hpp>

@@ -42,8 +42,8 @@
 #include <cstdint>
 #include <iterator>
 #include <kdist/core/detail/shard_math.hpp>
-#include <kdist/strategy/distribution.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/strategy/distribution.hpp>
 #include <numeric>
 #include <string>
 #include <type_traits>

@@ -124,7 +124,6 @@ inline std::optional<std::size_t> device_number(std::string_view device) {
   return n;
 }
 
-
 }  // namespace detail
 
 class DistributionScope;

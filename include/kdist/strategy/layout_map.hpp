@@ -40,10 +40,10 @@
 //! \endcode
 
 #include <cstddef>
-#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <kdist/strategy/runtime_layout_map.hpp>

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/core/runtime_concepts.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <kdist/strategy/detail/re2.hpp>

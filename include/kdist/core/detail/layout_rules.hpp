@@ -68,7 +68,8 @@ std::string dim_repr(const Names& names) {
 //! The run-time errors of a layout applied to a shape, one wording for TensorLayout and
 //! RuntimeTensorLayout. Dimension `d` of `shape`, over `shards` shards of entry `dim` of layout
 //! `axes`, does not divide evenly and the layout demands even division.
-[[noreturn]] inline void throw_not_evenly_divisible(std::size_t d, std::span<const std::size_t> shape,
+[[noreturn]] inline void throw_not_evenly_divisible(std::size_t d,
+                                                    std::span<const std::size_t> shape,
                                                     std::size_t shards, std::string_view dim,
                                                     std::string_view axes) {
   throw ValueError("kdist::TensorLayout: dimension " + std::to_string(d) + " of shape " +

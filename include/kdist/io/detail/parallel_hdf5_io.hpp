@@ -25,12 +25,12 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
-#include <kdist/parallel/detail/failure.hpp>
-#include <kdist/io/detail/hdf5.hpp>
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/io/detail/hdf5.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/detail/failure.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/tensor/tensor.hpp>
 

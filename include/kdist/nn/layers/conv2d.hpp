@@ -23,13 +23,13 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/distribution.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/random.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 

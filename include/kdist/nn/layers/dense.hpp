@@ -16,13 +16,13 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/distribution.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
-#include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/random.hpp>
+#include <kdist/strategy/distribution.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 

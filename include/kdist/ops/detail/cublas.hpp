@@ -26,8 +26,8 @@ inline constexpr bool cublas_enabled = true;
 
 inline void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
-    throw RuntimeError(std::string("kdist::ops::matmul: ") + what + " failed: " +
-                       cublasGetStatusString(status));
+    throw RuntimeError(std::string("kdist::ops::matmul: ") + what +
+                       " failed: " + cublasGetStatusString(status));
   }
 }
 
@@ -56,8 +56,8 @@ inline cublasHandle_t cublas_handle() {
 //! stream of `exec`. cuBLAS is column-major: a row-major matrix is its transpose there, so this
 //! is the column-major product `C^T = op(B)^T * op(A)^T`, the operands swapped.
 template <class T>
-void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k,
-                 T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k, T alpha,
+                 const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   cublasHandle_t h = cublas_handle();
   check_cublas(cublasSetStream(h, exec.cuda_stream()), "cublasSetStream");

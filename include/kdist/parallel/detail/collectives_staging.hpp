@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
-#include <kdist/parallel/profiling_region.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/parallel/mpi/gpu_aware.hpp>
+#include <kdist/parallel/profiling_region.hpp>
 #include <string>
 #include <type_traits>
 

@@ -41,7 +41,6 @@ inline State& state() {
   return s;
 }
 
-
 //! Seconds a failing process waits for the others before it aborts the job.
 inline double grace_seconds() {
   if (const char* v = std::getenv("KDIST_FAILURE_GRACE_SECONDS"); v != nullptr && *v != '\0') {

@@ -25,9 +25,9 @@
 #include <hip/hip_runtime_api.h>
 #endif
 
+#include <kdist/core/error.hpp>
 #include <kdist/parallel/detail/failure.hpp>
 #include <kdist/parallel/detail/initialize_arguments.hpp>
-#include <kdist/core/error.hpp>
 #include <kdist/parallel/devices.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/world.hpp>

@@ -19,10 +19,10 @@
 
 #include <mpi.h>
 
-#include <kdist/tensor/detail/box.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
+#include <kdist/tensor/detail/box.hpp>
 
 namespace kdist::detail {
 
