@@ -25,8 +25,8 @@
 
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
 namespace {

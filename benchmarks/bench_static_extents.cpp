@@ -21,8 +21,8 @@
 #include <cstddef>
 
 #include <kdist/ops/detail/kokkos_math.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/parallel/initialize.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 namespace {
 

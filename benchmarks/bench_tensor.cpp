@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
-#include <kdist/parallel/initialize.hpp>
 
 namespace {
 

@@ -32,11 +32,11 @@
 #include <string>
 #include <vector>
 
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/layout_map.hpp>
-#include <kdist/nn/model.hpp>
 #include <kdist/strategy/model_parallel.hpp>
-#include <kdist/parallel/initialize.hpp>
 
 #include "common/trainer.hpp"
 #include "reference_mlp.hpp"

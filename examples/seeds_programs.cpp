@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/run.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/layout_map.hpp>
-#include <kdist/nn/model.hpp>
 #include <kdist/strategy/model_parallel.hpp>
-#include <kdist/parallel/run.hpp>
 
 #include "common/seeds_model.hpp"
 

@@ -13,11 +13,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <kdist/core/mesh.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
-#include <kdist/core/mesh.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <memory>
 #include <string>

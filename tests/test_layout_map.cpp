@@ -8,8 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <kdist/core/layout.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <string>
 #include <thread>
 #include <vector>

@@ -30,7 +30,8 @@ TEST(MpiGpuAware, AnyOtherValueIsAnErrorNamingIt) {
       ADD_FAILURE() << "no error for KDIST_MPI_GPU_AWARE=" << bad;
     } catch (const kdist::ValueError& e) {
       const std::string m = e.what();
-      EXPECT_NE(m.find("KDIST_MPI_GPU_AWARE is '" + std::string(bad) + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find("KDIST_MPI_GPU_AWARE is '" + std::string(bad) + "'"), std::string::npos)
+          << m;
       EXPECT_NE(m.find("set it to 1"), std::string::npos) << m;
     }
   }

@@ -13,11 +13,15 @@ namespace {
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 1>>;
 
-Mesh one_device_mesh() { return Mesh(std::vector<std::string>{"cpu:0"}); }
+Mesh one_device_mesh() {
+  return Mesh(std::vector<std::string>{"cpu:0"});
+}
 
 // Instead of `const kdist::LayoutMap&` (LayoutMap is a class template): every map, typed or not,
 // is a kdist::RuntimeLayoutMap.
-std::size_t rules_of(const kdist::RuntimeLayoutMap& layout_map) { return layout_map.size(); }
+std::size_t rules_of(const kdist::RuntimeLayoutMap& layout_map) {
+  return layout_map.size();
+}
 
 // Or keep the mesh type: a function template over the typed map.
 template <class M>

@@ -51,7 +51,9 @@ TEST(TrainerFlags, GoodValues) {
   EXPECT_EQ(d->epochs, 5u);
 }
 
-TEST(TrainerFlags, HelpIsNotAnError) { EXPECT_FALSE(parse({"--help"})); }
+TEST(TrainerFlags, HelpIsNotAnError) {
+  EXPECT_FALSE(parse({"--help"}));
+}
 
 TEST(TrainerFlags, IntegersAreStrict) {
   struct Case {
@@ -59,14 +61,15 @@ TEST(TrainerFlags, IntegersAreStrict) {
     const char* value;
     const char* accepted;
   };
-  for (const Case& c : {Case{"--epochs", "1e30", "[1, 1000000]"}, Case{"--epochs", "0", "[1, 1000000]"},
-                        Case{"--epochs", "3.5", "[1, 1000000]"}, Case{"--epochs", "5x", "[1, 1000000]"},
-                        Case{"--epochs", "0x10", "[1, 1000000]"}, Case{"--epochs", " 5", "[1, 1000000]"},
-                        Case{"--batch-size", "-1", "[1, 2147483648]"},
-                        Case{"--batch-size", "99999999999999999999999", "[1, 2147483648]"},
-                        Case{"--seed", "-1", "[0, 18446744073709551615]"},
-                        Case{"--seed", "18446744073709551616", "[0, 18446744073709551615]"},
-                        Case{"--steps", "-5", "[0, 9223372036854775807]"}}) {
+  for (const Case& c :
+       {Case{"--epochs", "1e30", "[1, 1000000]"}, Case{"--epochs", "0", "[1, 1000000]"},
+        Case{"--epochs", "3.5", "[1, 1000000]"}, Case{"--epochs", "5x", "[1, 1000000]"},
+        Case{"--epochs", "0x10", "[1, 1000000]"}, Case{"--epochs", " 5", "[1, 1000000]"},
+        Case{"--batch-size", "-1", "[1, 2147483648]"},
+        Case{"--batch-size", "99999999999999999999999", "[1, 2147483648]"},
+        Case{"--seed", "-1", "[0, 18446744073709551615]"},
+        Case{"--seed", "18446744073709551616", "[0, 18446744073709551615]"},
+        Case{"--steps", "-5", "[0, 9223372036854775807]"}}) {
     const std::string m = error_of({c.flag, c.value});
     EXPECT_NE(m.find(c.flag), std::string::npos) << c.flag << " " << c.value << ": " << m;
     EXPECT_NE(m.find(c.value), std::string::npos) << c.flag << " " << c.value << ": " << m;

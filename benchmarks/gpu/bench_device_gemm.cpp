@@ -66,8 +66,9 @@ void time_gemms(benchmark::State& state, const Operands& o, F gemm) {
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     state.SetIterationTime(dt.count() / gemms_per_iteration);
   }
-  state.counters["TFLOP/s"] = benchmark::Counter(
-      2.0 * double(o.m) * double(o.n) * double(o.k) / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2.0 * double(o.m) * double(o.n) * double(o.k) / 1e12,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_gemm_kdist(benchmark::State& state) {

@@ -109,11 +109,11 @@ class GzFile {
       fits = declared == stored_;
     }
     if (!fits) {
-      throw RuntimeError("kdist: Fashion-MNIST file " + path_ + " is corrupt: its header declares " +
-                         items + " (" + std::to_string(declared) + " bytes), but the file holds " +
-                         std::to_string(stored_) + " bytes" +
-                         (gzip_ ? " (gzip trailer, modulo 2^32)" : "") +
-                         ". Reinstall it (apt-get install --reinstall dataset-fashion-mnist)");
+      throw RuntimeError(
+          "kdist: Fashion-MNIST file " + path_ + " is corrupt: its header declares " + items +
+          " (" + std::to_string(declared) + " bytes), but the file holds " +
+          std::to_string(stored_) + " bytes" + (gzip_ ? " (gzip trailer, modulo 2^32)" : "") +
+          ". Reinstall it (apt-get install --reinstall dataset-fashion-mnist)");
     }
   }
 

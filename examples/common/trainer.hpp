@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
-#include <kdist/nn/array_dataset.hpp>
-#include <kdist/io/checkpoint.hpp>
-#include <kdist/strategy/data_sharding.hpp>
-#include <kdist/io/keras_weights.hpp>
 #include <kdist/core/mesh.hpp>
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/io/keras_weights.hpp>
+#include <kdist/nn/array_dataset.hpp>
 #include <kdist/nn/model.hpp>
-#include <kdist/parallel/run.hpp>
 #include <kdist/parallel/initialize.hpp>
+#include <kdist/parallel/run.hpp>
+#include <kdist/strategy/data_sharding.hpp>
 
 #include "common/fashion_mnist.hpp"
 #include "common/trainer_flags.hpp"

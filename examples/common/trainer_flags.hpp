@@ -29,10 +29,10 @@ struct TrainerOptions {
   std::uint64_t seed = 1337;
   std::size_t max_steps = 0;  // per epoch; 0: all
   bool quiet = false;
-  bool drop_remainder = false;  // drop each epoch's partial last batch (Keras keeps it)
-  std::string checkpoint_dir;   // empty: no checkpoints
-  std::size_t save_every = 1;   // epochs between checkpoints (and after the last)
-  bool resume = false;          // start from <checkpoint_dir>/checkpoint.h5
+  bool drop_remainder = false;     // drop each epoch's partial last batch (Keras keeps it)
+  std::string checkpoint_dir;      // empty: no checkpoints
+  std::size_t save_every = 1;      // epochs between checkpoints (and after the last)
+  bool resume = false;             // start from <checkpoint_dir>/checkpoint.h5
   std::string load_keras_weights;  // start from a Keras .weights.h5 file (empty: no)
   std::string save_keras_weights;  // after training, write a Keras .weights.h5 file (empty: no)
   bool evaluate_only = false;      // no training: evaluate the loaded weights
@@ -106,27 +106,28 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
   app.add_option("--mesh", mesh_text, "mesh shape, e.g. 2x4 (data x model)");
   app.add_option_function<std::string>(
       "--epochs", detail::unsigned_flag("--epochs", o.epochs, 1, max_epochs), "epochs (1 to 10^6)");
-  app.add_option_function<std::string>("--batch-size",
-                                       detail::unsigned_flag("--batch-size", o.batch_size, 1, max_batch_size),
-                                       "global batch size (1 to 2^31)");
   app.add_option_function<std::string>(
-         "--learning-rate",
-         [&o](const std::string& text) {
-           double v = 0;
-           const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-           if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-               !std::isfinite(v) || v <= 0) {
-             throw CLI::ValidationError("--learning-rate '" + text + "' is not a finite number > 0");
-           }
-           o.learning_rate = v;
-         },
-         "learning rate (> 0)");
+      "--batch-size", detail::unsigned_flag("--batch-size", o.batch_size, 1, max_batch_size),
+      "global batch size (1 to 2^31)");
+  app.add_option_function<std::string>(
+      "--learning-rate",
+      [&o](const std::string& text) {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+            !std::isfinite(v) || v <= 0) {
+          throw CLI::ValidationError("--learning-rate '" + text + "' is not a finite number > 0");
+        }
+        o.learning_rate = v;
+      },
+      "learning rate (> 0)");
   app.add_option("--optimizer", o.optimizer, "adam, rmsprop or sgd")
       ->check(CLI::IsMember({"adam", "rmsprop", "sgd"}));
   app.add_option("--loss", o.loss, "crossentropy or mse")
       ->check(CLI::IsMember({"crossentropy", "mse"}));
   app.add_option_function<std::string>(
-      "--seed", detail::unsigned_flag("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max()),
+      "--seed",
+      detail::unsigned_flag("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max()),
       "random seed (0 to 2^64 - 1)");
   app.add_option_function<std::string>(
       "--steps",

@@ -3,8 +3,8 @@
 // drift apart.
 // expect: gradient_is_a_pending_sum_over<.*(data|'d', 'a', 't', 'a')
 #include <kdist/nn/apply_gradient.hpp>
-#include <kdist/tensor/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
+#include <kdist/tensor/matmul.hpp>
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Rows = kdist::TensorLayout<Mesh, "data", kdist::replicated>;

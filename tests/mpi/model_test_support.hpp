@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <kdist/strategy/data_parallel.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/random_normal.hpp"
 #include "common/seeds_model.hpp"

@@ -19,11 +19,11 @@
 #include <map>
 
 #include <kdist/io/checkpoint.hpp>
-#include <kdist/strategy/data_parallel.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"

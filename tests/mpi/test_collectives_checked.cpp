@@ -49,8 +49,8 @@ TEST(CollectivesChecked, BroadcastRootsThatDifferAreAnErrorEverywhere) {
   // Without checking, MPI_Bcast with different roots returns garbage or hangs.
   HostView<double*> v("v", 2);
   const int root = world_rank() % 2;
-  const auto m = message_of<kdist::ValueError>(
-      [&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
+  const auto m =
+      message_of<kdist::ValueError>([&] { kdist::broadcast(Space(), v, root, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::broadcast: the processes disagree on the root (from 0 to 1)"))
       << m;
 }
@@ -72,17 +72,20 @@ TEST(CollectivesChecked, SizesAndOpsThatDifferAreAnErrorEverywhere) {
   HostView<double*> a("a", n), b("b", n);
   auto m = message_of<kdist::ValueError>(
       [&] { kdist::all_reduce(Space(), a, b, ReduceOp::sum, MPI_COMM_WORLD); });
-  EXPECT_TRUE(contains(m, "kdist::all_reduce: the processes disagree on the element count (from 3 "
-                          "to 4)"))
+  EXPECT_TRUE(contains(m,
+                       "kdist::all_reduce: the processes disagree on the element count (from 3 "
+                       "to 4)"))
       << m;
-  m = message_of<kdist::ValueError>([&] { kdist::all_reduce(Space(), a, ReduceOp::sum, MPI_COMM_WORLD); });
+  m = message_of<kdist::ValueError>(
+      [&] { kdist::all_reduce(Space(), a, ReduceOp::sum, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "disagree on the element count")) << m;
   HostView<double*> c("c", 2 * static_cast<std::size_t>(p)), d("d", 2);
   const ReduceOp op = world_rank() == 0 ? ReduceOp::sum : ReduceOp::max;
   m = message_of<kdist::ValueError>(
       [&] { kdist::reduce_scatter(Space(), c, d, op, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::reduce_scatter: the processes disagree on the reduction")) << m;
-  HostView<double*> e("e", n * static_cast<std::size_t>(p)), f("f", n * static_cast<std::size_t>(p));
+  HostView<double*> e("e", n * static_cast<std::size_t>(p)),
+      f("f", n * static_cast<std::size_t>(p));
   m = message_of<kdist::ValueError>([&] { kdist::all_to_all(Space(), e, f, MPI_COMM_WORLD); });
   EXPECT_TRUE(contains(m, "kdist::all_to_all: the processes disagree on the element count")) << m;
 }

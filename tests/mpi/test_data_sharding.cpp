@@ -12,10 +12,10 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/model_parallel.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <map>
 #include <numeric>
 #include <string>

@@ -12,12 +12,12 @@
 #include <map>
 #include <random>
 
-#include <kdist/strategy/data_parallel.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"

@@ -5,9 +5,9 @@
 #include <mpi.h>
 #include "mpi_test_util.hpp"
 
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <numeric>
 #include <string>
 #include <vector>

@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <kdist/nn/model.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/layout_map.hpp>
-#include <kdist/nn/model.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
 #include "common/fashion_mnist.hpp"

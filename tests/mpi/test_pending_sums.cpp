@@ -8,9 +8,9 @@
 #include <mpi.h>
 
 #include <kdist/nn/apply_gradient.hpp>
+#include <kdist/ops/optimizers.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/matmul.hpp>
-#include <kdist/ops/optimizers.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 

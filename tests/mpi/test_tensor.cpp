@@ -80,7 +80,9 @@ struct ValueAt {
 kdist::DistributedTensor<double**> from_device_lambda(const std::array<std::size_t, 2>& shape,
                                                       const kdist::RuntimeTensorLayout& layout) {
   return kdist::distribute_tensor<double**>(
-      KOKKOS_LAMBDA(std::size_t i, std::size_t j) { return static_cast<double>(i * 1000 + j) + 0.5; },
+      KOKKOS_LAMBDA(std::size_t i, std::size_t j) {
+        return static_cast<double>(i * 1000 + j) + 0.5;
+      },
       shape, layout);
 }
 
@@ -96,8 +98,8 @@ TEST(DistributedTensor, FunctionFormsSayWhereTheyRun) {
   static_assert(kdist::detail::is_device_callable_v<kdist::DeviceFunction<ValueAt>>);
   static_assert(kdist::evaluates_on_device_v<HostLambda, Kokkos::HostSpace>);
   static_assert(kdist::evaluates_on_device_v<kdist::HostFunction<ValueAt>, Kokkos::HostSpace>);
-  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                            Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
+  if constexpr (!Kokkos::SpaceAccessibility<
+                    Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
     // A GPU: a plain lambda runs on the host and is copied, a device function in place.
     EXPECT_FALSE(kdist::evaluates_on_device_v<HostLambda>);
     EXPECT_TRUE(kdist::evaluates_on_device_v<kdist::DeviceFunction<ValueAt>>);
@@ -111,10 +113,11 @@ TEST(DistributedTensor, FunctionFormsAgree) {
   const auto n = static_cast<std::size_t>(world());
   for (const auto& mesh_shape : meshes_for(n)) {
     kdist::RuntimeDeviceMesh mesh(mesh_shape, {"data", "model"}, n);
-    const kdist::RuntimeTensorLayout layout({kdist::DimAxes("data"), kdist::DimAxes("model")}, mesh);
+    const kdist::RuntimeTensorLayout layout({kdist::DimAxes("data"), kdist::DimAxes("model")},
+                                            mesh);
     for (auto shape : shapes) {
-      const std::string what = mesh.to_string() + " " + std::to_string(shape[0]) + "x" +
-                               std::to_string(shape[1]);
+      const std::string what =
+          mesh.to_string() + " " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
       auto host_lambda = [](std::size_t i, std::size_t j) { return value_at(i, j); };
       expect_local_is_block(kdist::distribute_tensor<double**>(host_lambda, shape, layout),
                             what + " host lambda");

@@ -10,13 +10,14 @@
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;
-using Conv = kdist::TensorLayout<Mesh, kdist::replicated, kdist::replicated, kdist::replicated,
-                                 "model">;
+using Conv =
+    kdist::TensorLayout<Mesh, kdist::replicated, kdist::replicated, kdist::replicated, "model">;
 using DataDyn = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;
 
 static_assert(Mesh::axis_index<"model"> == 1 && Mesh::static_size() == 8);
 static_assert(Kernel::axes_repr() == "(None, 'model')");
-static_assert(Kernel::static_local_extents<784, 200>({1, 3}) == std::array<std::size_t, 2>{784, 50});
+static_assert(Kernel::static_local_extents<784, 200>({1, 3}) ==
+              std::array<std::size_t, 2>{784, 50});
 static_assert(Conv::static_shards(3) == 4 && Conv::static_shards(0) == 1);
 
 // A __global__ function in the same translation unit: the headers are fine beside device code.

@@ -23,12 +23,12 @@
 #include <vector>
 
 #include <kdist/io/checkpoint.hpp>
-#include <kdist/strategy/data_parallel.hpp>
-#include <kdist/tensor/distribute_tensor.hpp>
-#include <kdist/strategy/layout_map.hpp>
 #include <kdist/nn/model.hpp>
-#include <kdist/strategy/model_parallel.hpp>
 #include <kdist/parallel/run.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/seeds_model.hpp"
 

@@ -8,10 +8,10 @@
 #include <csignal>
 #include <cstdio>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/initialize.hpp>
+#include <kdist/parallel/run.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
-#include <kdist/parallel/run.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <string>
 
 namespace {
@@ -24,7 +24,8 @@ int fail_on_rank_one(const std::string& mode) {
     Kokkos::View<double*> send("send", 4), recv("recv", rank == 1 ? 5 : 4);
     kdist::all_reduce(space, send, recv, kdist::ReduceOp::sum, MPI_COMM_WORLD);
   } else if (mode == "redistribute") {
-    kdist::RuntimeDeviceMesh mesh({static_cast<std::size_t>(n)}, {"x"}, static_cast<std::size_t>(n));
+    kdist::RuntimeDeviceMesh mesh({static_cast<std::size_t>(n)}, {"x"},
+                                  static_cast<std::size_t>(n));
     auto t = kdist::distribute_tensor<double**>(
         [](std::size_t i, std::size_t j) { return double(i + j); }, {8, 4},
         kdist::RuntimeTensorLayout({kdist::DimAxes("x"), kdist::DimAxes()}, mesh));

@@ -6,9 +6,9 @@
 // (full_tensor, visualize_sharding and redistribute to a run-time layout have typed overloads for
 // it). Built = passed; tests/mpi/test_typed_tensor.cpp runs the values.
 #include <kdist/nn/apply_gradient.hpp>
+#include <kdist/ops/optimizers.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/matmul.hpp>
-#include <kdist/ops/optimizers.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/visualize_sharding.hpp>
 
