@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <kdist/core/layout.hpp>
+#include <kdist/core/runtime_layout.hpp>
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <kdist/core/layout.hpp>
+#include <kdist/core/runtime_layout.hpp>
 
 std::size_t kdist_compile_cost() {
   return 0;

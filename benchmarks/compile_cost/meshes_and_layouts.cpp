@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <kdist/core/layout.hpp>
+#include <kdist/core/runtime_layout.hpp>
 
 #ifndef KDIST_CC_MESHES
 #define KDIST_CC_MESHES 100

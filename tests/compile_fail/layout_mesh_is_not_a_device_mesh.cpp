@@ -2,6 +2,7 @@
 // RuntimeTensorLayout).
 // expect: layout_mesh_is_not_a_device_mesh<kdist::RuntimeDeviceMesh>
 #include <kdist/core/layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
 
 #ifdef KDIST_BAD
 using Kernel = kdist::TensorLayout<kdist::RuntimeDeviceMesh, kdist::replicated, "model">;
