@@ -73,7 +73,7 @@ void report(benchmark::State& state, const kdist::bench::PairedMedians& m) {
 
 void BM_SoftmaxRows(benchmark::State& state) {
   const auto b = static_cast<std::size_t>(state.range(0));
-  const Mesh mesh(kdist::detail::world_size());
+  const Mesh mesh(static_cast<std::size_t>(kdist::process_count()));
   const Rows rows(mesh);
   auto logits = kdist::distribute_tensor<float* [10]>(value, {b, 10}, rows);
   auto out = kdist::DistributedTensor<float* [10], Rows>::zeros({b, 10}, rows);
@@ -86,7 +86,7 @@ void BM_SoftmaxRows(benchmark::State& state) {
 
 void BM_BiasRelu(benchmark::State& state) {
   const auto b = static_cast<std::size_t>(state.range(0));
-  const Mesh mesh(kdist::detail::world_size());
+  const Mesh mesh(static_cast<std::size_t>(kdist::process_count()));
   auto h = kdist::distribute_tensor<float* [200]>(value, {b, 200}, Rows(mesh));
   auto bias = kdist::distribute_tensor<float[1][200]>(value, Cols(mesh));
   static_assert(std::is_same_v<decltype(h.local())::data_type, float* [200]>);
