@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include <kdist/core/mesh.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
+#include <kdist/core/mesh.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
 namespace {
@@ -82,7 +82,7 @@ TEST(GuideDistribution, SetDistributionAndScope) {
   {
     kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, devices);
     kdist::ModelParallel model_parallel{kdist::LayoutMap(mesh)};
-    auto scope = model_parallel.scope();  // with model_parallel.scope():
+    auto scope = model_parallel.scope();          // with model_parallel.scope():
     assert(kdist::distribution()->name() == "ModelParallel");
   }
   assert(kdist::distribution() == distribution);  // restored
@@ -151,8 +151,7 @@ TEST(GuideDistribution, HowAPathFindsItsRule) {
   kdist::LayoutMap layout_map(mesh);
   layout_map[".*dense.*kernel"] = {kdist::replicated, "model"};
   layout_map[".*dense.*bias"] = {"model"};
-  layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
-                                    "model"};
+  layout_map[".*conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated, "model"};
   layout_map[".*conv2d.*bias"] = {"model"};
 
   std::optional<kdist::RuntimeTensorLayout> layout_1 = layout_map["dense_1.kernel"];
@@ -208,12 +207,11 @@ TEST(GuideDistribution, Diagnostics) {
   auto layout_map = std::make_shared<kdist::LayoutMap<>>(mesh);
   (*layout_map)["d1/kernel"] = {kdist::replicated, "model"};
   (*layout_map)["dense_2/kernel"] = {kdist::replicated, "model"};  // the model calls it d2
-  kdist::ModelParallel model_parallel(std::shared_ptr<const kdist::LayoutMap<>>(layout_map),
-                                      "data");
+  kdist::ModelParallel model_parallel(std::shared_ptr<const kdist::LayoutMap<>>(layout_map), "data");
 
-  for (const auto& v :
-       {kdist::VariableInfo("d1/kernel", {784, 200}), kdist::VariableInfo("d2/kernel", {200, 10}),
-        kdist::VariableInfo("d2/bias", {10})}) {
+  for (const auto& v : {kdist::VariableInfo("d1/kernel", {784, 200}),
+                        kdist::VariableInfo("d2/kernel", {200, 10}),
+                        kdist::VariableInfo("d2/bias", {10})}) {
     (void)model_parallel.get_variable_layout(v);
   }
   kdist::LayoutMapReport report = layout_map->report();
@@ -269,8 +267,7 @@ TEST(GuideDistribution, ShardingTheInputData) {
   kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, devices);
   kdist::ModelParallel distribution(kdist::LayoutMap{mesh}, "data",
                                     {.num_processes = 8, .process_id = 5});  // replica 1
-  auto dataset =
-      kdist::distribute_dataset(examples, 32, distribution, {.shuffle = true, .seed = 42});
+  auto dataset = kdist::distribute_dataset(examples, 32, distribution, {.shuffle = true, .seed = 42});
   assert(dataset.steps_per_epoch() == 4);  // 3 batches of 32 and the last 4 examples, as Keras
   for (std::size_t epoch = 0; epoch < 2; ++epoch) {
     auto batches = dataset.epoch(epoch);
@@ -319,8 +316,7 @@ TEST(GuideDistribution, GuideBlocksAreHere) {
     const std::size_t end = page.find("```", start);
     ASSERT_NE(end, std::string::npos);
     const std::string block = normalized(page.substr(start, end - start));
-    EXPECT_NE(tests.find(block), std::string::npos) << "guide block not in this test file:\n"
-                                                    << block;
+    EXPECT_NE(tests.find(block), std::string::npos) << "guide block not in this test file:\n" << block;
     ++blocks;
     pos = end + 3;
   }

@@ -1,5 +1,5 @@
 // A consumer of kdist's io component: a model saved to a sharded checkpoint and loaded into a
-// fresh one, which gets the saved seed back (the checkpoint's resume state).
+// fresh one; the file gives back the seed it was saved with (the checkpoint's resume state).
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/kdist.hpp>
 
@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   auto loaded = make_model();
   loaded.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
                  kdist::Adam(0.01), 99);
-  kdist::load_checkpoint(loaded, path);
-  const bool ok = loaded.seed() == 7;
+  const auto info = kdist::load_checkpoint(loaded, path);
+  const bool ok = info.seed == 7;
   if (kdist::process_id() == 0) std::printf("%s\n", ok ? "consumer io ok" : "consumer io FAILED");
   return ok ? 0 : 1;
 }
