@@ -33,6 +33,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/losses.hpp>
 
@@ -157,9 +158,9 @@ class AnyLoss {
                                                  : AnyLoss(losses::CategoricalCrossentropy{})) {}
   //! Holds a copy of `loss`. A type that is not a kdist::LossFunction on T does not compile
   //! (kdist::error::type_is_not_a_loss_on<L, T>); see the concept for what it needs.
-  template <class L>
-  requires(!std::same_as<std::remove_cvref_t<L>, AnyLoss> &&
-           !std::same_as<std::remove_cvref_t<L>, Loss>) AnyLoss(L&& loss)
+  template <DifferentFrom<AnyLoss> L>
+  requires DifferentFrom<L, Loss>  // the library's losses by name: the constructor above
+  AnyLoss(L&& loss)                // NOLINT: implicit, as AnyLayer
       : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(loss))) {}
   AnyLoss(const AnyLoss& other) : self_(other.self_->clone()) {}
   AnyLoss(AnyLoss&&) noexcept = default;

@@ -40,6 +40,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/optimizers.hpp>
 
@@ -80,10 +81,8 @@ namespace detail {
 template <class T>
 class BoxedOptimizer {
  public:
-  template <class O>
-  requires(!std::same_as<std::remove_cvref_t<O>, BoxedOptimizer>) explicit BoxedOptimizer(
-      O optimizer)
-      : self_(std::make_unique<Model<O>>(std::move(optimizer))) {}
+  template <DifferentFrom<BoxedOptimizer> O>
+  explicit BoxedOptimizer(O optimizer) : self_(std::make_unique<Model<O>>(std::move(optimizer))) {}
   BoxedOptimizer(const BoxedOptimizer& other) : self_(other.self_->clone()) {}
   BoxedOptimizer(BoxedOptimizer&&) noexcept = default;
   BoxedOptimizer& operator=(const BoxedOptimizer& other) {
@@ -212,8 +211,8 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   AnyOptimizer() = default;
   //! Holds a copy of `optimizer`. A type that is not a kdist::Optimizer on T does not compile
   //! (kdist::error::type_is_not_an_optimizer_on<O, T>); see the concept for what it needs.
-  template <class O>
-  requires(!std::same_as<std::remove_cvref_t<O>, AnyOptimizer>) AnyOptimizer(O&& optimizer)
+  template <DifferentFrom<AnyOptimizer> O>
+  AnyOptimizer(O&& optimizer)  // NOLINT: implicit, as AnyLayer
       : Base(make<std::remove_cvref_t<O>>(std::forward<O>(optimizer))) {}
 
   //! The held optimizer's class name ("Adam", or the user's).
