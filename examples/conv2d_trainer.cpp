@@ -13,7 +13,7 @@
 
 int main(int argc, char** argv) {
   using namespace kdist::examples;
-  return trainer_main(argc, argv, "conv2d_trainer", "DATAxMODEL", [](const auto& o) {
+  return trainer_main(argc, argv, "conv2d_trainer", "DATAxMODEL", [](const TrainerOptions& o) {
     const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
     kdist::LayoutMap layout_map{mesh};
     layout_map["conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,

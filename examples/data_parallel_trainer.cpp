@@ -20,7 +20,7 @@ int train_on(const Mesh& mesh, const kdist::examples::TrainerOptions& o) {
 
 int main(int argc, char** argv) {
   using namespace kdist::examples;
-  return trainer_main(argc, argv, "data_parallel_trainer", "N | NxM", [](const auto& o) {
+  return trainer_main(argc, argv, "data_parallel_trainer", "N | NxM", [](const TrainerOptions& o) {
     const auto devices = kdist::list_devices();
     if (o.mesh.size() == 2) return train_on(data_model_mesh(o, devices), o);
     if (o.mesh.size() > 2)

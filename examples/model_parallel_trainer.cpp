@@ -12,16 +12,17 @@
 
 int main(int argc, char** argv) {
   using namespace kdist::examples;
-  return trainer_main(argc, argv, "model_parallel_trainer", "DATAxMODEL", [](const auto& o) {
-    const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
-    kdist::LayoutMap layout_map{mesh};
-    layout_map["d1/kernel"] = {kdist::replicated, "model"};
-    layout_map["d1/bias"] = {"model"};
-    layout_map["d2/output"] = {"data", kdist::replicated};
-    const kdist::ModelParallel model_parallel(layout_map,
-                                              "data");  // "data" checked at compile time
-    auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
-    kdist::set_distribution(dist);
-    return train_and_evaluate(dist, o, "ModelParallel");
-  });
+  return trainer_main(
+      argc, argv, "model_parallel_trainer", "DATAxMODEL", [](const TrainerOptions& o) {
+        const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
+        kdist::LayoutMap layout_map{mesh};
+        layout_map["d1/kernel"] = {kdist::replicated, "model"};
+        layout_map["d1/bias"] = {"model"};
+        layout_map["d2/output"] = {"data", kdist::replicated};
+        const kdist::ModelParallel model_parallel(layout_map,
+                                                  "data");  // "data" checked at compile time
+        auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
+        kdist::set_distribution(dist);
+        return train_and_evaluate(dist, o, "ModelParallel");
+      });
 }
