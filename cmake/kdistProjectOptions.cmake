@@ -4,6 +4,12 @@ include_guard(GLOBAL)
 add_library(kdist_warnings INTERFACE)
 target_compile_options(kdist_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
                        -Wno-sign-conversion)
+# Under Kokkos CUDA, a host function called from device code (#20013: std::array::operator[] in a
+# KOKKOS_INLINE_FUNCTION) is only a warning, and the kernel then silently computes nothing: the
+# trainers' kernels were all zeros on an H200 until this was fixed. Make it an error here.
+if(Kokkos_ENABLE_CUDA)
+  target_compile_options(kdist_warnings INTERFACE "SHELL:-Xcudafe --diag_error=20013")
+endif()
 
 # Examples and benchmarks run optimised for this machine (Eigen is 3-4x faster with it);
 # -DKDIST_NATIVE=OFF builds portable binaries.

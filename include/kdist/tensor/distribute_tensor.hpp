@@ -100,7 +100,9 @@ template <class View, class F, std::size_t R>
 struct FillFromIndicesOnDevice {  // where the View lives: F is callable there
   View v;
   F f;
-  std::array<std::size_t, R> o;
+  // Kokkos::Array, not std::array: std::array::operator[] is a host function, and nvcc (without
+  // --expt-relaxed-constexpr) only warns (#20013) and then fills nothing on the device.
+  Kokkos::Array<std::size_t, R> o;
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { v(i) = f(std::size_t(i) + o[0]); }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
     v(i, j) = f(std::size_t(i) + o[0], std::size_t(j) + o[1]);
@@ -140,8 +142,10 @@ template <bool OnDevice, class View, class F, std::size_t R>
 void fill_from_function(const View& v, const std::array<std::size_t, R>& offset, const F& f) {
   if constexpr (OnDevice) {
     using Exec = typename View::execution_space;
+    Kokkos::Array<std::size_t, R> o{};
+    for (std::size_t d = 0; d < R; ++d) o[d] = offset[d];
     Kokkos::parallel_for("kdist::distribute_tensor(fn) in place", index_policy<Exec>(v),
-                         FillFromIndicesOnDevice<View, F, R>{v, f, offset});
+                         FillFromIndicesOnDevice<View, F, R>{v, f, o});
   } else {
     auto h = Kokkos::create_mirror_view(v);
     using Host = Kokkos::DefaultHostExecutionSpace;

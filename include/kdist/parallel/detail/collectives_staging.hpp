@@ -172,6 +172,10 @@ void divide(const Space& space, T* p, std::size_t n, int divisor) {
     for (std::size_t i = 0; i < n; ++i) {
       p[i] /= d;
     }
+  } else if constexpr (is_complex<T>::value) {
+    // std::complex's operators are host functions: divide the 2 n real parts instead.
+    using R = typename T::value_type;
+    divide<false, V>(space, reinterpret_cast<R*>(p), 2 * n, divisor);
   } else {
     using Exec =
         std::conditional_t<Kokkos::SpaceAccessibility<Space, typename V::memory_space>::accessible,
