@@ -53,15 +53,18 @@ struct TrainableVariable {
   std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
 };
 
-//! A layer's variable as the model sees it: a bias (rank 1), a dense kernel (rank 2) or a
-//! convolution kernel (rank 4).
+//! A layer's variable as the model sees it: a bias or a norm's scale (rank 1), a dense kernel or
+//! an embedding table (rank 2), an attention projection (d_model, heads, key_dim) or its bias
+//! (rank 3, rank 2), or a convolution kernel (rank 4).
 template <class T>
-using VariableRef =
-    std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*, TrainableVariable<T****>*>;
+using VariableRef = std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*,
+                                 TrainableVariable<T***>*, TrainableVariable<T****>*>;
 
-//! What flows between layers: (batch, features) or (batch, height, width, channels).
+//! What flows between layers: (batch, features), (batch, sequence, features) or (batch, height,
+//! width, channels).
 template <class T>
-using LayerTensor = std::variant<DistributedTensor<T**>, DistributedTensor<T****>>;
+using LayerTensor =
+    std::variant<DistributedTensor<T**>, DistributedTensor<T***>, DistributedTensor<T****>>;
 
 //! What a forward pass needs besides its input.
 struct StepContext {

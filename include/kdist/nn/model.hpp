@@ -292,6 +292,7 @@ class BasicSequential {
  private:
   using SlotView = std::variant<typename DistributedTensor<T*>::view_type,
                                 typename DistributedTensor<T**>::view_type,
+                                typename DistributedTensor<T***>::view_type,
                                 typename DistributedTensor<T****>::view_type>;
 
   template <class YV>
