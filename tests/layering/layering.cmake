@@ -23,9 +23,10 @@ foreach(_h IN LISTS _core_headers)
   file(CONFIGURE OUTPUT ${_core_dir}/${_id}.cpp CONTENT "#include <${_h}>\n")
   string(APPEND _core_all "#include <${_h}>\n")
   # -nostdinc++ is not used: the standard library is allowed; nothing else is on the path.
+  # -c -o, not -fsyntax-only: nvcc_wrapper (Kokkos CUDA) passes -fsyntax-only on and then links.
   add_test(NAME layering.core_alone.${_h}
-           COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include
-                   ${_core_dir}/${_id}.cpp)
+           COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -c -I${PROJECT_SOURCE_DIR}/include
+                   ${_core_dir}/${_id}.cpp -o ${_core_dir}/${_id}.o)
 endforeach()
 file(CONFIGURE OUTPUT ${_core_dir}/all_core.cu CONTENT "${_core_all}int main() { return 0; }\n")
 if(KDIST_NVCC AND NOT Kokkos_ENABLE_CUDA)
