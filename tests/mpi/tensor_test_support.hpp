@@ -1,7 +1,7 @@
 #pragma once
 // What the MPI tensor tests share: the world size, smooth matrices given by a function of the
-// global index (distribute_tensor's third form), and a check that a call throws a
-// kdist::ValueError whose message says what it should.
+// global index (distribute_tensor's third form), a check that a call throws a kdist::ValueError
+// whose message says what it should, and host access to device Views (host_views.hpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,7 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "host_views.hpp"
+
 namespace kdist_test {
+
+using kdist::test::edit_on_host;
+using kdist::test::host_copy;
+using kdist::test::local_on_host;
+using kdist::test::to_default_space;
 
 inline std::size_t world() {
   int s = 1;

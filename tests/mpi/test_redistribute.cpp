@@ -76,7 +76,7 @@ void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t 
   auto out = kdist::redistribute(pending, target);
   EXPECT_FALSE(out.is_partial());
   const double want = double(n * (n + 1) / 2);
-  auto local = out.local();
+  auto local = kdist_test::local_on_host(out);
   for (std::size_t i = 0; i < local.extent(0); ++i) {
     for (std::size_t j = 0; j < local.extent(1); ++j) {
       ASSERT_EQ(local(i, j), want) << "shape (" << shape[0] << ", " << shape[1] << "), dim " << dim
@@ -86,7 +86,7 @@ void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t 
   // Into an existing block, as a training step does.
   auto into = Tensor::zeros(shape, target);
   kdist::redistribute_into(pending, into);
-  auto l2 = into.local();
+  auto l2 = kdist_test::local_on_host(into);
   for (std::size_t i = 0; i < l2.extent(0); ++i) {
     for (std::size_t j = 0; j < l2.extent(1); ++j) ASSERT_EQ(l2(i, j), want);
   }

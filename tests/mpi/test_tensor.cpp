@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "host_views.hpp"
+
 namespace {
 
 int world() {
@@ -61,7 +63,7 @@ void expect_whole(const Host& full, std::size_t rows, std::size_t cols, const st
 
 template <class T>
 void expect_local_is_block(const T& t, const std::string& what) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
+  auto h = kdist::test::local_on_host(t);
   for (std::size_t i = 0; i < h.extent(0); ++i)
     for (std::size_t j = 0; j < h.extent(1); ++j)
       ASSERT_EQ(h(i, j), value_at(i + t.offsets()[0], j + t.offsets()[1])) << what;
@@ -200,10 +202,12 @@ TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
     const auto coords = mesh.coords_of(base.device());
     const double m = static_cast<double>(ms[1]);
     const double shift = static_cast<double>(coords[1]) - (m - 1) / 2;
-    auto local = base.local();
+    auto local = kdist::test::local_on_host(base);
     Kokkos::View<double**, Kokkos::LayoutRight> part("part", local.extent(0), local.extent(1));
-    for (std::size_t i = 0; i < local.extent(0); ++i)
-      for (std::size_t j = 0; j < local.extent(1); ++j) part(i, j) = local(i, j) / m + shift;
+    kdist::test::edit_on_host(part, [&](const auto& h) {
+      for (std::size_t i = 0; i < local.extent(0); ++i)
+        for (std::size_t j = 0; j < local.extent(1); ++j) h(i, j) = local(i, j) / m + shift;
+    });
     auto p = kdist::DistributedTensor<double**>::from_local(part, shape, rows_on_data, {"model"});
     EXPECT_EQ(p.is_partial(), ms[1] > 1);  // a sum over one device is complete
     expect_whole(kdist::full_tensor(p), shape[0], shape[1], "partial full");
@@ -228,9 +232,11 @@ TEST(DistributedTensor, PartialSumResolvesByAllReduceAndReduceScatter) {
       }
       auto t0 = kdist::DistributedTensor<double**>::zeros(shape, layout);
       auto l = t0.local();
-      for (std::size_t i = 0; i < l.extent(0); ++i)
-        for (std::size_t j = 0; j < l.extent(1); ++j)
-          l(i, j) = full(i + t0.offsets()[0], j + t0.offsets()[1]) / parts + shift2;
+      kdist::test::edit_on_host(l, [&](const auto& h) {
+        for (std::size_t i = 0; i < h.extent(0); ++i)
+          for (std::size_t j = 0; j < h.extent(1); ++j)
+            h(i, j) = full(i + t0.offsets()[0], j + t0.offsets()[1]) / parts + shift2;
+      });
       return kdist::DistributedTensor<double**>::from_local(l, shape, layout, over);
     };
     kdist::RuntimeTensorLayout replicated({kdist::replicated, kdist::replicated}, mesh);
