@@ -1,0 +1,207 @@
+#pragma once
+//! \file ops/attention.hpp
+//! Local kernels of scaled dot-product attention on the heads a process holds (Keras'
+//! MultiHeadAttention `_compute_attention`, without dropout):
+//!
+//!   scores(b, h, i, j) = scale * sum_d q(b, i, h, d) k(b, j, h, d)
+//!   probs(b, h, i, :)  = softmax over j of scores(b, h, i, :)     (row max subtracted)
+//!   out(b, i, h, d)    = sum_j probs(b, h, i, j) v(b, j, h, d)
+//!
+//! With `causal`, position i attends to positions j <= i only (Keras `use_causal_mask=True`): the
+//! masked probabilities are exactly 0 (Keras adds a large negative number to their scores, which
+//! underflows to the same 0). `scale` is Keras' `1 / sqrt(key_dim)`, applied to the query.
+//!
+//! Layouts: q, k, v, out, dq, dk, dv are rank-4 LayoutRight Views (batch, seq, heads, head_dim),
+//! the layout a projection `x (batch*seq, d_model) * W (d_model, heads*head_dim)` writes; probs
+//! (and the backward's scratch) are (batch, heads, seq, seq). Each kernel runs one thread per
+//! (batch, head, row) in the Views' execution space (host or device).
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <kdist/core/error.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
+#include <kdist/ops/detail/views.hpp>
+
+namespace kdist::ops {
+
+namespace detail {
+
+//! Checks (at compile time) that `V` is a rank-4 LayoutRight View of float or double.
+template <class V>
+constexpr bool check_rank4() {
+  static_assert(Kokkos::is_view<V>::value, "kdist::ops: expected a Kokkos::View");
+  static_assert(static_cast<int>(V::rank) == 4,
+                "kdist::ops attention: expected a rank-4 View (batch, seq, heads, head_dim) or "
+                "(batch, heads, seq, seq)");
+  static_assert(std::is_same_v<typename V::array_layout, Kokkos::LayoutRight>,
+                "kdist::ops: expected a Kokkos::LayoutRight View");
+  static_assert(std::is_same_v<scalar_t<V>, float> || std::is_same_v<scalar_t<V>, double>,
+                "kdist::ops: expected a View of float or double");
+  return true;
+}
+
+template <class V>
+void require_extents4(const char* op, const char* what, const V& v, std::size_t e0, std::size_t e1,
+                      std::size_t e2, std::size_t e3) {
+  if (v.extent(0) != e0 || v.extent(1) != e1 || v.extent(2) != e2 || v.extent(3) != e3) {
+    throw ValueError(std::string("kdist::ops::") + op + ": " + what + " is " + shape_string(v) +
+                     ", expected " + std::to_string(e0) + "x" + std::to_string(e1) + "x" +
+                     std::to_string(e2) + "x" + std::to_string(e3));
+  }
+}
+
+template <class V>
+auto md_range3(std::size_t n0, std::size_t n1, std::size_t n2) {
+  using Policy = Kokkos::MDRangePolicy<exec_t<V>, Kokkos::Rank<3>, Kokkos::IndexType<std::int64_t>>;
+  using P = typename Policy::point_type;
+  P lower;
+  P upper;
+  lower[0] = 0;
+  lower[1] = 0;
+  lower[2] = 0;
+  upper[0] = static_cast<std::int64_t>(n0);
+  upper[1] = static_cast<std::int64_t>(n1);
+  upper[2] = static_cast<std::int64_t>(n2);
+  return Policy(lower, upper);
+}
+
+template <class QV, class... Vs>
+void check_attention_views(const char* op, const QV& q, const Vs&... vs) {
+  (require_extents4(op, "a (batch, seq, heads, head_dim) operand", vs, q.extent(0), q.extent(1),
+                    q.extent(2), q.extent(3)),
+   ...);
+}
+
+}  // namespace detail
+
+//! Forward: fills `probs` (batch, heads, seq, seq) with the attention probabilities (masked
+//! entries 0) and `out` (batch, seq, heads, head_dim) with their weighted sum of `v`.
+//! q, k, v: (batch, seq, heads, head_dim). Errors: kdist::ValueError when extents differ.
+template <class QV, class KV, class VV, class PV, class OV>
+void attention_forward(const QV& q, const KV& k, const VV& v, const PV& probs, const OV& out,
+                       detail::scalar_t<OV> scale, bool causal) {
+  static_assert(detail::check_rank4<QV>() && detail::check_rank4<KV>() &&
+                detail::check_rank4<VV>() && detail::check_rank4<PV>() &&
+                detail::check_rank4<OV>());
+  static_assert(detail::check_same_scalar<QV, OV>() && detail::check_same_scalar<KV, OV>() &&
+                detail::check_same_scalar<VV, OV>() && detail::check_same_scalar<PV, OV>());
+  using T = detail::scalar_t<OV>;
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  detail::check_attention_views("attention_forward", q, k, v, out);
+  detail::require_extents4("attention_forward", "probs", probs, B, H, S, S);
+  const auto seq = static_cast<std::int64_t>(S);
+  const auto dim = static_cast<std::int64_t>(D);
+  Kokkos::parallel_for(
+      "kdist::ops::attention_forward", detail::md_range3<OV>(B, H, S),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
+        const std::int64_t jend = causal ? i + 1 : seq;
+        T mx = T(0);
+        for (std::int64_t j = 0; j < jend; ++j) {
+          T s = T(0);
+          for (std::int64_t d = 0; d < dim; ++d) s += (q(b, i, h, d) * scale) * k(b, j, h, d);
+          probs(b, h, i, j) = s;
+          if (j == 0 || s > mx) mx = s;
+        }
+        T sum = T(0);
+        for (std::int64_t j = 0; j < jend; ++j) {
+          const T e = kdist::detail::kmath::exp(probs(b, h, i, j) - mx);
+          probs(b, h, i, j) = e;
+          sum += e;
+        }
+        const T inv = T(1) / sum;
+        for (std::int64_t j = 0; j < jend; ++j) probs(b, h, i, j) *= inv;
+        for (std::int64_t j = jend; j < seq; ++j) probs(b, h, i, j) = T(0);
+        for (std::int64_t d = 0; d < dim; ++d) {
+          T acc = T(0);
+          for (std::int64_t j = 0; j < jend; ++j) acc += probs(b, h, i, j) * v(b, j, h, d);
+          out(b, i, h, d) = acc;
+        }
+      });
+}
+
+//! Backward: given `dout` = dL/d(out) and the forward's `probs`, writes dq, dk, dv (all
+//! (batch, seq, heads, head_dim); overwritten). `scratch` (batch, heads, seq, seq) receives
+//! dL/d(scores). Errors: kdist::ValueError when extents differ.
+template <class QV, class KV, class VV, class PV, class DOV, class SV, class DQV, class DKV,
+          class DVV>
+void attention_backward(const QV& q, const KV& k, const VV& v, const PV& probs, const DOV& dout,
+                        const SV& scratch, const DQV& dq, const DKV& dk, const DVV& dv,
+                        detail::scalar_t<DQV> scale, bool causal) {
+  static_assert(
+      detail::check_rank4<QV>() && detail::check_rank4<KV>() && detail::check_rank4<VV>() &&
+      detail::check_rank4<PV>() && detail::check_rank4<DOV>() && detail::check_rank4<SV>() &&
+      detail::check_rank4<DQV>() && detail::check_rank4<DKV>() && detail::check_rank4<DVV>());
+  static_assert(detail::check_same_scalar<QV, DQV>() && detail::check_same_scalar<KV, DQV>() &&
+                detail::check_same_scalar<VV, DQV>() && detail::check_same_scalar<PV, DQV>() &&
+                detail::check_same_scalar<DOV, DQV>() && detail::check_same_scalar<SV, DQV>() &&
+                detail::check_same_scalar<DKV, DQV>() && detail::check_same_scalar<DVV, DQV>());
+  using T = detail::scalar_t<DQV>;
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  detail::check_attention_views("attention_backward", q, k, v, dout, dq, dk, dv);
+  detail::require_extents4("attention_backward", "probs", probs, B, H, S, S);
+  detail::require_extents4("attention_backward", "scratch", scratch, B, H, S, S);
+  const auto seq = static_cast<std::int64_t>(S);
+  const auto dim = static_cast<std::int64_t>(D);
+  // dL/dscores(i, j) = P(i, j) (dP(i, j) - sum_j' P(i, j') dP(i, j')), dP(i, j) = dout_i . v_j;
+  // the scale of the scores is folded in here (it multiplies both dq and dk).
+  Kokkos::parallel_for(
+      "kdist::ops::attention_backward dscores", detail::md_range3<DQV>(B, H, S),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
+        const std::int64_t jend = causal ? i + 1 : seq;
+        T row = T(0);
+        for (std::int64_t j = 0; j < jend; ++j) {
+          T dp = T(0);
+          for (std::int64_t d = 0; d < dim; ++d) dp += dout(b, i, h, d) * v(b, j, h, d);
+          scratch(b, h, i, j) = dp;
+          row += probs(b, h, i, j) * dp;
+        }
+        for (std::int64_t j = 0; j < jend; ++j) {
+          scratch(b, h, i, j) = probs(b, h, i, j) * (scratch(b, h, i, j) - row) * scale;
+        }
+        for (std::int64_t j = jend; j < seq; ++j) scratch(b, h, i, j) = T(0);
+      });
+  // dq_i = sum_j dS(i, j) k_j
+  Kokkos::parallel_for(
+      "kdist::ops::attention_backward dq", detail::md_range3<DQV>(B, S, H),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t i, const std::int64_t h) {
+        const std::int64_t jend = causal ? i + 1 : seq;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          T acc = T(0);
+          for (std::int64_t j = 0; j < jend; ++j) acc += scratch(b, h, i, j) * k(b, j, h, d);
+          dq(b, i, h, d) = acc;
+        }
+      });
+  // dk_j = sum_i dS(i, j) q_i, dv_j = sum_i P(i, j) dout_i (rows i >= j when causal)
+  Kokkos::parallel_for(
+      "kdist::ops::attention_backward dk dv", detail::md_range3<DQV>(B, S, H),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t j, const std::int64_t h) {
+        const std::int64_t ibegin = causal ? j : 0;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          T acc_k = T(0);
+          T acc_v = T(0);
+          for (std::int64_t i = ibegin; i < seq; ++i) {
+            acc_k += scratch(b, h, i, j) * q(b, i, h, d);
+            acc_v += probs(b, h, i, j) * dout(b, i, h, d);
+          }
+          dk(b, j, h, d) = acc_k;
+          dv(b, j, h, d) = acc_v;
+        }
+      });
+}
+
+//! The same with a scratch View allocated here.
+template <class QV, class KV, class VV, class PV, class DOV, class DQV, class DKV, class DVV>
+void attention_backward(const QV& q, const KV& k, const VV& v, const PV& probs, const DOV& dout,
+                        const DQV& dq, const DKV& dk, const DVV& dv, detail::scalar_t<DQV> scale,
+                        bool causal) {
+  using T = detail::scalar_t<DQV>;
+  Kokkos::View<T****, Kokkos::LayoutRight, typename DQV::memory_space> scratch(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::attention_backward scratch"),
+      probs.extent(0), probs.extent(1), probs.extent(2), probs.extent(3));
+  attention_backward(q, k, v, probs, dout, scratch, dq, dk, dv, scale, causal);
+}
+
+}  // namespace kdist::ops

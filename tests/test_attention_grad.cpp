@@ -1,0 +1,337 @@
+// MultiHeadAttention on one process in double (issue 20): the attention kernels against a naive
+// loop (softmax rows, causal mask, large scores), the layer's output against a naive Keras-style
+// MultiHeadAttention written here from its variables, the causal mask (the output at position i
+// does not change when the inputs at j > i do), Keras' initialisers, and the gradients of every
+// variable and of the input against central finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <kdist/nn/layers/multi_head_attention.hpp>
+#include <kdist/ops/attention.hpp>
+#include <kdist/parallel/devices.hpp>
+#include <kdist/parallel/initialize.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+
+namespace {
+
+// MPI and Kokkos for the whole program (one process).
+class RuntimeEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { guard_ = std::make_unique<kdist::ScopeGuard>(); }
+  void TearDown() override { guard_.reset(); }
+
+ private:
+  std::unique_ptr<kdist::ScopeGuard> guard_;
+};
+[[maybe_unused]] auto* const runtime_environment =
+    ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
+
+using MHA = kdist::layers::BasicMultiHeadAttention<double>;
+using Tensor3 = kdist::DistributedTensor<double***>;
+static_assert(kdist::Layer<MHA>);
+static_assert(kdist::Layer<kdist::layers::MultiHeadAttention>);
+
+constexpr std::size_t B = 2, S = 5, D = 8, H = 2, K = 4;
+
+std::vector<double> normal(std::size_t n, unsigned seed, double sd = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, sd);
+  std::vector<double> out(n);
+  for (auto& v : out) v = dist(gen);
+  return out;
+}
+
+std::shared_ptr<const kdist::Distribution> one_device() {
+  kdist::RuntimeDeviceMesh mesh({1, 1}, {"data", "model"}, kdist::list_devices());
+  return std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(mesh), "data");
+}
+
+template <class Tensor>
+std::vector<double> values(const Tensor& t) {
+  auto h = kdist::full_tensor(t);
+  return std::vector<double>(h.data(), h.data() + h.size());
+}
+
+template <class DT>
+void set_values(kdist::TrainableVariable<DT>& v, const std::vector<double>& data) {
+  v.value = kdist::distribute_tensor<DT>(data.data(), v.value.shape(), v.value.layout());
+}
+
+Tensor3 tensor(const std::vector<double>& data, const kdist::Distribution& dist) {
+  return kdist::distribute_tensor<double***>(data.data(), {B, S, D},
+                                             dist.get_data_layout({B, S, D}));
+}
+
+// A built layer with non-zero biases (zeros would hide a misplaced bias).
+MHA built_layer(const kdist::Distribution& dist, bool causal) {
+  MHA mha(H, K, "mha", true, causal);
+  mha.build({S, D}, dist, 5);
+  unsigned seed = 100;
+  for (auto ref : mha.variables()) {
+    std::visit(
+        [&](auto* v) {
+          if (v->value.rank < 3) set_values(*v, normal(v->value.global_size(), ++seed, 0.3));
+        },
+        ref);
+  }
+  return mha;
+}
+
+// ---- the attention kernels ----------------------------------------------------------------------
+
+using Host4 = Kokkos::View<double****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+Host4 host4(const std::vector<double>& v, std::size_t a, std::size_t b, std::size_t c,
+            std::size_t d) {
+  Host4 out("host4", a, b, c, d);
+  for (std::size_t i = 0; i < v.size(); ++i) out.data()[i] = v[i];
+  return out;
+}
+
+// probs (b, h, i, j) and out (b, i, h, d) by a naive loop, masked scores skipped.
+void naive_attention(const Host4& q, const Host4& k, const Host4& v, double scale, bool causal,
+                     Host4& probs, Host4& out) {
+  const std::size_t nb = q.extent(0), ns = q.extent(1), nh = q.extent(2), nd = q.extent(3);
+  for (std::size_t b = 0; b < nb; ++b)
+    for (std::size_t h = 0; h < nh; ++h)
+      for (std::size_t i = 0; i < ns; ++i) {
+        std::vector<double> s(ns, -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j < ns; ++j) {
+          if (causal && j > i) continue;
+          double dot = 0;
+          for (std::size_t d = 0; d < nd; ++d) dot += q(b, i, h, d) * scale * k(b, j, h, d);
+          s[j] = dot;
+          mx = std::max(mx, dot);
+        }
+        double sum = 0;
+        for (std::size_t j = 0; j < ns; ++j) sum += std::exp(s[j] - mx);
+        for (std::size_t j = 0; j < ns; ++j) probs(b, h, i, j) = std::exp(s[j] - mx) / sum;
+        for (std::size_t d = 0; d < nd; ++d) {
+          double acc = 0;
+          for (std::size_t j = 0; j < ns; ++j) acc += probs(b, h, i, j) * v(b, j, h, d);
+          out(b, i, h, d) = acc;
+        }
+      }
+}
+
+TEST(AttentionOps, ForwardMatchesANaiveLoopWithAndWithoutTheCausalMask) {
+  const std::size_t nb = 2, ns = 6, nh = 3, nd = 4;
+  for (double magnitude : {1.0, 300.0}) {  // 300: scores in the 10^5, finite only if stable
+    auto q = host4(normal(nb * ns * nh * nd, 1, magnitude), nb, ns, nh, nd);
+    auto k = host4(normal(nb * ns * nh * nd, 2, magnitude), nb, ns, nh, nd);
+    auto v = host4(normal(nb * ns * nh * nd, 3), nb, ns, nh, nd);
+    for (bool causal : {true, false}) {
+      Host4 probs("probs", nb, nh, ns, ns), out("out", nb, ns, nh, nd);
+      Host4 want_p("want_p", nb, nh, ns, ns), want_o("want_o", nb, ns, nh, nd);
+      const double scale = 1.0 / std::sqrt(double(nd));
+      kdist::ops::attention_forward(q, k, v, probs, out, scale, causal);
+      Kokkos::fence();
+      naive_attention(q, k, v, scale, causal, want_p, want_o);
+      for (std::size_t i = 0; i < probs.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(probs.data()[i]));
+        EXPECT_NEAR(probs.data()[i], want_p.data()[i], 1e-12) << "probs " << i;
+      }
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        EXPECT_NEAR(out.data()[i], want_o.data()[i], 1e-12 * magnitude) << "out " << i;
+      }
+      for (std::size_t b = 0; b < nb; ++b)
+        for (std::size_t h = 0; h < nh; ++h)
+          for (std::size_t i = 0; i < ns; ++i) {
+            double sum = 0;
+            for (std::size_t j = 0; j < ns; ++j) {
+              sum += probs(b, h, i, j);
+              if (causal && j > i) {
+                EXPECT_EQ(probs(b, h, i, j), 0.0);
+              }
+            }
+            EXPECT_NEAR(sum, 1.0, 1e-12);
+          }
+    }
+  }
+}
+
+TEST(AttentionOps, MismatchedExtentsAreValueErrors) {
+  Host4 q("q", 1, 3, 2, 4), bad("bad", 1, 3, 2, 5), probs("p", 1, 2, 3, 3), out("o", 1, 3, 2, 4);
+  EXPECT_THROW(kdist::ops::attention_forward(q, bad, q, probs, out, 0.5, true), kdist::ValueError);
+  Host4 bad_p("p", 1, 2, 3, 2);
+  EXPECT_THROW(kdist::ops::attention_forward(q, q, q, bad_p, out, 0.5, true), kdist::ValueError);
+}
+
+// ---- the layer ----------------------------------------------------------------------------------
+
+TEST(MultiHeadAttention, VariablesHaveKerasPathsShapesAndInitialisers) {
+  auto dist = one_device();
+  MHA mha(H, K, "mha");
+  EXPECT_EQ(mha.build({S, D}, *dist, 5), (kdist::Shape{S, D}));
+  std::vector<std::string> paths;
+  for (auto ref : mha.variables()) {
+    std::visit([&](auto* v) { paths.push_back(v->path); }, ref);
+  }
+  EXPECT_EQ(paths,
+            (std::vector<std::string>{"mha/query/kernel", "mha/query/bias", "mha/key/kernel",
+                                      "mha/key/bias", "mha/value/kernel", "mha/value/bias",
+                                      "mha/attention_output/kernel", "mha/attention_output/bias"}));
+  EXPECT_EQ(mha.query_kernel().shape(), (std::vector<std::size_t>{D, H, K}));
+  EXPECT_EQ(mha.query_bias()->shape(), (std::vector<std::size_t>{H, K}));
+  EXPECT_EQ(mha.output_kernel().shape(), (std::vector<std::size_t>{H, K, D}));
+  EXPECT_EQ(mha.output_bias()->shape(), (std::vector<std::size_t>{D}));
+  // glorot_uniform with Keras' fans for rank 3: (D, H, K): fan_in = H * D, fan_out = K * D;
+  // (H, K, D): fan_in = K * H, fan_out = D * H.
+  auto check_limit = [](const std::vector<double>& w, double fan_in, double fan_out,
+                        const std::string& what) {
+    const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+    double mx = 0;
+    for (double x : w) mx = std::max(mx, std::abs(x));
+    EXPECT_LE(mx, limit) << what;
+    EXPECT_GT(mx, 0.9 * limit) << what;  // 64 draws: the largest is near the limit
+  };
+  check_limit(values(mha.query_kernel().value), H * D, K * D, "query");
+  check_limit(values(mha.key_kernel().value), H * D, K * D, "key");
+  check_limit(values(mha.output_kernel().value), K * H, D * H, "attention_output");
+  EXPECT_NE(values(mha.query_kernel().value), values(mha.key_kernel().value));
+  for (double b : values(mha.query_bias()->value)) EXPECT_EQ(b, 0.0);
+  for (double b : values(mha.output_bias()->value)) EXPECT_EQ(b, 0.0);
+  MHA no_bias(H, K, "nb", false);
+  no_bias.build({S, D}, *dist, 5);
+  EXPECT_EQ(no_bias.variables().size(), 4u);
+}
+
+TEST(MultiHeadAttention, ForwardMatchesANaiveKerasStyleComputation) {
+  auto dist = one_device();
+  for (bool causal : {true, false}) {
+    MHA mha = built_layer(*dist, causal);
+    const auto xv = normal(B * S * D, 1);
+    const auto y = values(mha.forward(tensor(xv, *dist)));
+    const auto wq = values(mha.query_kernel().value), wk = values(mha.key_kernel().value),
+               wv = values(mha.value_kernel().value), wo = values(mha.output_kernel().value);
+    const auto bq = values(mha.query_bias()->value), bk = values(mha.key_bias()->value),
+               bv = values(mha.value_bias()->value), bo = values(mha.output_bias()->value);
+    auto project = [&](const std::vector<double>& w, const std::vector<double>& bias) {
+      std::vector<double> p(B * S * H * K);
+      for (std::size_t r = 0; r < B * S; ++r)
+        for (std::size_t hk = 0; hk < H * K; ++hk) {
+          double acc = bias[hk];
+          for (std::size_t d = 0; d < D; ++d) acc += xv[r * D + d] * w[d * H * K + hk];
+          p[r * H * K + hk] = acc;
+        }
+      return host4(p, B, S, H, K);
+    };
+    auto q = project(wq, bq), k = project(wk, bk), v = project(wv, bv);
+    Host4 probs("p", B, H, S, S), o("o", B, S, H, K);
+    naive_attention(q, k, v, 1.0 / std::sqrt(double(K)), causal, probs, o);
+    for (std::size_t r = 0; r < B * S; ++r)
+      for (std::size_t e = 0; e < D; ++e) {
+        double acc = bo[e];
+        for (std::size_t hk = 0; hk < H * K; ++hk) acc += o.data()[r * H * K + hk] * wo[hk * D + e];
+        EXPECT_NEAR(y[r * D + e], acc, 1e-12) << "causal " << causal << " at " << r << ", " << e;
+      }
+  }
+}
+
+TEST(MultiHeadAttention, TheCausalMaskHidesLaterPositions) {
+  auto dist = one_device();
+  MHA causal = built_layer(*dist, true);
+  MHA full = built_layer(*dist, false);
+  const auto xv = normal(B * S * D, 1);
+  const auto y = values(causal.forward(tensor(xv, *dist)));
+  const auto y_full = values(full.forward(tensor(xv, *dist)));
+  for (std::size_t i = 0; i + 1 < S; ++i) {
+    auto changed = xv;
+    const auto noise = normal(B * S * D, 50 + static_cast<unsigned>(i));
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t j = i + 1; j < S; ++j)
+        for (std::size_t d = 0; d < D; ++d)
+          changed[(b * S + j) * D + d] += noise[(b * S + j) * D + d];
+    const auto y2 = values(causal.forward(tensor(changed, *dist)));
+    const auto y2_full = values(full.forward(tensor(changed, *dist)));
+    double full_moved = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t p = 0; p <= i; ++p)
+        for (std::size_t d = 0; d < D; ++d) {
+          const std::size_t at = (b * S + p) * D + d;
+          EXPECT_EQ(y2[at], y[at]) << "position " << p << " after changing positions > " << i;
+          full_moved = std::max(full_moved, std::abs(y2_full[at] - y_full[at]));
+        }
+      for (std::size_t d = 0; d < D; ++d) {  // the changed positions' own outputs do move
+        const std::size_t at = (b * S + S - 1) * D + d;
+        EXPECT_NE(y2[at], y[at]);
+      }
+    }
+    EXPECT_GT(full_moved, 1e-6) << "without the mask, earlier positions see later ones";
+  }
+}
+
+template <class DT>
+void check_variable_gradient(MHA& mha, kdist::TrainableVariable<DT>& v, const Tensor3& x,
+                             const std::vector<double>& r, const std::string& what) {
+  auto loss = [&] {
+    const auto y = values(mha.forward(x));
+    double l = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) l += y[i] * r[i];
+    return l;
+  };
+  const auto grad = values(v.grad);
+  const auto base = values(v.value);
+  const double eps = 1e-6;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    auto w = base;
+    w[i] = base[i] + eps;
+    set_values(v, w);
+    const double up = loss();
+    w[i] = base[i] - eps;
+    set_values(v, w);
+    const double down = loss();
+    const double fd = (up - down) / (2 * eps);
+    EXPECT_NEAR(grad[i], fd, 1e-7 * std::max(1.0, std::abs(fd)))
+        << what << " " << v.path << "[" << i << "]";
+  }
+  set_values(v, base);
+}
+
+TEST(MultiHeadAttention, GradientsOfEveryVariableAndTheInputMatchFiniteDifferences) {
+  auto dist = one_device();
+  for (bool causal : {true, false}) {
+    const std::string what = causal ? "causal" : "not causal";
+    MHA mha = built_layer(*dist, causal);
+    const auto xv = normal(B * S * D, 1);
+    const auto r = normal(B * S * D, 2);
+    const Tensor3 x = tensor(xv, *dist);
+    const Tensor3 y = mha.forward(x);
+    const auto dy = kdist::distribute_tensor<double***>(r.data(), {B, S, D}, y.layout());
+    const auto dx = mha.backward(dy, true);
+    ASSERT_TRUE(dx.has_value());
+    const auto dxv = values(*dx);
+    // The variables' gradients are kept before the finite differences run forward again.
+    for (auto ref : mha.variables()) {
+      std::visit([&](auto* v) { check_variable_gradient(mha, *v, x, r, what); }, ref);
+    }
+    const double eps = 1e-6;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      auto loss = [&](double delta) {
+        auto xp = xv;
+        xp[i] += delta;
+        const auto yv = values(mha.forward(tensor(xp, *dist)));
+        double l = 0;
+        for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
+        return l;
+      };
+      const double fd = (loss(eps) - loss(-eps)) / (2 * eps);
+      EXPECT_NEAR(dxv[i], fd, 1e-7 * std::max(1.0, std::abs(fd))) << what << " dx[" << i << "]";
+    }
+    // need_input_grad = false: the variables' gradients only.
+    (void)mha.forward(x);
+    EXPECT_FALSE(mha.backward(dy, false).has_value());
+  }
+}
+
+}  // namespace
