@@ -39,6 +39,7 @@
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/dropout.hpp>
+#include <kdist/ops/elementwise.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
@@ -68,6 +69,7 @@
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
