@@ -1,10 +1,11 @@
 #pragma once
 //! \file ops/activations.hpp
-//! Local elementwise and row-wise kernels of a Dense layer: ReLU and its backward, row-wise softmax
-//! (numerically stable) and its backward, bias add and bias gradient. Views are rank-2 LayoutRight
-//! [rows, cols] of float or double (biases rank-1 [cols]); host memory through Eigen, other memory
-//! spaces through Kokkos kernels (see ops/backend.hpp). Each function documents which arguments
-//! may be the same View (in-place use).
+//! Local elementwise and row-wise kernels of a Dense layer: ReLU and its backward, GELU (exact, erf
+//! form) and its backward, row-wise softmax (numerically stable) and its backward, bias add and
+//! bias gradient. Views are rank-2 LayoutRight [rows, cols] of float or double (biases rank-1
+//! [cols]); host memory through Eigen, other memory spaces through Kokkos kernels (see
+//! ops/backend.hpp); GELU through Kokkos everywhere. Each function documents which arguments may
+//! be the same View (in-place use).
 
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
@@ -193,6 +194,79 @@ void bias_grad(const DYV& dy, const DBV& db, Backend = {}) {
           db(j) = s;
         });
   }
+}
+
+// ---- GELU ---------------------------------------------------------------------------------------
+
+namespace detail {
+
+//! erf callable in a kernel, on Kokkos 3.x (Kokkos::Experimental) and 4.x (Kokkos).
+template <class T>
+KOKKOS_INLINE_FUNCTION T kerf(T x) {
+#if KOKKOS_VERSION >= 40000
+  return Kokkos::erf(x);
+#else
+  return Kokkos::Experimental::erf(x);
+#endif
+}
+
+//! `gelu(x) = 0.5 x (1 + erf(x / sqrt 2))`, Keras' `gelu(x, approximate=False)`.
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_value(T x) {
+  return T(0.5) * x * (T(1) + kerf(x * T(0.70710678118654752440)));
+}
+
+//! `gelu'(x) = Phi(x) + x phi(x)`: the normal CDF `0.5 (1 + erf(x / sqrt 2))` plus x times the
+//! normal density `exp(-x^2 / 2) / sqrt(2 pi)`.
+template <class T>
+KOKKOS_INLINE_FUNCTION T gelu_derivative(T x) {
+  const T cdf = T(0.5) * (T(1) + kerf(x * T(0.70710678118654752440)));
+  const T pdf = kdist::detail::kmath::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+
+}  // namespace detail
+
+//! GELU, exact form (Keras' default `keras.activations.gelu(x, approximate=False)`):
+//! `y = 0.5 x (1 + erf(x / sqrt 2))`. `y` may be `x` (in place). A Kokkos kernel on every backend
+//! (Eigen's core has no erf). Errors: kdist::ValueError if shapes differ.
+template <class XV, class YV, class Backend = AutoBackend>
+void gelu(const XV& x, const YV& y, Backend = {}) {
+  static_assert(detail::check_matrix<XV>() && detail::check_matrix<YV>() &&
+                detail::check_same_scalar<XV, YV>());
+  (void)detail::check_backend<Backend, XV, YV>();
+  using T = detail::scalar_t<YV>;
+  detail::require_shape("gelu", "y", y, x.extent(0), x.extent(1));
+  Kokkos::parallel_for(
+      "kdist::ops::gelu", detail::md_range<YV>(y.extent(0), y.extent(1)),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        y(i, j) = detail::gelu_value<T>(x(i, j));
+      });
+}
+
+//! GELU in place.
+template <class V, class Backend = AutoBackend>
+void gelu_inplace(const V& x, Backend b = {}) {
+  gelu(x, x, b);
+}
+
+//! GELU backward from the forward INPUT `x` (the pre-activation): `dx = dy * gelu'(x)`, with
+//! `gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)`. `dx` may be `dy`.
+//! Errors: kdist::ValueError if shapes differ.
+template <class XV, class DYV, class DXV, class Backend = AutoBackend>
+void gelu_backward(const XV& x, const DYV& dy, const DXV& dx, Backend = {}) {
+  static_assert(detail::check_matrix<XV>() && detail::check_matrix<DYV>() &&
+                detail::check_matrix<DXV>());
+  static_assert(detail::check_same_scalar<XV, DXV>() && detail::check_same_scalar<DYV, DXV>());
+  (void)detail::check_backend<Backend, XV, DYV, DXV>();
+  using T = detail::scalar_t<DXV>;
+  detail::require_shape("gelu_backward", "dy", dy, x.extent(0), x.extent(1));
+  detail::require_shape("gelu_backward", "dx", dx, x.extent(0), x.extent(1));
+  Kokkos::parallel_for(
+      "kdist::ops::gelu_backward", detail::md_range<DXV>(dx.extent(0), dx.extent(1)),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        dx(i, j) = dy(i, j) * detail::gelu_derivative<T>(x(i, j));
+      });
 }
 
 }  // namespace kdist::ops

@@ -4,15 +4,20 @@
 //! `1 - rate` and scaled by `1 / (1 - rate)`, or set to 0. The mask is not stored: it is a function
 //! of (seed, stream, step, GLOBAL element index) through kdist::dropout_keep, so a shard of an
 //! activation (rows of the batch on a "data" axis, columns on a "model" axis) draws exactly the
-//! elements of the full tensor's mask, and the backward pass recomputes it.
+//! elements of the full tensor's mask, and the backward pass recomputes it. `dropout` takes a
+//! matrix block; `dropout_block` a block of an activation of any rank (a (batch, sequence,
+//! features) or NHWC one), keyed by the same row-major global flat index.
 
 #include <Kokkos_Core.hpp>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <kdist/ops/random.hpp>
 #include <string>
+#include <type_traits>
 
 namespace kdist::ops {
 
@@ -110,6 +115,86 @@ void dropout_inplace(const V& x, const DropoutParams& params, Backend b = {}) {
 template <class DYV, class DXV, class Backend = AutoBackend>
 void dropout_backward(const DYV& dy, const DXV& dx, const DropoutParams& params, Backend b = {}) {
   dropout(dy, dx, params, b);
+}
+
+//! Which mask `dropout_block` draws for a block of a rank-R activation: local element (i_0, ...,
+//! i_{R-1}) is global element (offsets[0] + i_0, ..., offsets[R-1] + i_{R-1}) of an activation of
+//! `global_extents`, whose row-major flat index keys kdist::dropout_keep (for R = 2, the index
+//! DropoutParams gives: the same masks).
+template <std::size_t R>
+struct DropoutBlockParams {
+  std::uint64_t seed = 0;                         //!< the model's seed
+  std::uint64_t stream = 0;                       //!< the layer's stream
+  std::uint64_t step = 0;                         //!< the training step
+  double rate = 0.0;                              //!< fraction dropped, in [0, 1)
+  std::array<std::uint64_t, R> offsets{};         //!< global index of the local element 0
+  std::array<std::uint64_t, R> global_extents{};  //!< the global activation's shape
+};
+
+//! `y = dropout(x)` on a contiguous LayoutRight block of any rank: `y = x / (1 - rate)` where
+//! kdist::dropout_keep keeps the global element, else 0. `y` may be `x`. Used forward and
+//! backward (the same params recompute the mask). Errors: kdist::ValueError for a rate outside
+//! [0, 1), a block that does not fit in `global_extents`, mismatched shapes or a View that is not
+//! contiguous.
+template <class XV, class YV>
+void dropout_block(const XV& x, const YV& y,
+                   const DropoutBlockParams<static_cast<std::size_t>(XV::rank)>& params) {
+  constexpr std::size_t R = static_cast<std::size_t>(XV::rank);
+  static_assert(static_cast<std::size_t>(YV::rank) == R && R >= 1 && R <= 8,
+                "kdist::ops::dropout_block: x and y of the same rank, 1 to 8");
+  static_assert(std::is_same_v<typename XV::array_layout, Kokkos::LayoutRight> &&
+                    std::is_same_v<typename YV::array_layout, Kokkos::LayoutRight>,
+                "kdist::ops::dropout_block: LayoutRight Views");
+  static_assert(detail::check_same_scalar<XV, YV>());
+  using T = detail::scalar_t<YV>;
+  const std::string op = "kdist::ops::dropout_block: ";
+  if (!(params.rate >= 0.0 && params.rate < 1.0)) {
+    throw ValueError(op + "rate is " + std::to_string(params.rate) +
+                     "; the dropout rate must be in [0, 1)");
+  }
+  Kokkos::Array<std::uint64_t, R> lo, gext, lext;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (y.extent(d) != x.extent(d)) {
+      throw ValueError(op + "y is " + detail::shape_string(y) + ", expected " +
+                       detail::shape_string(x));
+    }
+    if (params.offsets[d] + x.extent(d) > params.global_extents[d]) {
+      throw ValueError(op + "dimension " + std::to_string(d) + ": elements [" +
+                       std::to_string(params.offsets[d]) + ", " +
+                       std::to_string(params.offsets[d] + x.extent(d)) +
+                       ") do not fit in the global extent " +
+                       std::to_string(params.global_extents[d]));
+    }
+    lo[d] = params.offsets[d];
+    gext[d] = params.global_extents[d];
+    lext[d] = x.extent(d);
+  }
+  if (!x.span_is_contiguous() || !y.span_is_contiguous()) {
+    throw ValueError(op + "x and y must be contiguous Views");
+  }
+  using XFlat =
+      Kokkos::View<const T*, typename XV::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using YFlat =
+      Kokkos::View<T*, typename YV::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const XFlat xf(x.data(), x.size());
+  const YFlat yf(y.data(), y.size());
+  const RandomKey key = random_key(params.seed, params.stream, params.step);
+  const auto rate = static_cast<float>(params.rate);
+  const T keep_prob = T(1) - static_cast<T>(params.rate);
+  Kokkos::parallel_for(
+      "kdist::ops::dropout_block", detail::range<YV>(x.size()),
+      KOKKOS_LAMBDA(const std::int64_t f) {
+        std::uint64_t rem = static_cast<std::uint64_t>(f);
+        std::uint64_t index = 0;
+        std::uint64_t mult = 1;
+        for (std::size_t k = R; k-- > 0;) {
+          const std::uint64_t c = rem % lext[k];
+          rem /= lext[k];
+          index += (lo[k] + c) * mult;
+          mult *= gext[k];
+        }
+        yf(f) = kdist::dropout_keep(key, index, rate) ? xf(f) / keep_prob : T(0);
+      });
 }
 
 }  // namespace kdist::ops

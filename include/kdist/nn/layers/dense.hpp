@@ -7,7 +7,21 @@
 //! (kdist::matmul): kernel (None, "model") is column-parallel, ("model", None) row-parallel with
 //! a pending sum, a replicated kernel local. The output is moved to the distribution's layout for
 //! "<name>/output" when it has one (the guide sets "d2/output" to ("data", None)).
+//!
+//! On (batch, sequence, features) inputs (a transformer's activations) the kernel contracts the
+//! last dimension and the output is (batch, sequence, units). The product runs in a compute
+//! layout: the kernel's layout without the axes that shard the batch (an FSDP kernel is gathered
+//! for it), the input as (batch axes, sequence axes the kernel does not use, kernel dim-0 axes)
+//! (a sequence sharded over the kernel's axis is all-gathered first, a last dimension sharded
+//! otherwise than the kernel's rows is redistributed), the result (batch, sequence, kernel dim-1
+//! axes) pending a sum over the kernel's dim-0 axes, which kdist::redistribute resolves into
+//! "<name>/output" (a reduce-scatter for a row-parallel kernel and a sequence-sharded output:
+//! Megatron's column -> row pairing with sequence parallelism). Backward: the kernel and bias
+//! gradients are pending sums over the batch and sequence axes, resolved into the gradients'
+//! layouts (an FSDP kernel's: a reduce-scatter); the input gradient goes back to the input's
+//! layout.
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -19,6 +33,7 @@
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
+#include <kdist/ops/matmul.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
@@ -37,6 +52,7 @@ class BasicDense {
   using value_type = T;
   using Matrix = DistributedTensor<T**>;
   using Vector = DistributedTensor<T*>;
+  using Tensor3 = DistributedTensor<T***>;
 
   BasicDense(std::size_t units, Activation activation, bool use_bias, std::string name)
       : units_(units), activation_(activation), use_bias_(use_bias), name_(std::move(name)) {
@@ -51,25 +67,35 @@ class BasicDense {
   bool ends_in_softmax() const { return activation_ == Activation::softmax; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------
-  //! Builds for inputs of shape (features,); returns (units,). Errors: ValueError for inputs of
-  //! another rank (put a Flatten before the Dense).
+  //! Builds for inputs of shape (features,) or (sequence, features); returns (units,) or
+  //! (sequence, units). Errors: ValueError for inputs of another rank (put a Flatten before the
+  //! Dense).
   Shape build(const Shape& input_shape, const Distribution& dist, std::uint64_t seed) {
-    if (input_shape.size() != 1) {
+    if (input_shape.size() != 1 && input_shape.size() != 2) {
       throw ValueError("kdist::layers::Dense '" + name_ +
-                       "' takes inputs of shape (features,) "
-                       "but the layer before it gives " +
+                       "' takes inputs of shape (features,) but the layer before it gives " +
                        kdist::detail::shape_repr(input_shape) +
-                       "; put a kdist::layers::Flatten before it");
+                       "; put a kdist::layers::Flatten before it (a Dense also takes (sequence, "
+                       "features) inputs)");
     }
-    build(input_shape[0], dist, seed);
-    return {units_};
+    build(input_shape.back(), dist, seed);
+    if (input_shape.size() == 1) return {units_};
+    return {input_shape[0], units_};
   }
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
-    return forward(kdist::detail::layer_input_as<Matrix>(x, "Dense '" + name_ + "'",
-                                                         "put a kdist::layers::Flatten before it"),
+    if (const auto* t3 = std::get_if<Tensor3>(&x)) return forward(*t3, context.output_logits);
+    return forward(kdist::detail::layer_input_as<Matrix>(
+                       x, "Dense '" + name_ + "'",
+                       "Dense takes (batch, features) or (batch, sequence, features); put a "
+                       "kdist::layers::Flatten before it"),
                    context.output_logits);
   }
   std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+    if (const auto* t3 = std::get_if<Tensor3>(&dy)) {
+      auto dx = backward(*t3, need_input_grad);
+      if (!dx) return std::nullopt;
+      return LayerTensor<T>(std::move(*dx));
+    }
     auto dx = backward(kdist::detail::layer_input_as<Matrix>(dy, "Dense '" + name_ + "'",
                                                              "its gradient has its output's rank"),
                        need_input_grad);
@@ -127,6 +153,10 @@ class BasicDense {
       ops::bias_add(z.local(), b);
     }
     if (activation_ == Activation::relu) ops::relu_inplace(z.local());
+    if (activation_ == Activation::gelu) {
+      pre_ = copy_of(z.local());
+      ops::gelu_inplace(z.local());
+    }
     if (activation_ == Activation::softmax && !logits_only) ops::softmax_inplace(z.local());
     y_ = z;
     return z;
@@ -138,6 +168,11 @@ class BasicDense {
     Matrix dz = dy;
     if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(y_.local(), dz.local());
+    } else if (activation_ == Activation::gelu) {
+      typename Matrix::view_type d("kdist::Dense::dgelu", dz.local().extent(0),
+                                   dz.local().extent(1));
+      ops::gelu_backward(pre_, dz.local(), d);
+      dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     } else if (activation_ == Activation::softmax && !skip_softmax_) {
       typename Matrix::view_type d("kdist::Dense::dsoftmax", dz.local().extent(0),
                                    dz.local().extent(1));
@@ -168,12 +203,160 @@ class BasicDense {
     return redistribute(dx, x_.layout());
   }
 
+  // ---- (batch, sequence, features) --------------------------------------------------------------
+
+  //! y = activation(x W + b) on (batch, sequence, features) in any layout; returns (batch,
+  //! sequence, units) in "<name>/output"'s layout when the distribution gives one (it must be of
+  //! rank 3), else in the compute layout (batch axes, sequence axes, kernel dim-1 axes). Keeps what
+  //! backward needs. Errors: ValueError for an input whose last dimension is not the kernel's
+  //! input dimension, or an output layout of another rank.
+  Tensor3 forward(const Tensor3& x, bool logits_only = false) {
+    const std::size_t in = kernel_.value.shape()[0];
+    if (x.shape()[2] != in) {
+      throw ValueError("kdist::layers::Dense '" + name_ + "': the input has shape " +
+                       kdist::detail::shape_repr(x.shape()) + " but the layer was built for " +
+                       std::to_string(in) + " features (its last dimension)");
+    }
+    skip_softmax_ = logits_only;
+    const RuntimeDeviceMesh& mesh = x.device_mesh();
+    const auto& xa = x.layout().axes();
+    const auto& ka = kernel_.value.layout().axes();
+    const DimAxes& b = xa[0];
+    const DimAxes k0 = without(ka[0], b.names());
+    const DimAxes k1 = without(ka[1], b.names());
+    const DimAxes s = without(without(xa[1], k0.names()), k1.names());
+    x3_layout_ = x.layout();
+    kc_layout_ = RuntimeTensorLayout({k0, k1}, mesh);
+    zc_layout_ = RuntimeTensorLayout({b, s, k1}, mesh);
+    x3c_ = redistribute(x, RuntimeTensorLayout({b, s, k0}, mesh));
+    const Matrix kc = redistribute(kernel_.value, *kc_layout_);
+    const auto& xl = x3c_.local();
+    typename Tensor3::view_type zv(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/z"),
+                                   xl.extent(0), xl.extent(1), kc.local().extent(1));
+    const auto xcl = contiguous(xl);
+    ops::matmul(rows_of(xcl), kc.local(), rows_of(zv));
+    Tensor3 z =
+        Tensor3::from_local(zv, {x.shape()[0], x.shape()[1], units_}, *zc_layout_, k0.names());
+    RuntimeTensorLayout target = output_layout_ ? *output_layout_ : *zc_layout_;
+    if (target.rank() != 3) {
+      throw ValueError("kdist::layers::Dense '" + name_ + "': the distribution lays out '" + name_ +
+                       "/output' as " + target.axes_repr() + " (rank " +
+                       std::to_string(target.rank()) +
+                       ") but the output is (batch, sequence, units); give a layout of rank 3");
+    }
+    if (activation_ == Activation::softmax && !target.axes()[2].is_replicated()) {
+      target = RuntimeTensorLayout({target.axes()[0], target.axes()[1], DimAxes()},
+                                   target.device_mesh());
+    }
+    z = redistribute(z, target);  // resolves the pending sum (all-reduce / reduce-scatter)
+    auto zm = rows_of(z.local());
+    if (use_bias_) ops::bias_add(zm, bias_block(z.layout().axes()[2], mesh));
+    if (activation_ == Activation::relu) ops::relu_inplace(zm);
+    if (activation_ == Activation::gelu) {
+      pre3_ = copy_of(z.local());
+      ops::gelu_inplace(zm);
+    }
+    if (activation_ == Activation::softmax && !logits_only) ops::softmax_inplace(zm);
+    y3_ = z;
+    return z;
+  }
+
+  //! Given dL/dy of the last rank-3 forward (any layout; moved to y's), stores the kernel and
+  //! bias gradients (overwriting them) and returns dL/dx laid out as x was, when
+  //! `need_input_grad`.
+  std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad) {
+    const RuntimeDeviceMesh& mesh = y3_.device_mesh();
+    const Tensor3 dy = redistribute(dy_in, y3_.layout());
+    Tensor3 dz = dy;
+    const bool softmax = activation_ == Activation::softmax && !skip_softmax_;
+    if (activation_ == Activation::relu || activation_ == Activation::gelu || softmax) {
+      const auto& dl = dy.local();
+      typename Tensor3::view_type d(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dz"),
+                                    dl.extent(0), dl.extent(1), dl.extent(2));
+      const auto dyc = contiguous(dl);
+      const auto dym = rows_of(dyc);
+      if (activation_ == Activation::relu)
+        ops::relu_backward(rows_of(y3_.local()), dym, rows_of(d));
+      if (activation_ == Activation::gelu) ops::gelu_backward(rows_of(pre3_), dym, rows_of(d));
+      if (softmax) ops::softmax_backward(rows_of(y3_.local()), dym, rows_of(d));
+      dz = Tensor3::from_local(d, dy.shape(), dy.layout());
+    }
+    const Tensor3 dzc = redistribute(dz, *zc_layout_);
+    const auto dzcl = contiguous(dzc.local());
+    const auto dzm = rows_of(dzcl);
+    const Matrix kc = redistribute(kernel_.value, *kc_layout_);
+    // Pending over the rows' axes: each process summed its own (batch, sequence) rows.
+    std::vector<std::string> row_axes = zc_layout_->axes()[0].names();
+    for (const auto& a : zc_layout_->axes()[1].names()) row_axes.push_back(a);
+    typename Matrix::view_type dw(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dw"),
+                                  kc.local().extent(0), kc.local().extent(1));
+    const auto xcl = contiguous(x3c_.local());
+    ops::matmul(rows_of(xcl), dzm, dw, ops::Op::transpose, ops::Op::none);
+    redistribute_into(Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes),
+                      kernel_.grad);
+    if (use_bias_) {
+      typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
+                                    dzm.extent(1));
+      ops::bias_grad(dzm, db);
+      redistribute_into(
+          Vector::from_local(db, {units_}, RuntimeTensorLayout({kc_layout_->axes()[1]}, mesh),
+                             row_axes),
+          bias_->grad);
+    }
+    if (!need_input_grad) return std::nullopt;
+    const auto& xl = x3c_.local();
+    typename Tensor3::view_type dxv(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dx"),
+                                    xl.extent(0), xl.extent(1), xl.extent(2));
+    ops::matmul(dzm, kc.local(), rows_of(dxv), ops::Op::none, ops::Op::transpose);
+    const Tensor3 dx =
+        Tensor3::from_local(dxv, x3c_.shape(), x3c_.layout(), kc_layout_->axes()[1].names());
+    return redistribute(dx, *x3_layout_);
+  }
+
  private:
   //! The bias entries matching z's column block, as a local View.
   typename Vector::view_type bias_block(const Matrix& z) {
-    RuntimeTensorLayout col_layout({z.layout().axes()[1]}, z.layout().device_mesh());
-    if (bias_->value.layout().axes()[0] == col_layout.axes()[0]) return bias_->value.local();
+    return bias_block(z.layout().axes()[1], z.device_mesh());
+  }
+  //! The bias entries of a last dimension laid out over `cols`, as a local View.
+  typename Vector::view_type bias_block(const DimAxes& cols, const RuntimeDeviceMesh& mesh) {
+    RuntimeTensorLayout col_layout({cols}, mesh);
+    if (bias_->value.layout().axes()[0] == cols) return bias_->value.local();
     return redistribute(bias_->value, col_layout).local();
+  }
+  //! `a` without the mesh axes in `drop`.
+  static DimAxes without(const DimAxes& a, const std::vector<std::string>& drop) {
+    std::vector<std::string> keep;
+    for (const auto& n : a.names()) {
+      if (std::find(drop.begin(), drop.end(), n) == drop.end()) keep.push_back(n);
+    }
+    return DimAxes(std::move(keep));
+  }
+  //! A LayoutRight (a, b, c) block as the matrix (a * b, c) over the same memory (contiguous).
+  template <class V>
+  static Kokkos::View<typename V::value_type**, Kokkos::LayoutRight, typename V::memory_space,
+                      Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+  rows_of(const V& v) {
+    using R = Kokkos::View<typename V::value_type**, Kokkos::LayoutRight, typename V::memory_space,
+                           Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    return R(v.data(), v.extent(0) * v.extent(1), v.extent(2));
+  }
+  //! `v` when its elements are contiguous, else a packed copy.
+  template <class V>
+  static V contiguous(const V& v) {
+    if (v.span_is_contiguous()) return v;
+    typename V::non_const_type packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "packed"),
+                                      v.layout());
+    Kokkos::deep_copy(packed, v);
+    return packed;
+  }
+  //! A copy of a block (the pre-activation GELU's backward needs).
+  template <class V>
+  static typename V::non_const_type copy_of(const V& v) {
+    typename V::non_const_type c(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::Dense::pre"), v.layout());
+    Kokkos::deep_copy(c, v);
+    return c;
   }
 
   std::size_t units_;
@@ -184,7 +367,13 @@ class BasicDense {
   std::optional<Variable<T*>> bias_;
   std::optional<RuntimeTensorLayout> output_layout_;
   Matrix x_, y_;
+  typename Matrix::view_type pre_;  //!< the pre-activation of a gelu (rank 2)
   typename Matrix::view_type dw_buffer_;
+  // Rank-3 forward state: the input's layout, the input and kernel in the compute layout, the
+  // product's layout (before the output layout), the output and a gelu's pre-activation.
+  std::optional<RuntimeTensorLayout> x3_layout_, kc_layout_, zc_layout_;
+  Tensor3 x3c_, y3_;
+  typename Tensor3::view_type pre3_;
   bool skip_softmax_ = false;
 };
 

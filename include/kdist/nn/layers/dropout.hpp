@@ -1,11 +1,16 @@
 #pragma once
 //! \file nn/layers/dropout.hpp
 //! `kdist::layers::Dropout(rate)`: inverted dropout whose mask is keyed by (seed, layer, step,
-//! global element index), so every mesh drops the same elements.
+//! global element index), so every mesh drops the same elements. Any activation: (batch,
+//! features), (batch, sequence, features) or NHWC images, each element keyed by its row-major
+//! flat index in the global tensor.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -32,21 +37,18 @@ class BasicDropout {
   static constexpr std::string_view keras_class = "Dropout";
   double rate() const { return rate_; }
 
-  // ---- kdist::Layer: (batch, features) tensors; the identity outside training ----------------
+  // ---- kdist::Layer: tensors of any rank; the identity outside training -------------------------
   Shape build(const Shape& input_shape, const Distribution&, std::uint64_t) { return input_shape; }
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
     active_ = context.training && rate_ > 0.0;
-    const auto& m = kdist::detail::layer_input_as<Matrix>(x, "Dropout '" + name_ + "'",
-                                                          "put it after a kdist::layers::Flatten");
-    if (!active_) return m;
-    return forward(m, context.seed, context.step);
+    if (!active_) return x;
+    return std::visit(
+        [&](const auto& t) -> LayerTensor<T> { return forward(t, context.seed, context.step); }, x);
   }
   std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
     if (!need_input_grad) return std::nullopt;
-    const auto& m = kdist::detail::layer_input_as<Matrix>(dy, "Dropout '" + name_ + "'",
-                                                          "its gradient has its output's rank");
-    if (!active_) return m;
-    return backward(m);
+    if (!active_) return dy;
+    return std::visit([&](const auto& t) -> LayerTensor<T> { return backward(t); }, dy);
   }
   std::vector<VariableRef<T>> variables() { return {}; }
   // -----------------------------------------------------------------------------------------------
@@ -68,10 +70,62 @@ class BasicDropout {
     return Matrix::from_local(dx, dy.shape(), dy.layout());
   }
 
+  //! Training on a (batch, sequence, features) or NHWC tensor in any layout: element (i, ...) of
+  //! the global tensor is dropped by its row-major flat index, on every mesh alike.
+  template <class DataType>
+  requires(DistributedTensor<DataType>::rank >=
+           3) DistributedTensor<DataType> forward(const DistributedTensor<DataType>& x,
+                                                  std::uint64_t seed, std::uint64_t step) {
+    constexpr std::size_t R = DistributedTensor<DataType>::rank;
+    ops::DropoutBlockParams<R> p;
+    p.seed = seed;
+    p.stream = stream_id(name_);
+    p.step = step;
+    p.rate = rate_;
+    block_seed_ = seed;
+    block_step_ = step;
+    return apply_block(x, p, name_);
+  }
+  //! The backward of the last forward of this rank (the same mask; dy laid out as its output).
+  template <class DataType>
+  requires(DistributedTensor<DataType>::rank >=
+           3) DistributedTensor<DataType> backward(const DistributedTensor<DataType>& dy) {
+    constexpr std::size_t R = DistributedTensor<DataType>::rank;
+    ops::DropoutBlockParams<R> p;
+    p.seed = block_seed_;
+    p.stream = stream_id(name_);
+    p.step = block_step_;
+    p.rate = rate_;
+    return apply_block(dy, p, name_ + "/grad");
+  }
+
  private:
+  template <class DataType, std::size_t R>
+  static DistributedTensor<DataType> apply_block(const DistributedTensor<DataType>& x,
+                                                 ops::DropoutBlockParams<R> p,
+                                                 const std::string& label) {
+    using Tensor = DistributedTensor<DataType>;
+    for (std::size_t d = 0; d < R; ++d) {
+      p.offsets[d] = x.offsets()[d];
+      p.global_extents[d] = x.shape()[d];
+    }
+    const auto& in = x.local();
+    typename Tensor::view_type packed = in;
+    if (!in.span_is_contiguous()) {
+      packed = typename Tensor::view_type(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, label + "/packed"), in.layout());
+      Kokkos::deep_copy(packed, in);
+    }
+    typename Tensor::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
+                                 in.layout());
+    ops::dropout_block(packed, y, p);
+    return Tensor::from_local(y, x.shape(), x.layout());
+  }
+
   double rate_;
   std::string name_;
   ops::DropoutParams params_{};
+  std::uint64_t block_seed_ = 0, block_step_ = 0;
   bool active_ = false;
 };
 

@@ -5,12 +5,18 @@
 //! dimension keeps its sharding; the others are gathered first (a Conv2D's output sharded on its
 //! channels over "model" is all-gathered over "model"), because a flattened row is the
 //! concatenation of whole examples.
+//!
+//! A (batch, sequence, features) tensor given to forward (a user's block) flattens to (batch,
+//! sequence * features) the same way. `build` still takes examples of shape (features,) or
+//! (height, width, channels) only: a Sequential of (sequence, features) examples is refused
+//! before it starts.
 
 #include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <Kokkos_Core.hpp>
 
@@ -26,6 +32,7 @@ class BasicFlatten {
   using value_type = T;
   using Matrix = DistributedTensor<T**>;
   using Images = DistributedTensor<T****>;
+  using Tensor3 = DistributedTensor<T***>;
 
   explicit BasicFlatten(std::string name = "flatten") : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
@@ -45,23 +52,10 @@ class BasicFlatten {
   }
 
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext&) {
-    const auto* images = std::get_if<Images>(&x);
-    if (images == nullptr) return x;  // already (batch, features)
-    input_layout_ = images->layout();
-    // (batch axes, None, None, None): whole examples on each process.
-    const auto rows = images->layout().axes()[0];
-    gathered_layout_ = RuntimeTensorLayout({rows, DimAxes(), DimAxes(), DimAxes()},
-                                           images->layout().device_mesh());
-    Images whole = redistribute(*images, *gathered_layout_);
-    const auto& s = images->shape();
-    input_shape_ = s;
-    const std::size_t features = s[1] * s[2] * s[3];
-    typename Matrix::view_type flat(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
-                                    whole.local().extent(0), features);
-    copy_flat(whole.local(), flat);
-    return Matrix::from_local(
-        flat, {s[0], features},
-        RuntimeTensorLayout({rows, DimAxes()}, images->layout().device_mesh()), {});
+    if (const auto* images = std::get_if<Images>(&x)) return flatten(*images);
+    if (const auto* seq = std::get_if<Tensor3>(&x)) return flatten(*seq);
+    gathered_layout_.reset();
+    return x;  // already (batch, features)
   }
 
   std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
@@ -69,18 +63,56 @@ class BasicFlatten {
     if (!gathered_layout_) return dy;  // the identity on (batch, features)
     const auto& m = kdist::detail::layer_input_as<Matrix>(dy, "Flatten '" + name_ + "'",
                                                           "its gradient has its output's rank");
-    // dy arrives in this layer's output layout: (batch axes, None).
-    const auto& s = input_shape_;
-    typename Images::view_type images(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
-                                      m.local().extent(0), s[1], s[2], s[3]);
-    copy_flat(m.local(), images);
-    Images whole = Images::from_local(images, s, *gathered_layout_, {});
-    return LayerTensor<T>(redistribute(whole, *input_layout_));
+    if (input_rank_ == 3) return LayerTensor<T>(unflatten<Tensor3>(m));
+    return LayerTensor<T>(unflatten<Images>(m));
   }
 
   std::vector<VariableRef<T>> variables() { return {}; }
 
  private:
+  //! (batch, d1, ..., dk) -> (batch, d1 * ... * dk): the batch keeps its sharding, the rest is
+  //! gathered first.
+  template <class Tensor>
+  Matrix flatten(const Tensor& x) {
+    constexpr std::size_t R = Tensor::rank;
+    input_layout_ = x.layout();
+    input_rank_ = R;
+    const auto rows = x.layout().axes()[0];
+    std::vector<DimAxes> whole_axes(R);
+    whole_axes[0] = rows;
+    gathered_layout_ = RuntimeTensorLayout(whole_axes, x.layout().device_mesh());
+    Tensor whole = redistribute(x, *gathered_layout_);
+    const auto& s = x.shape();
+    std::size_t features = 1;
+    for (std::size_t d = 1; d < R; ++d) {
+      input_shape_[d] = s[d];
+      features *= s[d];
+    }
+    input_shape_[0] = s[0];
+    typename Matrix::view_type flat(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
+                                    whole.local().extent(0), features);
+    copy_flat(whole.local(), flat);
+    return Matrix::from_local(flat, {s[0], features},
+                              RuntimeTensorLayout({rows, DimAxes()}, x.layout().device_mesh()), {});
+  }
+  //! The inverse of flatten for dy in this layer's output layout (batch axes, None).
+  template <class Tensor>
+  Tensor unflatten(const Matrix& m) {
+    typename Tensor::shape_type s{};
+    for (std::size_t d = 0; d < Tensor::rank; ++d) s[d] = input_shape_[d];
+    typename Tensor::view_type v;
+    if constexpr (Tensor::rank == 3) {
+      v = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
+                                     m.local().extent(0), s[1], s[2]);
+    } else {
+      v = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
+                                     m.local().extent(0), s[1], s[2], s[3]);
+    }
+    copy_flat(m.local(), v);
+    Tensor whole = Tensor::from_local(v, s, *gathered_layout_, {});
+    return redistribute(whole, *input_layout_);
+  }
+
   //! Copies every element of `from` into `to` (same number of elements, both contiguous
   //! LayoutRight): a reshape, as rank-1 Views of the same memory space.
   template <class From, class To>
@@ -101,6 +133,7 @@ class BasicFlatten {
   std::string name_;
   std::optional<RuntimeTensorLayout> input_layout_, gathered_layout_;
   std::array<std::size_t, 4> input_shape_{};  //!< the global shape of the last input
+  std::size_t input_rank_ = 0;                //!< its rank (3 or 4)
 };
 
 using Flatten = BasicFlatten<float>;
