@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <ranges>
 #include <shared_mutex>
 #include <span>
@@ -38,7 +39,25 @@
 namespace kdist {
 
 //! What a LayoutMap's diagnostics saw since construction (or `reset_report`): rules that matched
-//! no looked-up path, and variables `resolve` replicated because no rule matched them.
+//! no looked-up path, variables `resolve` replicated because no rule matched them, and kernels
+//! whose rule shards a dimension the layer contracts ("contracted-dimension sharding").
+//!
+//! Contracted-dimension sharding (keras-hub#2807: Gemma's (heads, hidden, head_dim) query rule
+//! copied onto Llama's (hidden, heads, head_dim) query kernels shards the hidden dimension) is a
+//! warning, not an error: the model trains, but each call of the layer costs communication that
+//! the rule did not mean to add. Which dimensions a variable contracts:
+//!  1. those declared for its path with `RuntimeLayoutMap::set_contracted_dims(pattern, dims)`
+//!     (the first declaration whose pattern matches the whole path wins);
+//!  2. otherwise, for a variable whose path ends in "kernel" and whose rank is 2 or more,
+//!     dimension 0, by Keras' conventions: Dense (in, out), EinsumDense / MultiHeadAttention
+//!     query, key and value (d_model, heads, key_dim), Conv (kh, ...); EXCEPT kernels whose path
+//!     matches the row-parallel pattern (`RuntimeLayoutMap::default_row_parallel_pattern`:
+//!     attention_output, *_output, *output_dense, ffw_linear, down_proj, o_proj, out_proj, fc2),
+//!     where sharding the input dimension is Megatron's row parallelism, paired with a
+//!     column-parallel producer, and its all-reduce is the intended one;
+//!  3. no dimension for anything else (biases, embeddings, norms...).
+//! A contracted dimension is reported when the rule shards it over a mesh axis (of extent > 1
+//! when the layout has a mesh).
 struct LayoutMapReport {
   //! A variable resolved to "replicated" for want of a rule.
   struct Fallback {
@@ -46,25 +65,74 @@ struct LayoutMapReport {
     std::vector<std::size_t> shape;
     friend bool operator==(const Fallback&, const Fallback&) = default;
   };
+  //! A variable whose rule shards a dimension its layer contracts.
+  struct ContractedSharding {
+    std::string path;
+    std::vector<std::size_t> shape;
+    //! The key of the rule that matched, and its layout's axes ("('model', 'batch', None)").
+    std::string rule;
+    std::string layout;
+    //! The contracted dimensions the rule shards, and for each the mesh axes it is sharded over.
+    std::vector<std::size_t> dims;
+    std::vector<std::vector<std::string>> axes;
+    friend bool operator==(const ContractedSharding&, const ContractedSharding&) = default;
+    //! One line: the variable, its shape, the rule, the dimension and its cost.
+    std::string to_string() const {
+      std::string dims_text;
+      std::vector<std::string> all_axes;
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        if (i > 0) dims_text += ", ";
+        dims_text += std::to_string(dims[i]) + " (extent " + std::to_string(shape.at(dims[i])) +
+                     ") over " + detail::dim_repr(axes[i]);
+        for (const auto& a : axes[i])
+          if (std::find(all_axes.begin(), all_axes.end(), a) == all_axes.end())
+            all_axes.push_back(a);
+      }
+      const std::string over = detail::join_quoted(all_axes);
+      return detail::quote_abbreviated(path) + " shape " + detail::shape_repr(shape) +
+             " matches rule " + detail::quote_abbreviated(rule) + " = " + layout +
+             ", which shards the contracted (input) dimension " + dims_text +
+             ": each call's output is then a partial sum over " + over +
+             ", which costs an extra all-reduce of the output per call (or, where those axes "
+             "also shard the input's rows, a gather of the kernel); shard an output dimension "
+             "instead (the units, or the heads), or declare the layer's contracted dimensions "
+             "(set_contracted_dims) or its row-parallel name (set_row_parallel_pattern)";
+    }
+  };
   //! Keys (in insertion order) that matched none of the paths looked up.
   std::vector<std::string> unused_rules;
   //! Variables (sorted by path) that matched no rule and fell back to replicated.
   std::vector<Fallback> replicated_variables;
+  //! Variables (sorted by path) whose rule shards a contracted dimension (see above).
+  std::vector<ContractedSharding> contracted_shardings;
 
-  //! True when every rule matched something and no variable fell back.
-  bool empty() const { return unused_rules.empty() && replicated_variables.empty(); }
+  //! True when every rule matched something, no variable fell back and no rule shards a
+  //! contracted dimension.
+  bool empty() const {
+    return unused_rules.empty() && replicated_variables.empty() && contracted_shardings.empty();
+  }
   //! A human-readable summary, one item per line.
   std::string to_string() const {
     std::string out = "LayoutMap report: " + std::to_string(unused_rules.size()) +
                       " rule(s) matched nothing, " + std::to_string(replicated_variables.size()) +
-                      " variable(s) fell back to replicated\n";
+                      " variable(s) fell back to replicated";
+    if (!contracted_shardings.empty()) {
+      out += ", " + std::to_string(contracted_shardings.size()) +
+             " variable(s) shard a contracted dimension";
+    }
+    out += "\n";
     for (const auto& k : unused_rules)
       out += "  unused rule: " + detail::quote_abbreviated(k) + "\n";
     for (const auto& f : replicated_variables) {
       out += "  replicated: " + detail::quote_abbreviated(f.path) + " shape " +
              detail::shape_repr(f.shape) + "\n";
     }
+    for (const auto& c : contracted_shardings)
+      out += "  contracted-dimension sharding (warning): " + c.to_string() + "\n";
     return out;
+  }
+  friend std::ostream& operator<<(std::ostream& os, const LayoutMapReport& r) {
+    return os << r.to_string();
   }
 };
 
@@ -108,10 +176,13 @@ class RuntimeLayoutMap {
         index_(other.index_),
         strict_(other.strict_),
         set_max_mem_(other.set_max_mem_),
+        contracted_decls_(other.contracted_decls_),
+        row_parallel_(other.row_parallel_),
         state_(std::make_unique<State>()) {
     std::shared_lock lock(other.state_->mutex);
     state_->used = other.state_->used;
     state_->fallbacks = other.state_->fallbacks;
+    state_->contracted = other.state_->contracted;
     state_->cache_capacity = other.state_->cache_capacity;
   }
   RuntimeLayoutMap(RuntimeLayoutMap&& other) noexcept
@@ -121,6 +192,8 @@ class RuntimeLayoutMap {
         index_(std::move(other.index_)),
         strict_(other.strict_),
         set_max_mem_(other.set_max_mem_),
+        contracted_decls_(std::move(other.contracted_decls_)),
+        row_parallel_(std::move(other.row_parallel_)),
         state_(std::exchange(other.state_, std::make_unique<State>())) {
     other.items_.clear();
     other.regexes_.clear();
@@ -138,6 +211,8 @@ class RuntimeLayoutMap {
       index_ = std::move(other.index_);
       strict_ = other.strict_;
       set_max_mem_ = other.set_max_mem_;
+      contracted_decls_ = std::move(other.contracted_decls_);
+      row_parallel_ = std::move(other.row_parallel_);
       state_ = std::exchange(other.state_, std::make_unique<State>());
       other.items_.clear();
       other.regexes_.clear();
@@ -240,13 +315,15 @@ class RuntimeLayoutMap {
                          " of shape " + detail::shape_repr(shape) +
                          " matches no rule, and strict mode replicates no variable of rank 2 or "
                          "more; add a rule for it (layout_map[<key matching the path>] = {...}) or "
-                         "turn strict mode off (set_strict(false))");
+                         "turn strict mode off (set_strict(false)); check_variables(<every "
+                         "variable>) lists every unmatched variable at once");
       }
       record_fallback(path, shape);
       return std::nullopt;
     }
     const auto& [key, layout] = items_[i];
     check_against_shape(path, key, layout, shape);
+    check_contracted(path, key, layout, shape);
     return layout;
   }
   //! As above, for any shape given as a range of integers (`std::vector<int>`, `std::array`...).
@@ -259,6 +336,45 @@ class RuntimeLayoutMap {
   std::optional<RuntimeTensorLayout> resolve(std::string_view path,
                                              std::initializer_list<std::size_t> shape) const {
     return resolve(path, std::span<const std::size_t>(shape.begin(), shape.size()));
+  }
+
+  //! Resolves every variable of `variables` (a range of objects with `path()` and `shape()`, as
+  //! kdist::VariableInfo, or with data members `path` and `shape`, as the model's
+  //! VariableSummary), as `resolve` does each, and returns their layouts in order (nothing: no
+  //! rule). The single check point of strict mode: when the map is strict, every variable of rank
+  //! 2 or more that matches no rule is named, with its shape, in ONE ValueError, raised before any
+  //! variable is resolved. The layouts are computed alike
+  //! on every process, so every process raises the same error.
+  //! Errors (ValueError): strict mode and unmatched variables ("kdist::LayoutMap (strict): 2
+  //! variable(s) of rank 2 or more match no rule: 'd2/kernel' (200, 10), ..."); every error of
+  //! `resolve`.
+  template <std::ranges::input_range Variables>
+  std::vector<std::optional<RuntimeTensorLayout>> check_variables(
+      const Variables& variables) const {
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> vars;
+    for (const auto& v : variables) vars.emplace_back(variable_path(v), variable_shape(v));
+    if (strict_) {
+      std::vector<std::string> unmatched;
+      for (const auto& [path, shape] : vars) {
+        if (shape.size() >= 2 && lookup(path) == no_match)
+          unmatched.push_back(detail::quote_abbreviated(path) + " " + detail::shape_repr(shape));
+      }
+      if (!unmatched.empty()) {
+        std::string list;
+        for (std::size_t k = 0; k < unmatched.size(); ++k)
+          list += (k > 0 ? ", " : "") + unmatched[k];
+        throw ValueError("kdist::LayoutMap (strict): " + std::to_string(unmatched.size()) +
+                         " variable(s) of rank 2 or more match no rule: " + list +
+                         "; strict mode replicates no variable of rank 2 or more (a replicated "
+                         "large kernel is the out-of-memory error of keras-hub#2806); add a rule "
+                         "for each (layout_map[<key matching the path>] = {...}) or turn strict "
+                         "mode off (set_strict(false))");
+      }
+    }
+    std::vector<std::optional<RuntimeTensorLayout>> out;
+    out.reserve(vars.size());
+    for (const auto& [path, shape] : vars) out.push_back(resolve(path, shape));
+    return out;
   }
 
   // ---- Keras' dict interface --------------------------------------------------------------------
@@ -317,7 +433,8 @@ class RuntimeLayoutMap {
   void set_strict(bool strict) { strict_ = strict; }
   bool strict() const { return strict_; }
 
-  //! Rules that matched no looked-up path so far, and variables `resolve` replicated.
+  //! Rules that matched no looked-up path so far, variables `resolve` replicated, and variables
+  //! whose rule shards a contracted dimension (LayoutMapReport's comment says which).
   LayoutMapReport report() const {
     LayoutMapReport r;
     std::shared_lock lock(state_->mutex);
@@ -326,6 +443,7 @@ class RuntimeLayoutMap {
     }
     for (const auto& [path, shape] : state_->fallbacks)
       r.replicated_variables.push_back({path, shape});
+    for (const auto& [path, c] : state_->contracted) r.contracted_shardings.push_back(c);
     return r;
   }
   //! Forgets what the report has recorded.
@@ -333,6 +451,45 @@ class RuntimeLayoutMap {
     std::unique_lock lock(state_->mutex);
     std::fill(state_->used.begin(), state_->used.end(), char{0});
     state_->fallbacks.clear();
+    state_->contracted.clear();
+  }
+
+  //! Kernels whose path matches this (RE2, the whole path) are row-parallel: sharding their
+  //! input dimension is intended (Megatron), and the report does not flag it. Keras and
+  //! keras-hub names of the layers after a column-parallel one.
+  static constexpr const char* default_row_parallel_pattern =
+      ".*(attention_output|_output|output_dense|ffw_linear|down_proj|o_proj|out_proj|fc2)/kernel";
+  //! Replaces the row-parallel pattern (an empty pattern: no kernel is row-parallel by name).
+  //! Errors (ValueError): not a valid RE2 regular expression.
+  void set_row_parallel_pattern(std::string pattern) {
+    row_parallel_ = pattern.empty() ? nullptr : compile_key(pattern);
+  }
+  //! The row-parallel pattern in use ("" when none).
+  std::string row_parallel_pattern() const { return row_parallel_ ? row_parallel_->pattern() : ""; }
+  //! Declares that variables whose path matches `pattern` (RE2, the whole path) contract
+  //! dimensions `dims` (a layer that knows its einsum says it), instead of the default rule
+  //! (LayoutMapReport's comment); `{}` declares that they contract nothing the report should
+  //! check. Gemma's (heads, hidden, head_dim) query kernels:
+  //! `set_contracted_dims(".*attention/(query|key|value)/kernel", {1})`. Declarations are tried
+  //! in the order made; the first match wins. A declared dimension past a variable's rank is an
+  //! error when that variable is resolved.
+  //! Errors (ValueError): not a valid RE2 regular expression.
+  void set_contracted_dims(std::string pattern, std::vector<std::size_t> dims) {
+    auto re = compile_key(pattern);
+    contracted_decls_.push_back({std::move(re), std::move(dims)});
+  }
+  //! The dimensions the report takes a variable of `path` and `rank` to contract (see
+  //! LayoutMapReport's comment).
+  std::vector<std::size_t> contracted_dims(std::string_view path, std::size_t rank) const {
+    for (const auto& d : contracted_decls_) {
+      if (detail::re2_full_match(path, *d.pattern)) return d.dims;
+    }
+    const std::string_view suffix = "kernel";
+    const bool kernel =
+        path.size() >= suffix.size() && path.substr(path.size() - suffix.size()) == suffix;
+    if (!kernel || rank < 2) return {};
+    if (row_parallel_ && detail::re2_full_match(path, *row_parallel_)) return {};
+    return {0};
   }
 
   //! Maximum number of cached paths (default 65536); 0 disables the cache.
@@ -383,7 +540,38 @@ class RuntimeLayoutMap {
     std::size_t cache_capacity = default_cache_capacity;
     std::vector<char> used;  // per rule: matched a looked-up path
     std::map<std::string, std::vector<std::size_t>, std::less<>> fallbacks;
+    std::map<std::string, LayoutMapReport::ContractedSharding, std::less<>> contracted;
   };
+
+  //! A `set_contracted_dims` declaration.
+  struct ContractedDecl {
+    std::shared_ptr<const RE2> pattern;
+    std::vector<std::size_t> dims;
+  };
+
+  static std::shared_ptr<const RE2> default_row_parallel() {
+    static const std::shared_ptr<const RE2> re = compile_key(default_row_parallel_pattern);
+    return re;
+  }
+
+  template <class V>
+  static std::string variable_path(const V& v) {
+    if constexpr (requires { v.path(); }) {
+      return std::string(v.path());
+    } else {
+      return std::string(v.path);
+    }
+  }
+  template <class V>
+  static std::vector<std::size_t> variable_shape(const V& v) {
+    std::vector<std::size_t> out;
+    if constexpr (requires { v.shape(); }) {
+      for (auto e : v.shape()) out.push_back(static_cast<std::size_t>(e));
+    } else {
+      for (auto e : v.shape) out.push_back(static_cast<std::size_t>(e));
+    }
+    return out;
+  }
 
   static std::shared_ptr<const RE2> compile_key(const std::string& key) {
     auto re = std::make_shared<const RE2>(
@@ -566,6 +754,37 @@ class RuntimeLayoutMap {
     }
   }
 
+  //! Records the variable when its rule shards a dimension it contracts.
+  void check_contracted(std::string_view path, const std::string& key,
+                        const RuntimeTensorLayout& layout,
+                        std::span<const std::size_t> shape) const {
+    if (layout.is_fully_replicated()) return;
+    const auto dims = contracted_dims(path, shape.size());
+    LayoutMapReport::ContractedSharding found;
+    for (auto d : dims) {
+      if (d >= shape.size()) {
+        throw ValueError("kdist::LayoutMap: variable " + detail::quote_abbreviated(path) +
+                         " of shape " + detail::shape_repr(shape) +
+                         " is declared (set_contracted_dims) to contract dimension " +
+                         std::to_string(d) + ", past its rank " + std::to_string(shape.size()) +
+                         "; declare dimensions below the rank of the variables the pattern "
+                         "matches, or narrow the pattern");
+      }
+      const auto& axes = layout.axes()[d];
+      if (axes.is_replicated()) continue;
+      if (layout.device_mesh() && layout.shards(d) <= 1) continue;  // axes of extent 1: free
+      found.dims.push_back(d);
+      found.axes.push_back(axes.names());
+    }
+    if (found.dims.empty()) return;
+    found.path = std::string(path);
+    found.shape.assign(shape.begin(), shape.end());
+    found.rule = key;
+    found.layout = layout.axes_repr();
+    std::unique_lock lock(state_->mutex);
+    state_->contracted.insert_or_assign(std::string(path), std::move(found));
+  }
+
   void record_fallback(std::string_view path, std::span<const std::size_t> shape) const {
     std::unique_lock lock(state_->mutex);
     auto it = state_->fallbacks.find(path);
@@ -582,7 +801,9 @@ class RuntimeLayoutMap {
   std::vector<std::shared_ptr<const RE2>> regexes_;  // one per item, immutable
   std::unordered_map<std::string, std::size_t, detail::string_hash, std::equal_to<>> index_;
   bool strict_ = false;
-  std::int64_t set_max_mem_ = 0;  // 0: detail::layout_map_set_max_mem(size())
+  std::int64_t set_max_mem_ = 0;                  // 0: detail::layout_map_set_max_mem(size())
+  std::vector<ContractedDecl> contracted_decls_;  // set_contracted_dims, in order
+  std::shared_ptr<const RE2> row_parallel_ = default_row_parallel();
   std::unique_ptr<State> state_;
 };
 
