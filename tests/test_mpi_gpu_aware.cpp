@@ -1,12 +1,33 @@
 // kdist/parallel/mpi/gpu_aware.hpp: the environment override, its error, and the library's answer (false
 // without a GPU backend: there are no device pointers to hand over).
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <Kokkos_Core.hpp>
 #include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <string>
 
 namespace {
+
+// The library's answer is an MPI call (under Kokkos CUDA with MPICH, MPIX_GPU_query_support),
+// which MPI must be initialised for, as it is wherever kdist asks it: a singleton MPI here (this
+// test runs without mpiexec), from before the first test to after the last.
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) MPI_Init(nullptr, nullptr);
+  }
+  void TearDown() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const mpi_environment =
+    ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 using kdist::mpi::detail::gpu_aware_from;
 

@@ -28,7 +28,7 @@ template <class T>
 using Mat = Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 template <class T>
 using Vec = Kokkos::View<T*, Kokkos::LayoutRight, Kokkos::HostSpace>;
-using Labels = Kokkos::View<std::uint8_t*, Kokkos::HostSpace>;
+using Labels = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
 template <class T>
 Mat<T> random_matrix(std::size_t rows, std::size_t cols, const char* name, double scale = 1.0) {

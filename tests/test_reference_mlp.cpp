@@ -224,7 +224,7 @@ TEST(ReferenceMlp, KdistOpsComposeToTheReference) {
         D("D", batch, hid), P("P", batch, cls), dP("dP", batch, cls), dZ("dZ", batch, cls),
         dD("dD", batch, hid), dW1("dW1", in, hid), dW2("dW2", hid, cls);
     V b2("b2", cls), db2("db2", cls);
-    Kokkos::View<std::uint8_t*, Kokkos::HostSpace> L("L", batch);
+    Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace> L("L", batch);
     for (std::size_t i = 0; i < batch; ++i) {
       L(i) = labels[i];
       for (std::size_t j = 0; j < in; ++j)

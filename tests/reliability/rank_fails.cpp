@@ -21,7 +21,7 @@ int fail_on_rank_one(const std::string& mode) {
   const int n = kdist::process_count();
   const auto space = Kokkos::DefaultExecutionSpace();
   if (mode == "collective") {
-    Kokkos::View<double*> send("send", 4), recv("recv", rank == 1 ? 5 : 4);
+    Kokkos::View<double*, Kokkos::LayoutRight> send("send", 4), recv("recv", rank == 1 ? 5 : 4);
     kdist::all_reduce(space, send, recv, kdist::ReduceOp::sum, MPI_COMM_WORLD);
   } else if (mode == "redistribute") {
     kdist::RuntimeDeviceMesh mesh({static_cast<std::size_t>(n)}, {"x"},
@@ -44,7 +44,7 @@ int fail_on_rank_one(const std::string& mode) {
     throw kdist::ValueError("unknown mode " + mode);
   }
   // The healthy processes wait here for the failed one.
-  Kokkos::View<double*> v("v", 1);
+  Kokkos::View<double*, Kokkos::LayoutRight> v("v", 1);
   kdist::all_reduce(space, v, kdist::ReduceOp::sum, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
   std::printf("process %d: no failure reached this process (mode %s)\n", rank, mode.c_str());
