@@ -22,7 +22,7 @@
 //!    slots in Keras' order, as the optimizer declares it (`slots().keras_order`; Adam: momentum
 //!    and velocity of each variable in turn; RMSprop: every velocity, then every momentum, then
 //!    every average gradient; SGD: every momentum); attribute `name` = the optimizer's name in
-//!    snake case ("adam", "rm_sprop", "sgd").
+//!    snake case ("adam", "rm_sprop", "sgd"; AdamW: "adamw", Keras' name of it).
 //!  - `/vars`, empty, attribute `name` = "sequential".
 //! What Keras does not store (the seed, the epoch, the mesh) is not in the file: for an exact
 //! resume on another mesh use kdist::save_checkpoint.
@@ -147,8 +147,10 @@ ModelEntries model_entries(Model& model, const std::string& path, const char* wh
   return {layer_entries(model, who), io::describe(model.optimizer())};
 }
 
-//! The optimizer's name attribute in Keras (its class name in snake case).
+//! The optimizer's name attribute in Keras (its class name in snake case; AdamW's default name
+//! in Keras is "adamw", not the snake case "adam_w").
 inline std::string optimizer_name(const io::OptimizerRecord& opt) {
+  if (opt.name == "AdamW") return "adamw";
   return to_snake_case(opt.name);
 }
 

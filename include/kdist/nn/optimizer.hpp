@@ -5,7 +5,7 @@
 //! optimizer declares its state once (`slots()`: the slot names and Keras' order of them, a
 //! kdist::OptimizerSlots) and steps one variable with it (`update_step`); everything else reads
 //! that declaration. `AnyOptimizer<T>` holds any Optimizer by value (type erasure), so a model
-//! trains with the library's SGD, Adam and RMSprop (kdist/ops/optimizers.hpp) or the user's own
+//! trains with the library's SGD, Adam, AdamW and RMSprop (kdist/ops/optimizers.hpp) or the user's own
 //! (docs/guide/06-custom-training.md).
 //!
 //! Optimizers are elementwise, as Keras' are: a slot is shaped and sharded like its variable, and
@@ -25,14 +25,20 @@
 //! \endcode
 //! Optional members, used when present: `learning_rate()` / `set_learning_rate(double)` (Keras
 //! files store it), `iterations()` / `set_iterations(std::int64_t)` / `finish_step()` (else
-//! AnyOptimizer counts the steps), `hyperparameters()` (a checkpoint's attributes).
+//! AnyOptimizer counts the steps), `hyperparameters()` (a checkpoint's attributes),
+//! `global_clipnorm()` -> std::optional<double> (Keras' global_clipnorm: the model clips all
+//! gradients by their global norm first), `update_step(param, grad, slots, variable_path)` (the
+//! step told which variable it steps, "d1/bias": AdamW's exclude_from_weight_decay; preferred
+//! over the three-argument form when present).
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -76,6 +82,19 @@ struct type_is_not_an_optimizer_on;
 
 namespace detail {
 
+//! `optimizer`'s step of the variable at `variable_path`: its four-argument update_step when it
+//! has one, else the three-argument one.
+template <class O, class T>
+void step_variable(const O& optimizer, const OptimizerView<T>& param,
+                   const OptimizerView<const T>& grad, std::span<const OptimizerView<T>> slots,
+                   std::string_view variable_path) {
+  if constexpr (requires { optimizer.update_step(param, grad, slots, variable_path); }) {
+    optimizer.update_step(param, grad, slots, variable_path);
+  } else {
+    optimizer.update_step(param, grad, slots);
+  }
+}
+
 //! Any Optimizer other than the library's, held by value behind a pointer; it offers every
 //! member, the optional ones filled in (a step counter of its own, no learning rate).
 template <class T>
@@ -102,9 +121,14 @@ class BoxedOptimizer {
   std::int64_t iterations() const { return self_->iterations(); }
   void set_iterations(std::int64_t n) { self_->set_iterations(n); }
   void finish_step() { self_->finish_step(); }
+  std::optional<double> global_clipnorm() const { return self_->global_clipnorm(); }
   void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
                    std::span<const OptimizerView<T>> slots) const {
     self_->update_step(param, grad, slots);
+  }
+  void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
+                   std::span<const OptimizerView<T>> slots, std::string_view variable_path) const {
+    self_->update_step_of(param, grad, slots, variable_path);
   }
   template <class O>
   O* get_if() const {
@@ -124,8 +148,11 @@ class BoxedOptimizer {
     virtual std::int64_t iterations() const = 0;
     virtual void set_iterations(std::int64_t) = 0;
     virtual void finish_step() = 0;
+    virtual std::optional<double> global_clipnorm() const = 0;
     virtual void update_step(const OptimizerView<T>&, const OptimizerView<const T>&,
                              std::span<const OptimizerView<T>>) const = 0;
+    virtual void update_step_of(const OptimizerView<T>&, const OptimizerView<const T>&,
+                                std::span<const OptimizerView<T>>, std::string_view) const = 0;
   };
   template <class O>
   struct Model final : Concept {
@@ -177,9 +204,21 @@ class BoxedOptimizer {
         ++steps;
       }
     }
+    std::optional<double> global_clipnorm() const override {
+      if constexpr (requires { optimizer.global_clipnorm(); }) {
+        return optimizer.global_clipnorm();
+      } else {
+        return std::nullopt;
+      }
+    }
     void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
                      std::span<const OptimizerView<T>> slots) const override {
       optimizer.update_step(param, grad, slots);
+    }
+    void update_step_of(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
+                        std::span<const OptimizerView<T>> slots,
+                        std::string_view variable_path) const override {
+      step_variable(optimizer, param, grad, slots, variable_path);
     }
     O optimizer;
     std::int64_t steps = 0;  // Keras' `iterations` for an optimizer that does not count them
@@ -188,16 +227,17 @@ class BoxedOptimizer {
 };
 
 template <class T>
-using OptimizerAlternatives = std::variant<SGD, Adam, RMSprop, BoxedOptimizer<T>>;
+using OptimizerAlternatives = std::variant<SGD, Adam, RMSprop, BoxedOptimizer<T>, AdamW>;
 
 template <class O>
 inline constexpr bool is_library_optimizer_v =
-    std::is_same_v<O, SGD> || std::is_same_v<O, Adam> || std::is_same_v<O, RMSprop>;
+    std::is_same_v<O, SGD> || std::is_same_v<O, Adam> || std::is_same_v<O, RMSprop> ||
+    std::is_same_v<O, AdamW>;
 
 }  // namespace detail
 
 //! Any `Optimizer` of scalars `T`, held by value (copying copies it, its step counter included).
-//! The library's SGD, Adam and RMSprop are held in place, so `std::get<kdist::Adam>(optimizer)`
+//! The library's SGD, Adam, AdamW and RMSprop are held in place, so `std::get<kdist::Adam>(optimizer)`
 //! and `std::visit` see them as before; any other Optimizer is held behind a pointer
 //! (`get_if<O>()` finds it). Every member reads the held optimizer's declaration.
 template <class T>
@@ -254,6 +294,19 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
                    std::span<const OptimizerView<T>> slots) const {
     std::visit([&](const auto& o) { o.update_step(param, grad, slots); }, base());
+  }
+  //! The step of the variable at `variable_path` ("d1/bias"), for optimizers whose step depends
+  //! on the variable (AdamW's exclude_from_weight_decay); the others take the step above.
+  void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
+                   std::span<const OptimizerView<T>> slots, std::string_view variable_path) const {
+    std::visit([&](const auto& o) { detail::step_variable(o, param, grad, slots, variable_path); },
+               base());
+  }
+  //! Keras' `global_clipnorm` of the held optimizer (std::nullopt: no clipping; also for an
+  //! optimizer that does not declare one).
+  std::optional<double> global_clipnorm() const {
+    return std::visit([](const auto& o) { return std::optional<double>(o.global_clipnorm()); },
+                      base());
   }
 
   //! The optimizer as its own type, or nullptr if it holds another type.

@@ -1,6 +1,7 @@
 #pragma once
 //! \file ops/optimizers.hpp
-//! `kdist::SGD`, `kdist::Adam` and `kdist::RMSprop` with Keras 3's defaults and update formulas,
+//! `kdist::SGD`, `kdist::Adam`, `kdist::AdamW` and `kdist::RMSprop` with Keras 3's defaults and
+//! update formulas,
 //! operating elementwise on one parameter View, its gradient View and state ("slot") Views of the
 //! same shape.
 //! Because the update is elementwise, a shard of a variable with the same-shaped shards of its
@@ -15,6 +16,12 @@
 //! model creates the slots from it, checkpoints name and count them from it, Keras weights files
 //! order them by it. `update_step(param, grad, slots)` is the step of one variable with its slots
 //! as declared (what kdist::AnyOptimizer calls; kdist/nn/optimizer.hpp).
+//!
+//! Each also takes Keras' `global_clipnorm` (`set_global_clipnorm(1.0)`, or
+//! `kdist::Adam().with_global_clipnorm(1.0)`): kdist::Sequential then scales all gradients by
+//! `clipnorm / max(global_norm, clipnorm)` before the step, the norm taken over every shard of
+//! every gradient (kdist/nn/gradient_clipping.hpp). `update` itself never clips: a gradient block
+//! cannot see the global norm.
 
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
@@ -25,9 +32,11 @@
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -166,11 +175,94 @@ inline std::string number_string(double x) {
   return s.str();
 }
 
+//! Keras' global_clipnorm must be a finite number > 0 (Keras ignores a value <= 0 silently; kdist
+//! refuses it).
+inline void check_global_clipnorm(const std::string& op, double clipnorm) {
+  if (!(clipnorm > 0.0) || !std::isfinite(clipnorm)) {
+    throw ValueError("kdist::" + op + ": global_clipnorm is " + number_string(clipnorm) +
+                     "; it must be a finite number > 0 (the largest global norm of the gradients "
+                     "left unclipped); for no clipping leave it unset (std::nullopt)");
+  }
+}
+
+//! Keras' `global_clipnorm` option, shared by the library's optimizers (`Derived` is the
+//! optimizer; its name() names it in errors).
+template <class Derived>
+class GlobalClipnormOption {
+ public:
+  //! Keras' `global_clipnorm`: std::nullopt (the default) for no clipping.
+  std::optional<double> global_clipnorm() const { return global_clipnorm_; }
+  //! Sets it (std::nullopt: no clipping). Errors: kdist::ValueError for a value that is not a
+  //! finite number > 0.
+  void set_global_clipnorm(std::optional<double> clipnorm) {
+    if (clipnorm) check_global_clipnorm(static_cast<const Derived&>(*this).name(), *clipnorm);
+    global_clipnorm_ = clipnorm;
+  }
+  //! A copy with global_clipnorm set, for one expression: `kdist::Adam(1e-3).with_global_clipnorm(1.0)`.
+  //! Errors: as set_global_clipnorm.
+  Derived with_global_clipnorm(double clipnorm) const {
+    Derived copy = static_cast<const Derived&>(*this);
+    copy.set_global_clipnorm(clipnorm);
+    return copy;
+  }
+
+ protected:
+  //! Appends ("global_clipnorm", value) to a config when it is set.
+  void add_global_clipnorm_to(std::vector<std::pair<std::string, double>>& config) const {
+    if (global_clipnorm_) config.emplace_back("global_clipnorm", *global_clipnorm_);
+  }
+
+ private:
+  std::optional<double> global_clipnorm_;
+};
+
+//! The Adam step of Keras (kdist::Adam, kdist::AdamW) with `alpha` the bias-corrected step size;
+//! with `decay`, first Keras' decoupled weight decay `p -= p * weight_decay * lr`
+//! (BaseOptimizer._apply_weight_decay), in the same pass.
+template <class Backend, class PV, class GV, class MV, class VV>
+void adam_kernel(const PV& param, const GV& grad, const MV& m, const VV& v, std::size_t n,
+                 typename PV::non_const_value_type alpha,
+                 typename PV::non_const_value_type one_minus_b1,
+                 typename PV::non_const_value_type one_minus_b2,
+                 typename PV::non_const_value_type eps, bool decay,
+                 typename PV::non_const_value_type weight_decay,
+                 typename PV::non_const_value_type lr) {
+  using T = typename PV::non_const_value_type;
+  constexpr bool eigen = ops::detail::check_backend<Backend, PV, GV, MV, VV>();
+  if (n == 0) return;
+  if constexpr (eigen) {
+    auto pa = flat_array(param);
+    auto ga = flat_array(grad);
+    auto ma = flat_array(m);
+    auto va = flat_array(v);
+    if (decay) pa -= (pa * weight_decay) * lr;
+    ma += (ga - ma) * one_minus_b1;
+    va += (ga.square() - va) * one_minus_b2;
+    pa -= (ma * alpha) / (va.sqrt() + eps);
+  } else {
+    auto p = flat_view(param);
+    auto g = flat_view(grad);
+    auto mf = flat_view(m);
+    auto vf = flat_view(v);
+    Kokkos::parallel_for(
+        "kdist::Adam::update", ops::detail::range<PV>(n), KOKKOS_LAMBDA(const std::int64_t i) {
+          T pi = p(i);
+          if (decay) pi -= pi * weight_decay * lr;
+          const T gi = g(i);
+          const T mi = mf(i) + (gi - mf(i)) * one_minus_b1;
+          const T vi = vf(i) + (gi * gi - vf(i)) * one_minus_b2;
+          mf(i) = mi;
+          vf(i) = vi;
+          p(i) = pi - (mi * alpha) / (kdist::detail::kmath::sqrt(vi) + eps);
+        });
+  }
+}
+
 }  // namespace detail
 
 //! Keras' SGD: without momentum `p -= lr * g`; with momentum `v = momentum * v - lr * g`, then
 //! `p += v` (or, Nesterov, `p += momentum * v - lr * g`). Defaults as Keras: lr 0.01, momentum 0.
-class SGD {
+class SGD : public detail::GlobalClipnormOption<SGD> {
  public:
   //! Errors: kdist::ValueError if `momentum` is outside [0, 1] (Keras' check) or the learning
   //! rate is negative or not finite.
@@ -203,9 +295,11 @@ class SGD {
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.
   std::vector<std::pair<std::string, double>> hyperparameters() const {
-    return {{"learning_rate", learning_rate_},
-            {"momentum", momentum_},
-            {"nesterov", nesterov_ ? 1.0 : 0.0}};
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+                                                          {"momentum", momentum_},
+                                                          {"nesterov", nesterov_ ? 1.0 : 0.0}};
+    add_global_clipnorm_to(config);
+    return config;
   }
   //! Completed steps (Keras' `optimizer.iterations`).
   std::int64_t iterations() const { return iterations_; }
@@ -294,7 +388,7 @@ class SGD {
 //! `lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`, `m += (g - m) * (1 - beta_1)`,
 //! `v += (g^2 - v) * (1 - beta_2)`, `p -= lr_t * m / (sqrt(v) + epsilon)`.
 //! Defaults as Keras: lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
-class Adam {
+class Adam : public detail::GlobalClipnormOption<Adam> {
  public:
   //! Errors: kdist::ValueError if a beta is outside [0, 1), epsilon is negative, or the learning
   //! rate is negative or not finite.
@@ -327,10 +421,12 @@ class Adam {
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.
   std::vector<std::pair<std::string, double>> hyperparameters() const {
-    return {{"learning_rate", learning_rate_},
-            {"beta_1", beta_1_},
-            {"beta_2", beta_2_},
-            {"epsilon", epsilon_}};
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+                                                          {"beta_1", beta_1_},
+                                                          {"beta_2", beta_2_},
+                                                          {"epsilon", epsilon_}};
+    add_global_clipnorm_to(config);
+    return config;
   }
 
   //! One variable's step with its slots as slots() declares them (m, v).
@@ -363,40 +459,14 @@ class Adam {
                       !std::is_const_v<typename MV::value_type> &&
                       !std::is_const_v<typename VV::value_type>,
                   "kdist::Adam::update: the parameter and state Views must not be const");
-    constexpr bool eigen = ops::detail::check_backend<Backend, PV, GV, MV, VV>();
     using T = std::remove_const_t<typename PV::value_type>;
     const std::size_t n = detail::check_slot("Adam", "the gradient", param, grad);
     detail::check_slot("Adam", "the parameter", param, param);
     detail::check_slot("Adam", "m (first moment)", param, m);
     detail::check_slot("Adam", "v (second moment)", param, v);
-    const T alpha = step_size<T>();
-    const T one_minus_b1 = static_cast<T>(1.0 - beta_1_);
-    const T one_minus_b2 = static_cast<T>(1.0 - beta_2_);
-    const T eps = static_cast<T>(epsilon_);
-    if (n == 0) return;
-    if constexpr (eigen) {
-      auto pa = detail::flat_array(param);
-      auto ga = detail::flat_array(grad);
-      auto ma = detail::flat_array(m);
-      auto va = detail::flat_array(v);
-      ma += (ga - ma) * one_minus_b1;
-      va += (ga.square() - va) * one_minus_b2;
-      pa -= (ma * alpha) / (va.sqrt() + eps);
-    } else {
-      auto p = detail::flat_view(param);
-      auto g = detail::flat_view(grad);
-      auto mf = detail::flat_view(m);
-      auto vf = detail::flat_view(v);
-      Kokkos::parallel_for(
-          "kdist::Adam::update", ops::detail::range<PV>(n), KOKKOS_LAMBDA(const std::int64_t i) {
-            const T gi = g(i);
-            const T mi = mf(i) + (gi - mf(i)) * one_minus_b1;
-            const T vi = vf(i) + (gi * gi - vf(i)) * one_minus_b2;
-            mf(i) = mi;
-            vf(i) = vi;
-            p(i) -= (mi * alpha) / (kdist::detail::kmath::sqrt(vi) + eps);
-          });
-    }
+    detail::adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(),
+                                 static_cast<T>(1.0 - beta_1_), static_cast<T>(1.0 - beta_2_),
+                                 static_cast<T>(epsilon_), false, T(0), T(0));
   }
 
  private:
@@ -414,6 +484,173 @@ class Adam {
   std::int64_t iterations_ = 0;
 };
 
+//! Keras 3's AdamW (keras/src/optimizers/adamw.py, amsgrad off): Keras' Adam step preceded by
+//! decoupled weight decay, as Keras' BaseOptimizer._apply_weight_decay does it before the step:
+//! with t = iterations() + 1, computed in the parameter's type,
+//! `p -= p * weight_decay * lr` (unless the variable is excluded), then
+//! `lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`, `m += (g - m) * (1 - beta_1)`,
+//! `v += (g^2 - v) * (1 - beta_2)`, `p -= lr_t * m / (sqrt(v) + epsilon)`.
+//! Defaults as Keras: lr 0.001, weight_decay 0.004, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
+//! Slots as Adam's: "momentum" (m) and "velocity" (v). The decay is elementwise too, so a shard
+//! decays exactly like the corresponding elements of the full variable.
+//! \code
+//! kdist::AdamW opt(1e-3, 0.01);
+//! opt.exclude_from_weight_decay({"bias"});  // every variable named "...bias..." keeps its value
+//! model.compile(kdist::Loss::categorical_crossentropy, opt);
+//! \endcode
+class AdamW : public detail::GlobalClipnormOption<AdamW> {
+ public:
+  //! Errors: kdist::ValueError if the learning rate is negative or not finite, weight_decay is
+  //! negative or not finite, a beta is outside [0, 1), or epsilon is negative.
+  explicit AdamW(double learning_rate = 0.001, double weight_decay = 0.004, double beta_1 = 0.9,
+                 double beta_2 = 0.999, double epsilon = 1e-7)
+      : learning_rate_(learning_rate),
+        weight_decay_(weight_decay),
+        beta_1_(beta_1),
+        beta_2_(beta_2),
+        epsilon_(epsilon) {
+    detail::check_learning_rate("AdamW", learning_rate);
+    if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay)) {
+      throw ValueError("kdist::AdamW: weight_decay is " + detail::number_string(weight_decay) +
+                       "; it must be a finite number >= 0 (Keras' default is 0.004; 0 is Adam)");
+    }
+    check_beta("beta_1", beta_1);
+    check_beta("beta_2", beta_2);
+    if (!(epsilon >= 0.0)) {
+      throw ValueError("kdist::AdamW: epsilon is " + detail::number_string(epsilon) +
+                       "; it must be >= 0");
+    }
+  }
+
+  double learning_rate() const { return learning_rate_; }
+  //! Errors: kdist::ValueError for a negative or non-finite rate.
+  void set_learning_rate(double lr) {
+    detail::check_learning_rate("AdamW", lr);
+    learning_rate_ = lr;
+  }
+  double weight_decay() const { return weight_decay_; }
+  double beta_1() const { return beta_1_; }
+  double beta_2() const { return beta_2_; }
+  double epsilon() const { return epsilon_; }
+  //! The class name, as checkpoints record it; a Keras weights file writes Keras' name of it,
+  //! "adamw".
+  std::string name() const { return "AdamW"; }
+  //! Its state, as Adam's: "momentum" (m) and "velocity" (v), both of a variable in turn in a
+  //! Keras file.
+  OptimizerSlots slots() const { return {{"momentum", "velocity"}, {{"momentum", "velocity"}}}; }
+  //! How many state Views `update` needs per variable: 2 (`m` and `v`).
+  std::size_t slot_count() const { return slots().size(); }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const {
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+                                                          {"weight_decay", weight_decay_},
+                                                          {"beta_1", beta_1_},
+                                                          {"beta_2", beta_2_},
+                                                          {"epsilon", epsilon_}};
+    add_global_clipnorm_to(config);
+    return config;
+  }
+
+  //! Keras' `exclude_from_weight_decay(var_names=...)`: a variable whose name (the last part of
+  //! its path: "kernel", "bias") contains any of `var_names` is not decayed. kdist matches plain
+  //! substrings where Keras reads each name as a regular expression (the same for names without
+  //! regex characters). Replaces an earlier list; an empty list excludes nothing. Errors:
+  //! kdist::ValueError for an empty string (it would match every variable).
+  void exclude_from_weight_decay(std::vector<std::string> var_names) {
+    for (const auto& n : var_names) {
+      if (n.empty()) {
+        throw ValueError(
+            "kdist::AdamW::exclude_from_weight_decay: an empty name matches every variable; to "
+            "turn weight decay off use weight_decay 0 (or kdist::Adam)");
+      }
+    }
+    excluded_ = std::move(var_names);
+  }
+  //! The names given to exclude_from_weight_decay.
+  const std::vector<std::string>& excluded_from_weight_decay() const { return excluded_; }
+  //! Whether the variable at `variable_path` ("d1/bias") is decayed: weight_decay > 0 and its
+  //! name contains none of the excluded names (Keras' `_use_weight_decay`).
+  bool uses_weight_decay(std::string_view variable_path) const {
+    if (weight_decay_ == 0.0) return false;
+    const auto slash = variable_path.rfind('/');
+    const std::string_view name =
+        slash == std::string_view::npos ? variable_path : variable_path.substr(slash + 1);
+    for (const auto& n : excluded_) {
+      if (name.find(n) != std::string_view::npos) return false;
+    }
+    return true;
+  }
+
+  //! One variable's step with its slots as slots() declares them (m, v), decayed.
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
+    detail::check_slot_count("AdamW", state.size(), slot_count());
+    step(param, grad, state[0], state[1], weight_decay_ != 0.0, ops::AutoBackend{});
+  }
+  //! The step of the variable at `variable_path`: decayed unless exclude_from_weight_decay names
+  //! it (what kdist::Sequential calls).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state,
+                   std::string_view variable_path) const {
+    detail::check_slot_count("AdamW", state.size(), slot_count());
+    step(param, grad, state[0], state[1], uses_weight_decay(variable_path), ops::AutoBackend{});
+  }
+  //! Completed steps (Keras' `optimizer.iterations`).
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
+  //! Ends a training step (after `update` of every variable).
+  void finish_step() { ++iterations_; }
+
+  //! The bias-corrected step size of the current step, `lr * sqrt(1 - b2^t) / (1 - b1^t)`, in `T`.
+  template <class T>
+  T step_size() const {
+    const T t = static_cast<T>(iterations_ + 1);
+    const T b1p = std::pow(static_cast<T>(beta_1_), t);
+    const T b2p = std::pow(static_cast<T>(beta_2_), t);
+    return static_cast<T>(learning_rate_) * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+  }
+
+  //! Decays `param` and updates it from `grad` and its first/second moment slots `m`, `v` (same
+  //! shape; create them with kdist::make_slot). Errors: kdist::ValueError for a shape mismatch or
+  //! a non-contiguous View.
+  template <class PV, class GV, class MV, class VV, class Backend = ops::AutoBackend>
+  void update(const PV& param, const GV& grad, const MV& m, const VV& v, Backend b = {}) const {
+    step(param, grad, m, v, weight_decay_ != 0.0, b);
+  }
+
+ private:
+  template <class PV, class GV, class MV, class VV, class Backend>
+  void step(const PV& param, const GV& grad, const MV& m, const VV& v, bool decay, Backend) const {
+    static_assert(!std::is_const_v<typename PV::value_type> &&
+                      !std::is_const_v<typename MV::value_type> &&
+                      !std::is_const_v<typename VV::value_type>,
+                  "kdist::AdamW::update: the parameter and state Views must not be const");
+    using T = std::remove_const_t<typename PV::value_type>;
+    const std::size_t n = detail::check_slot("AdamW", "the gradient", param, grad);
+    detail::check_slot("AdamW", "the parameter", param, param);
+    detail::check_slot("AdamW", "m (first moment)", param, m);
+    detail::check_slot("AdamW", "v (second moment)", param, v);
+    detail::adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(),
+                                 static_cast<T>(1.0 - beta_1_), static_cast<T>(1.0 - beta_2_),
+                                 static_cast<T>(epsilon_), decay, static_cast<T>(weight_decay_),
+                                 static_cast<T>(learning_rate_));
+  }
+  static void check_beta(const char* name, double beta) {
+    if (!(beta >= 0.0 && beta < 1.0)) {
+      throw ValueError(std::string("kdist::AdamW: ") + name + " is " + detail::number_string(beta) +
+                       "; it must be in [0, 1)");
+    }
+  }
+
+  double learning_rate_;
+  double weight_decay_;
+  double beta_1_;
+  double beta_2_;
+  double epsilon_;
+  std::vector<std::string> excluded_;
+  std::int64_t iterations_ = 0;
+};
+
 //! Keras 3's RMSprop (keras/src/optimizers/rmsprop.py), computed in the parameter's type:
 //! `velocity = rho * velocity + (1 - rho) * g^2`; centered: `average_gradient = rho *
 //! average_gradient + (1 - rho) * g` and `denominator = velocity - average_gradient^2 + epsilon`,
@@ -424,7 +661,7 @@ class Adam {
 //! Defaults as Keras: lr 0.001, rho 0.9, momentum 0, epsilon 1e-7, centered false.
 //! Slots per variable (`slot_count()`): velocity; average_gradient if centered; the momentum
 //! buffer if momentum > 0 (Keras' `velocity`, `average_gradient` and `momentum` variables).
-class RMSprop {
+class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
  public:
   //! Errors: kdist::ValueError if the learning rate is negative or not finite, `rho` is outside
   //! [0, 1), `momentum` is negative or not finite, or `epsilon` is negative or NaN.
@@ -483,11 +720,13 @@ class RMSprop {
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.
   std::vector<std::pair<std::string, double>> hyperparameters() const {
-    return {{"learning_rate", learning_rate_},
-            {"rho", rho_},
-            {"momentum", momentum_},
-            {"epsilon", epsilon_},
-            {"centered", centered_ ? 1.0 : 0.0}};
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+                                                          {"rho", rho_},
+                                                          {"momentum", momentum_},
+                                                          {"epsilon", epsilon_},
+                                                          {"centered", centered_ ? 1.0 : 0.0}};
+    add_global_clipnorm_to(config);
+    return config;
   }
 
   //! One variable's step with its slots as slots() declares them (velocity, [average_gradient],

@@ -1,0 +1,171 @@
+#pragma once
+//! \file nn/gradient_clipping.hpp
+//! Keras' `global_clipnorm` across shards: `kdist::global_norm(tensors...)` is the L2 norm of all
+//! the elements of all the (distributed) tensors, as Keras' `global_norm(value_list)` computes it
+//! on full tensors, and `kdist::clip_by_global_norm(clipnorm, tensors...)` scales them all by
+//! `clipnorm / max(global_norm, clipnorm)` (Keras' `clip_by_global_norm`). kdist::Sequential
+//! calls it on every gradient before the optimizer's step when the optimizer has a
+//! `global_clipnorm` (kdist/ops/optimizers.hpp).
+//!
+//! Each process sums the squares of its blocks, counting a block once even where it is
+//! replicated: only the replica at coordinate 0 on every mesh axis the layout does not use adds
+//! its squares. One all-reduce of a single double then gives every process the same sum.
+//!
+//! \code
+//! const double norm = kdist::clip_by_global_norm(1.0, dw1, db1, dw2);  // collective
+//! \endcode
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/core/error.hpp>
+#include <kdist/core/runtime_layout.hpp>
+#include <kdist/core/runtime_mesh.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+namespace kdist {
+
+namespace detail {
+
+//! A range over the `n` elements of a block of View type `View`, in its execution space.
+template <class View>
+Kokkos::RangePolicy<typename View::execution_space, Kokkos::IndexType<std::int64_t>> block_range(
+    std::size_t n) {
+  return {0, static_cast<std::int64_t>(n)};
+}
+
+//! Whether this process's block of `t` is the one that counts in a global sum: the replica at
+//! coordinate 0 along every mesh axis that no dimension of the layout uses.
+template <class DataType, class MemorySpace>
+bool counts_in_global_sum(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
+  const auto coords = t.device_mesh().coords_of(t.device());
+  for (const std::size_t a : t.layout().replicated_mesh_axes()) {
+    if (coords[a] != 0) return false;
+  }
+  return true;
+}
+
+//! The sum of the squares of the elements of this process's block, in double (0 for a block
+//! that is a replica of one counted elsewhere). Errors: kdist::ValueError for a pending sum.
+template <class DataType, class MemorySpace>
+double counted_squared_sum(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                           const char* who) {
+  if (t.is_partial()) {
+    throw ValueError(std::string(who) + ": " + t.to_string() +
+                     " is a pending sum; its norm is not the norm of its summands. Sum it first: "
+                     "kdist::redistribute(t, t.layout())");
+  }
+  if (!counts_in_global_sum(t)) return 0.0;
+  using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
+  using T = typename View::non_const_value_type;
+  const auto& local = t.local();
+  const std::size_t n = local.size();
+  if (n == 0) return 0.0;
+  const Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace,
+                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      flat(local.data(), n);
+  double sum = 0.0;
+  Kokkos::parallel_reduce(
+      "kdist::global_norm", block_range<View>(n),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        const double x = static_cast<double>(flat(i));
+        acc += x * x;
+      },
+      sum);
+  return sum;
+}
+
+//! Multiplies every element of this process's block of `t` by `scale`.
+template <class DataType, class MemorySpace>
+void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, double scale) {
+  using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
+  using T = typename View::non_const_value_type;
+  const auto& local = t.local();
+  const std::size_t n = local.size();
+  if (n == 0) return;
+  const Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      flat(local.data(), n);
+  const T s = static_cast<T>(scale);
+  Kokkos::parallel_for(
+      "kdist::clip_by_global_norm", block_range<View>(n),
+      KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= s; });
+}
+
+}  // namespace detail
+
+//! The squared global norm of distributed tensors, gathered one tensor at a time (for tensors of
+//! several types, as a model's variables are): `add` each, then `norm()` on every process.
+class GlobalNorm {
+ public:
+  //! Adds the squares of `t`'s elements (this process's block, once per replica group).
+  //! Errors: kdist::ValueError for a pending sum (sum it first).
+  template <class DataType, class MemorySpace>
+  void add(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
+    local_ += detail::counted_squared_sum(t, "kdist::global_norm");
+    if (!mesh_) mesh_ = t.device_mesh();
+  }
+  //! This process's part of the squared norm.
+  double local_squared_sum() const { return local_; }
+  //! The global norm: sqrt of the sum of every process's part. **Collective**: one all-reduce of
+  //! one double over the processes of the first tensor's mesh (every process, as every mesh is
+  //! bound to all of them); 0 without communication when no tensor was added (on every process
+  //! alike, as SPMD code adds the same tensors everywhere).
+  double norm() const {
+    if (!mesh_) return 0.0;
+    double sum = local_;
+    const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> buf(
+        &sum, 1);
+    all_reduce(Kokkos::DefaultHostExecutionSpace(), buf, ReduceOp::sum,
+               communicators(*mesh_).world());
+    return std::sqrt(sum);
+  }
+
+ private:
+  double local_ = 0.0;
+  std::optional<RuntimeDeviceMesh> mesh_;
+};
+
+//! Keras' global norm of `tensors` (distributed tensors of any ranks): the L2 norm of all their
+//! elements, as if computed on the full tensors; the same on every process. **Collective**.
+//! Errors: kdist::ValueError for a tensor that is a pending sum.
+template <class... Tensors>
+double global_norm(const Tensors&... tensors) {
+  GlobalNorm n;
+  (n.add(tensors), ...);
+  return n.norm();
+}
+
+//! The factor Keras' clip_by_global_norm scales gradients by: `clipnorm / max(norm, clipnorm)`
+//! (1 when the norm is at most clipnorm), NaN for a norm that is not finite (as Keras: the
+//! gradients, and so the step, become NaN). Errors: kdist::ValueError for a clipnorm that is not a
+//! finite number > 0.
+inline double global_clip_scale(double norm, double clipnorm) {
+  if (!(clipnorm > 0.0) || !std::isfinite(clipnorm)) {
+    throw ValueError("kdist::clip_by_global_norm: clipnorm is " + std::to_string(clipnorm) +
+                     "; it must be a finite number > 0");
+  }
+  if (!std::isfinite(norm)) return std::nan("");
+  return norm > clipnorm ? clipnorm / norm : 1.0;
+}
+
+//! Keras' clip_by_global_norm in place: scales every tensor by global_clip_scale(global norm,
+//! clipnorm) (nothing when that is 1) and returns the global norm before clipping, the same on
+//! every process. **Collective**. Errors: kdist::ValueError for a clipnorm that is not a finite
+//! number > 0 (before any communication) or a tensor that is a pending sum.
+template <class... Tensors>
+double clip_by_global_norm(double clipnorm, Tensors&... tensors) {
+  (void)global_clip_scale(0.0, clipnorm);  // checks clipnorm on every process alike
+  const double norm = global_norm(tensors...);
+  const double scale = global_clip_scale(norm, clipnorm);
+  if (scale != 1.0) (detail::scale_block(tensors, scale), ...);
+  return norm;
+}
+
+}  // namespace kdist
