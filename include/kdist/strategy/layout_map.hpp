@@ -22,13 +22,13 @@
 //!  - the engine is RE2 (linear time in the path's length, no recursion over the text), so a key
 //!    like `(a+)+$` cannot hang on a long path and a 1 MB path cannot overflow the stack.
 //!
-//! Thread safety: const member functions (`get`, `find`, `resolve`, `operator[] const`,
-//! `check_variables`, `report`, iteration) may be called from many threads at once; the lookup cache, the compiled
-//! RE2::Set and the diagnostics behind them are guarded by a `std::shared_mutex` (a cached lookup
-//! takes it shared). Changing the map (`insert`, assignment through `operator[]`, `erase`, `pop`,
-//! `set_strict`, `set_contracted_dims`, `set_row_parallel_pattern`, `reset_report`) must not run
-//! concurrently with any other use of the same map,
-//! as for a standard container.
+//! Thread safety: const member functions (`get`, `find`, `resolve`, `check_variables`,
+//! `operator[] const`, `report`, iteration) may be called from many threads at once; the lookup
+//! cache, the compiled RE2::Set and the diagnostics behind them are guarded by a
+//! `std::shared_mutex` (a cached lookup takes it shared). Changing the map (`insert`, assignment
+//! through `operator[]`, `erase`, `pop`, `set_strict`, `set_contracted_dims`,
+//! `set_row_parallel_pattern`, `reset_report`) must not run concurrently with any other use of
+//! the same map, as for a standard container.
 //!
 //! \code
 //! kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
