@@ -36,14 +36,18 @@
 
 // ops/: local kernels
 #include <kdist/ops/activations.hpp>
+#include <kdist/ops/attention.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/elementwise.hpp>
+#include <kdist/ops/embedding.hpp>
+#include <kdist/ops/layer_norm.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/ops/random.hpp>
+#include <kdist/ops/sparse_cross_entropy.hpp>
 
 // tensor/: distributed tensors
 #include <kdist/tensor/distribute_tensor.hpp>
@@ -57,21 +61,28 @@
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/layout_map_report.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/strategy/runtime_layout_map.hpp>
 
 // nn/: layers, optimizers, losses, models, datasets
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/gradient_clipping.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/embedding.hpp>
 #include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/layers/layer_normalization.hpp>
+#include <kdist/nn/layers/multi_head_attention.hpp>
+#include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/nn/sparse_categorical_crossentropy.hpp>

@@ -41,7 +41,12 @@ namespace kdist {
 
 //! Keras' `loss="mse"` and `loss="categorical_crossentropy"` (sparse when the targets are
 //! integer labels): the names of the library's losses (kdist::losses).
-enum class Loss { mean_squared_error, categorical_crossentropy };
+//! `sparse_categorical_crossentropy` takes integer targets: one label per example for (batch,
+//! classes) outputs (then it is categorical_crossentropy of the one-hot labels), and (batch,
+//! sequence) token ids for a language model's (batch, sequence, vocabulary) LOGITS, where
+//! kdist::Sequential computes it vocabulary-parallel (kdist/nn/sparse_categorical_crossentropy.hpp;
+//! Keras' SparseCategoricalCrossentropy(from_logits=True)).
+enum class Loss { mean_squared_error, categorical_crossentropy, sparse_categorical_crossentropy };
 
 //! This process's rows of the model's output, as a loss sees them.
 template <class T>
@@ -112,6 +117,12 @@ struct CategoricalCrossentropy {
   }
 };
 
+//! Keras' sparse categorical cross-entropy: integer targets (see kdist::Loss); on (batch,
+//! classes) outputs with labels it computes what CategoricalCrossentropy does.
+struct SparseCategoricalCrossentropy : CategoricalCrossentropy {
+  std::string name() const { return "sparse_categorical_crossentropy"; }
+};
+
 }  // namespace losses
 
 namespace detail {
@@ -155,7 +166,9 @@ class AnyLoss {
   //! The library's loss of that name.
   AnyLoss(Loss loss)  // NOLINT(google-explicit-constructor): Keras' loss="mse" spelling
       : AnyLoss(loss == Loss::mean_squared_error ? AnyLoss(losses::MeanSquaredError{})
-                                                 : AnyLoss(losses::CategoricalCrossentropy{})) {}
+                : loss == Loss::sparse_categorical_crossentropy
+                    ? AnyLoss(losses::SparseCategoricalCrossentropy{})
+                    : AnyLoss(losses::CategoricalCrossentropy{})) {}
   //! Holds a copy of `loss`. A type that is not a kdist::LossFunction on T does not compile
   //! (kdist::error::type_is_not_a_loss_on<L, T>); see the concept for what it needs.
   template <DifferentFrom<AnyLoss> L>

@@ -38,6 +38,7 @@
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/progress.hpp>
+#include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
@@ -90,6 +91,25 @@ struct VariableSummary {
   std::vector<std::size_t> shape;
   RuntimeTensorLayout layout;
 };
+
+namespace detail {
+//! picked(i, j) = y(i + r0, j + c0) as an int32 token id (a free function: nvcc takes no
+//! KOKKOS_LAMBDA in a private member function).
+using PickedTargets =
+    Kokkos::View<std::int32_t**, Kokkos::LayoutRight, typename SparseTargets::memory_space>;
+template <class YV>
+void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std::size_t c0) {
+  using Exec = typename PickedTargets::execution_space;
+  Kokkos::parallel_for(
+      "kdist::Sequential::targets",
+      Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(
+          {0, 0}, {static_cast<std::int64_t>(picked.extent(0)),
+                   static_cast<std::int64_t>(picked.extent(1))}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        picked(i, j) = static_cast<std::int32_t>(y(i + r0, j + c0));
+      });
+}
+}  // namespace detail
 
 //! Sequential on scalars `T` (float or double): its layers, inputs, variables and optimizer state
 //! are all `T`. A class template so that including model.hpp (or kdist.hpp) costs only parsing:
@@ -227,7 +247,14 @@ class BasicSequential {
     require_compiled("train_step");
     detail::ProfilingRegion region("kdist::Sequential::train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
-    auto [out, output_layout] = forward_all(x_local, global_batch, context);
+    LayerTensor<T> h = forward_layers(x_local, global_batch, context);
+    if (const auto* logits = std::get_if<DistributedTensor<T***>>(&h)) {  // a language model
+      auto result = sequence_loss(*logits, targets);
+      backward_layers(LayerTensor<T>(std::move(result.dlogits)));
+      apply_gradients();
+      return {result.loss, 0.0, global_batch, false};
+    }
+    auto [out, output_layout] = rows_of(h);
     // d loss / d output, in the layout the last layer produced
     typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
                                     out.local().extent(0), out.local().extent(1));
@@ -236,12 +263,8 @@ class BasicSequential {
     const auto target = loss_target(targets);
     const double local_sum = loss_sum(out.local(), target, &grad, scale);
     const double correct = count_correct(out.local(), target);
-    LayerTensor<T> dh =
-        redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout);
-    for (std::size_t i = layers_.size(); i-- > 0;) {
-      auto dx = layers_[i].backward(dh, i > 0);
-      if (dx) dh = std::move(*dx);
-    }
+    backward_layers(
+        redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout));
     apply_gradients();
     return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
   }
@@ -251,7 +274,11 @@ class BasicSequential {
   Metrics evaluate_batch(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("evaluate_batch");
     const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
-    auto [out, output_layout] = forward_all(x_local, global_batch, context);
+    LayerTensor<T> h = forward_layers(x_local, global_batch, context);
+    if (const auto* logits = std::get_if<DistributedTensor<T***>>(&h)) {  // a language model
+      return {sequence_loss(*logits, targets).loss, 0.0, global_batch, false};
+    }
+    auto [out, output_layout] = rows_of(h);
     (void)output_layout;
     check_targets(out.local(), targets);
     const auto target = loss_target(targets);
@@ -291,10 +318,9 @@ class BasicSequential {
   }
 
  private:
-  using SlotView = std::variant<typename DistributedTensor<T*>::view_type,
-                                typename DistributedTensor<T**>::view_type,
-                                typename DistributedTensor<T***>::view_type,
-                                typename DistributedTensor<T****>::view_type>;
+  using SlotView = std::variant<
+      typename DistributedTensor<T*>::view_type, typename DistributedTensor<T**>::view_type,
+      typename DistributedTensor<T***>::view_type, typename DistributedTensor<T****>::view_type>;
 
   template <class YV>
   static constexpr bool is_labels() {
@@ -342,16 +368,79 @@ class BasicSequential {
     return Tensor::from_local(local, shape, dist_->get_data_layout(s));
   }
 
-  //! Runs every layer; returns the output with whole rows on each process (its columns gathered)
-  //! and the layout the last layer produced it in.
+  //! Runs every layer on the input; returns the last layer's output as it produced it.
   template <class XV>
-  std::pair<Matrix, RuntimeTensorLayout> forward_all(const XV& x_local, std::size_t global_batch,
-                                                     StepContext context) {
+  LayerTensor<T> forward_layers(const XV& x_local, std::size_t global_batch, StepContext context) {
     LayerTensor<T> h = input_tensor(x_local, global_batch);
+    input_row_offset_ = std::visit([](const auto& t) { return t.offsets()[0]; }, h);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       context.output_logits = fused_softmax_ && i + 1 == layers_.size();
       h = layers_[i].forward(h, context);
     }
+    return h;
+  }
+  void backward_layers(LayerTensor<T> dh) {
+    for (std::size_t i = layers_.size(); i-- > 0;) {
+      auto dx = layers_[i].backward(dh, i > 0);
+      if (dx) dh = std::move(*dx);
+    }
+  }
+
+  //! A language model's loss: (batch, sequence, vocabulary) logits against the integer tokens in
+  //! `targets` ((rows of x_local, sequence), any integer or T values), by the vocabulary-parallel
+  //! sparse categorical cross-entropy (the logits are never gathered). Each process passes the
+  //! targets of its logits block.
+  template <class YV>
+  SparseCrossEntropyResult<T> sequence_loss(const DistributedTensor<T***>& logits,
+                                            const YV& targets) {
+    if (loss_.name() != "sparse_categorical_crossentropy") {
+      throw ValueError(
+          "kdist::Sequential: a model of (batch, sequence, vocabulary) outputs trains "
+          "with kdist::Loss::sparse_categorical_crossentropy on its logits (end it "
+          "in a Dense without activation), not " +
+          loss_.name());
+    }
+    if constexpr (static_cast<int>(YV::rank) != 2) {
+      throw ValueError(
+          "kdist::Sequential: a model of (batch, sequence, vocabulary) outputs takes targets of "
+          "(batch, sequence) token ids (a rank-2 View, or an ArrayDataset of target width equal "
+          "to the sequence length), not one label per example");
+    } else {
+      return sequence_loss_of(logits, targets);
+    }
+  }
+  template <class YV>
+  SparseCrossEntropyResult<T> sequence_loss_of(const DistributedTensor<T***>& logits,
+                                               const YV& targets) {
+    const auto& block = logits.local();
+    const std::size_t seq = logits.shape()[1];
+    if (targets.extent(1) != seq) {
+      throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
+                       " tokens per example for outputs of sequence length " + std::to_string(seq) +
+                       "; give one target token per position");
+    }
+    const std::size_t r0 = logits.offsets()[0] - std::min(logits.offsets()[0], input_row_offset_);
+    if (logits.offsets()[0] < input_row_offset_ || r0 + block.extent(0) > targets.extent(0)) {
+      throw ValueError(
+          "kdist::Sequential: the output logits' rows " + std::to_string(logits.offsets()[0]) +
+          ".." + std::to_string(logits.offsets()[0] + block.extent(0)) +
+          " are not among this process's " + std::to_string(targets.extent(0)) +
+          " rows of the batch; lay the last layer's output out with the batch dimension on the "
+          "data axes (the input's layout)");
+    }
+    const std::size_t c0 = logits.offsets()[1];
+    detail::PickedTargets picked(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::lm_targets"), block.extent(0),
+        block.extent(1));
+    detail::pick_targets(Kokkos::create_mirror_view_and_copy(
+                             typename detail::PickedTargets::memory_space(), targets),
+                         picked, r0, c0);
+    return sparse_categorical_crossentropy(logits, picked);
+  }
+
+  //! The output as rows: whole rows on each process (its columns gathered), and the layout the
+  //! last layer produced it in.
+  std::pair<Matrix, RuntimeTensorLayout> rows_of(const LayerTensor<T>& h) {
     const auto* out = std::get_if<Matrix>(&h);
     if (out == nullptr) {
       throw ValueError(
@@ -555,6 +644,8 @@ class BasicSequential {
   Optimizer optimizer_ = Adam();
   std::uint64_t seed_ = 0;
   bool fused_softmax_ = false;
+  //! The global row of this process's first input row in the last forward pass.
+  std::size_t input_row_offset_ = 0;
   //! Optimizer state of each variable (the slots its optimizer declares), shaped like its shard.
   std::vector<std::vector<SlotView>> slots_;
 };
