@@ -53,6 +53,22 @@
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 
+namespace kdist::detail {
+//! The values of a rank-3 glorot_uniform kernel. A free function: nvcc does not allow a device
+//! lambda in a private member function, and the lambda must not capture `this`.
+template <class T>
+DistributedTensor<T***> mha_glorot_values(std::uint64_t seed, std::uint64_t stream, std::size_t n1,
+                                          std::size_t n2, std::size_t fan_in, std::size_t fan_out,
+                                          const std::array<std::size_t, 3>& shape,
+                                          const RuntimeTensorLayout& layout) {
+  return distribute_tensor<T***>(
+      KOKKOS_LAMBDA(std::size_t i, std::size_t j, std::size_t l) {
+        return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, (i * n1 + j) * n2 + l));
+      },
+      shape, layout);
+}
+}  // namespace kdist::detail
+
 namespace kdist::layers {
 
 //! MultiHeadAttention on scalars `T` (float or double).
@@ -358,23 +374,11 @@ class BasicMultiHeadAttention {
     const std::size_t fan_in = shape[1] * shape[0], fan_out = shape[2] * shape[0];
     Variable<T***> v;
     v.path = path;
-    v.value = glorot_values(seed, stream, n1, n2, fan_in, fan_out, {shape[0], n1, n2}, layout);
+    v.value = kdist::detail::mha_glorot_values<T>(seed, stream, n1, n2, fan_in, fan_out,
+                                                  {shape[0], n1, n2}, layout);
     v.grad = Tensor3::zeros({shape[0], n1, n2}, layout, path + "/grad");
     return v;
   }
-  // (A free-standing device lambda: no `this` captured.)
-  static Tensor3 glorot_values(std::uint64_t seed, std::uint64_t stream, std::size_t n1,
-                               std::size_t n2, std::size_t fan_in, std::size_t fan_out,
-                               const std::array<std::size_t, 3>& shape,
-                               const RuntimeTensorLayout& layout) {
-    return distribute_tensor<T***>(
-        KOKKOS_LAMBDA(std::size_t i, std::size_t j, std::size_t l) {
-          return static_cast<T>(
-              glorot_uniform(seed, stream, fan_in, fan_out, (i * n1 + j) * n2 + l));
-        },
-        shape, layout);
-  }
-
   template <class DataType>
   Variable<DataType> zeros(const std::string& path, const std::vector<std::size_t>& shape,
                            int heads_dim, const Distribution& dist) const {
