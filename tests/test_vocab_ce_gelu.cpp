@@ -358,10 +358,52 @@ TEST(DenseOnSequences, ErrorsNameTheShapes) {
                        "gives (2, 3, 4); put a kdist::layers::Flatten before it"))
       << msg;
   d.build(kdist::Shape{3, 5}, *dist, 0);
+  const kdist::LayerTensor<double> images = kdist::DistributedTensor<double****>::zeros(
+      {2, 3, 5, 1},
+      kdist::RuntimeTensorLayout(
+          {kdist::DimAxes(), kdist::DimAxes(), kdist::DimAxes(), kdist::DimAxes()}, one_mesh()));
+  msg = message_of([&] { (void)d.forward(images, kdist::StepContext{}); });
+  EXPECT_TRUE(contains(msg,
+                       "Dense 'd' takes tensors of rank 2 but was given one of rank 4; Dense "
+                       "takes (batch, features) or (batch, sequence, features)"))
+      << msg;
   Tensor3 x = Tensor3::zeros({2, 3, 6}, replicated3());
   msg = message_of([&] { (void)d.forward(x); });
   EXPECT_TRUE(contains(msg, "the input has shape (2, 3, 6) but the layer was built for 5 features"))
       << msg;
+}
+
+TEST(DenseOnSequences, AnOutputRuleOfRankTwoIsAValueError) {
+  kdist::LayoutMap map(one_mesh());
+  map["d/output"] = {"data", kdist::replicated};
+  const auto dist = std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+  kdist::layers::BasicDense<double> d(4, kdist::layers::Activation::linear, true, "d");
+  d.build(kdist::Shape{3, 5}, *dist, 0);
+  const Tensor3 x = Tensor3::zeros({2, 3, 5}, replicated3());
+  const auto msg = message_of([&] { (void)d.forward(x); });
+  EXPECT_TRUE(contains(msg,
+                       "the distribution lays out 'd/output' as ('data', None) (rank 2) but "
+                       "the output is (batch, sequence, units); give a layout of rank 3"))
+      << msg;
+}
+
+TEST(DropoutBlock, ErrorsNameTheBlockAndTheRate) {
+  Kokkos::View<double***, Kokkos::LayoutRight, Space> x("x", 2, 4, 3);
+  kdist::ops::DropoutBlockParams<3> p;
+  p.rate = 0.5;
+  p.offsets = {0, 4, 0};
+  p.global_extents = {2, 6, 3};
+  auto msg = message_of([&] { kdist::ops::dropout_block(x, x, p); });
+  EXPECT_TRUE(contains(msg, "dimension 1: elements [4, 8) do not fit in the global extent 6"))
+      << msg;
+  p.offsets = {0, 0, 0};
+  p.rate = 1.0;
+  msg = message_of([&] { kdist::ops::dropout_block(x, x, p); });
+  EXPECT_TRUE(contains(msg, "rate is 1.000000; the dropout rate must be in [0, 1)")) << msg;
+  p.rate = 0.5;
+  Kokkos::View<double***, Kokkos::LayoutRight, Space> y("y", 2, 4, 2);
+  msg = message_of([&] { kdist::ops::dropout_block(x, y, p); });
+  EXPECT_TRUE(contains(msg, "y is 2x4x2, expected 2x4x3")) << msg;
 }
 
 // ---- Dropout and Flatten on rank 3 --------------------------------------------------------------
