@@ -1,9 +1,8 @@
 #pragma once
 //! \file ops/optimizers.hpp
 //! `kdist::SGD`, `kdist::Adam`, `kdist::AdamW` and `kdist::RMSprop` with Keras 3's defaults and
-//! update formulas,
-//! operating elementwise on one parameter View, its gradient View and state ("slot") Views of the
-//! same shape.
+//! update formulas, operating elementwise on one parameter View, its gradient View and state
+//! ("slot") Views of the same shape.
 //! Because the update is elementwise, a shard of a variable with the same-shaped shards of its
 //! gradient and state is updated exactly like the corresponding elements of the full variable:
 //! the optimizer state is sharded exactly like the parameter.
