@@ -18,6 +18,7 @@ KDIST_PACKAGES=(
   libcli11-dev                       # the example trainers' command-line flags
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data
+  fortunes                           # English text for the GPT trainer (/usr/share/games/fortunes)
   ${KDIST_EXTRA_PACKAGES:-}          # what a caller needs besides (run-sanitizers.sh: clang)
 )
 

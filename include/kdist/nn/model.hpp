@@ -269,6 +269,16 @@ class BasicSequential {
     return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
   }
 
+  //! Keras' `model.predict` on this process's rows `x_local` of a global batch of `global_batch`
+  //! examples: the last layer's output as it produced it, in its layout (no dropout; a language
+  //! model's logits). Collective: every process calls it.
+  template <class XV>
+  LayerTensor<T> predict_step(const XV& x_local, std::size_t global_batch) {
+    require_compiled("predict_step");
+    const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
+    return forward_layers(x_local, global_batch, context);
+  }
+
   //! Loss (and accuracy) of the rows `x_local` (no dropout, no update).
   template <class XV, class YV>
   Metrics evaluate_batch(const XV& x_local, const YV& targets, std::size_t global_batch) {

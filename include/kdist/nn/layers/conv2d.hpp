@@ -42,7 +42,7 @@ class BasicConv2D {
   using Images = DistributedTensor<T****>;
   using Vector = DistributedTensor<T*>;
 
-  //! Errors: ValueError for 0 filters, a 0 kernel extent, or a softmax activation.
+  //! Errors: ValueError for 0 filters, a 0 kernel extent, or a softmax or gelu activation.
   BasicConv2D(std::size_t filters, std::array<std::size_t, 2> kernel_size, Activation activation,
               bool use_bias, std::string name)
       : filters_(filters),
@@ -56,9 +56,9 @@ class BasicConv2D {
       throw ValueError(who + "kernel_size " + kdist::detail::shape_repr(kernel_size) +
                        " must be >= 1 in both dimensions");
     }
-    if (activation == Activation::softmax) {
-      throw ValueError(who +
-                       "a softmax activation over a feature map is not supported; use "
+    if (activation == Activation::softmax || activation == Activation::gelu) {
+      throw ValueError(who + (activation == Activation::softmax ? "a softmax" : "a gelu") +
+                       " activation over a feature map is not supported; use "
                        "Activation::linear or Activation::relu");
     }
   }

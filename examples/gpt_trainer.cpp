@@ -1,0 +1,289 @@
+// GPT trainer (issue 20): a byte-level decoder-only transformer (examples/common/gpt_model.hpp)
+// trained on English text — by default the plain-text files of Debian's fortunes package, or
+// --text FILE — with a held-out validation split, on any (data, model) mesh, sharded by a LayoutMap
+// written the keras-hub way (regexes over Keras paths, printed at start): tensor parallelism on
+// "model" (heads, MLP column -> row, vocabulary-parallel embedding, lm_head and loss), --fsdp
+// (every kernel also sharded on "data") and --sequence-parallel (blocks' outputs sharded on the
+// sequence). AdamW with global-norm clipping; Keras-style progress with tokens/s and the
+// validation loss per epoch; checkpoints (--checkpoint-dir, --resume on another mesh); a sample of
+// generated text at the end (temperature sampling, the same on every mesh). E.g.
+//   mpiexec -n 2 build/examples/gpt_trainer --mesh 1x2 --epochs 1 --steps 50
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <kdist/io/checkpoint.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/run.hpp>
+#include <kdist/strategy/layout_map_report.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+
+#include "common/gpt_model.hpp"
+#include "common/text_data.hpp"
+#include "common/trainer_flags.hpp"
+
+namespace {
+
+using namespace kdist::examples;
+using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;
+
+struct GptOptions {
+  std::vector<std::size_t> mesh;
+  std::string text;
+  double validation_split = 0.1;
+  std::size_t epochs = 1, batch_size = 16, max_steps = 0;
+  GptConfig model;
+  GptSharding sharding;
+  double learning_rate = 1e-3, weight_decay = 0.004, clipnorm = 1.0;
+  std::uint64_t seed = 1337;
+  std::string checkpoint_dir;
+  bool resume = false, quiet = false;
+  std::string prompt = "The ";
+  std::size_t sample_tokens = 200;
+  double temperature = 0.8;
+};
+
+double positive(const std::string& flag, const std::string& text, bool zero_ok = false) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) ||
+      v < 0 || (v == 0 && !zero_ok)) {
+    throw CLI::ValidationError(flag + " '" + text + "' is not a finite number " +
+                               (zero_ok ? ">= 0" : "> 0"));
+  }
+  return v;
+}
+
+std::optional<GptOptions> parse(int argc, char** argv, bool root) {
+  GptOptions o;
+  const std::string usage =
+      "usage: gpt_trainer [--mesh DATAxMODEL] [--text FILE] [--epochs N] [--batch-size N] "
+      "[--steps N] [--seq N] [--d-model N] [--heads N] [--blocks N] [--fsdp] "
+      "[--sequence-parallel] [--checkpoint-dir DIR [--resume]] [--prompt TEXT] ...";
+  CLI::App app(usage);
+  std::string mesh_text;
+  using kdist::examples::detail::unsigned_flag;
+  const std::uint64_t big = std::uint64_t{1} << 31;
+  app.add_option("--mesh", mesh_text, "mesh shape DATAxMODEL, e.g. 2x1 (default 1xN)");
+  app.add_option("--text", o.text,
+                 std::string("a plain-text file to train on (default: ") + debian_fortunes_dir +
+                     ", Debian's fortunes)");
+  app.add_option_function<std::string>(
+      "--validation-split",
+      [&](const std::string& t) {
+        o.validation_split = positive("--validation-split", t);
+        if (o.validation_split >= 1)
+          throw CLI::ValidationError("--validation-split must be below 1");
+      },
+      "fraction of the windows held out (default 0.1)");
+  app.add_option_function<std::string>("--epochs", unsigned_flag("--epochs", o.epochs, 1, big),
+                                       "epochs (default 1)");
+  app.add_option_function<std::string>(
+      "--batch-size", unsigned_flag("--batch-size", o.batch_size, 1, big), "global batch (16)");
+  app.add_option_function<std::string>("--steps", unsigned_flag("--steps", o.max_steps, 0, big),
+                                       "at most this many steps per epoch (0: all)");
+  app.add_option_function<std::string>(
+      "--seq", unsigned_flag("--seq", o.model.sequence, 1, 1 << 16), "sequence length (128)");
+  app.add_option_function<std::string>(
+      "--d-model", unsigned_flag("--d-model", o.model.d_model, 1, 1 << 16), "width (128)");
+  app.add_option_function<std::string>("--heads", unsigned_flag("--heads", o.model.heads, 1, 4096),
+                                       "attention heads (4)");
+  app.add_option_function<std::string>(
+      "--blocks", unsigned_flag("--blocks", o.model.blocks, 1, 4096), "transformer blocks (4)");
+  app.add_option_function<std::string>(
+      "--dropout",
+      [&](const std::string& t) {
+        o.model.dropout = positive("--dropout", t, true);
+        if (o.model.dropout >= 1) throw CLI::ValidationError("--dropout must be below 1");
+      },
+      "dropout rate after each MLP (0.1)");
+  app.add_flag("--fsdp", o.sharding.fsdp, "also shard every kernel on \"data\" (FSDP)");
+  app.add_flag("--sequence-parallel", o.sharding.sequence_parallel,
+               "shard the blocks' outputs on the sequence over \"model\"");
+  app.add_option_function<std::string>(
+      "--learning-rate",
+      [&](const std::string& t) { o.learning_rate = positive("--learning-rate", t); },
+      "AdamW learning rate (1e-3)");
+  app.add_option_function<std::string>(
+      "--weight-decay",
+      [&](const std::string& t) { o.weight_decay = positive("--weight-decay", t, true); },
+      "AdamW weight decay (0.004, Keras' default)");
+  app.add_option_function<std::string>(
+      "--clipnorm", [&](const std::string& t) { o.clipnorm = positive("--clipnorm", t); },
+      "global_clipnorm (1.0)");
+  app.add_option_function<std::string>(
+      "--seed", unsigned_flag("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max()),
+      "random seed");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "save <dir>/checkpoint.h5 after each epoch");
+  app.add_flag("--resume", o.resume, "resume from <checkpoint-dir>/checkpoint.h5 (any mesh)");
+  app.add_option("--prompt", o.prompt, "the start of the sampled text (\"The \")");
+  app.add_option_function<std::string>(
+      "--sample-tokens", unsigned_flag("--sample-tokens", o.sample_tokens, 0, 1 << 20),
+      "bytes to generate at the end (200; 0: none)");
+  app.add_option_function<std::string>(
+      "--temperature", [&](const std::string& t) { o.temperature = positive("--temperature", t); },
+      "sampling temperature (0.8)");
+  app.add_flag("--quiet", o.quiet, "no progress output");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (root) std::printf("%s", app.help().c_str());
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw kdist::ValueError(std::string(e.what()) + "\n" + usage);
+  }
+  if (app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  if (o.resume && o.checkpoint_dir.empty()) {
+    throw kdist::ValueError("--resume needs --checkpoint-dir DIR (where checkpoint.h5 is)");
+  }
+  return o;
+}
+
+std::string axes_text(const std::vector<kdist::DimAxes>& axes) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    out += i ? ", " : "";
+    out += axes[i].is_replicated() ? "None" : "'" + axes[i].names()[0] + "'";
+  }
+  return out + (axes.size() == 1 ? ",)" : ")");
+}
+
+// `count` bytes generated after `prompt`: each step feeds the last `seq` bytes (left-aligned; the
+// causal mask makes the padding after them irrelevant), reads the logits at the last real
+// position (gathered: a few KB) and samples with `temperature` from a generator seeded alike on
+// every process, so every mesh produces the same text.
+std::string sample(kdist::Sequential& model, const GptOptions& o, std::size_t data_shards) {
+  const std::size_t seq = o.model.sequence;
+  std::string text = o.prompt.empty() ? std::string(" ") : o.prompt;
+  std::mt19937_64 gen(o.seed);
+  Kokkos::View<float**, Kokkos::LayoutRight> x("kdist::sample/x", 1, seq);  // this shard's row
+  auto hx = Kokkos::create_mirror_view(x);
+  for (std::size_t t = 0; t < o.sample_tokens; ++t) {
+    const std::size_t n = std::min(text.size(), seq);
+    const std::string window = text.substr(text.size() - n);
+    for (std::size_t j = 0; j < seq; ++j) {
+      hx(0, j) = j < n ? static_cast<float>(static_cast<unsigned char>(window[j])) : 0.0f;
+    }
+    Kokkos::deep_copy(x, hx);
+    const auto out = model.predict_step(x, data_shards);  // one row per data shard, all alike
+    const auto full = kdist::full_tensor(std::get<kdist::DistributedTensor<float***>>(out));
+    std::vector<double> p(o.model.vocab);
+    double top = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (std::size_t v = 0; v < p.size(); ++v) top = std::max(top, double(full(0, n - 1, v)));
+    for (std::size_t v = 0; v < p.size(); ++v) {
+      p[v] = std::exp((double(full(0, n - 1, v)) - top) / o.temperature);
+      sum += p[v];
+    }
+    double u = std::uniform_real_distribution<double>(0.0, sum)(gen);
+    std::size_t pick = 0;
+    while (pick + 1 < p.size() && u >= p[pick]) u -= p[pick++];
+    text.push_back(static_cast<char>(pick));
+  }
+  return text;
+}
+
+int train(const GptOptions& o) {
+  const bool root = kdist::process_id() == 0;
+  const auto devices = kdist::list_devices();
+  const std::vector<std::size_t> shape =
+      o.mesh.empty() ? std::vector<std::size_t>{1, devices.size()} : o.mesh;
+  if (shape.size() != 2) throw kdist::ValueError("--mesh needs two extents (data x model)");
+  const Mesh mesh({shape[0], shape[1]}, devices);
+
+  const auto splits = text_windows(load_text(o.text), o.model.sequence, o.validation_split);
+  auto model = make_gpt(o.model);
+  auto layout_map = gpt_layout_map(mesh, o.sharding);
+  const kdist::ModelParallel model_parallel(layout_map, "data");  // "data" checked at compile time
+  auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
+  kdist::set_distribution(dist);
+  model.compile(dist, kdist::Loss::sparse_categorical_crossentropy,
+                kdist::AdamW(o.learning_rate, o.weight_decay).with_global_clipnorm(o.clipnorm),
+                o.seed);
+  if (root && !o.quiet) {
+    std::cout << "GPT on " << dist->device_mesh() << ": " << o.model.blocks << " blocks, d_model "
+              << o.model.d_model << ", " << o.model.heads << " heads, sequence " << o.model.sequence
+              << ", vocabulary " << o.model.vocab << " (bytes)\n"
+              << "text: " << (o.text.empty() ? debian_fortunes_dir : o.text) << ", "
+              << splits.train.size() << " training and " << splits.validation.size()
+              << " validation windows\nlayout_map (keras-hub style):\n";
+    for (const auto& [key, axes] : gpt_rules(o.sharding)) {
+      std::cout << "  layout_map[\"" << key << "\"] = " << axes_text(axes) << "\n";
+    }
+    std::size_t params = 0;
+    for (const auto& v : model.variables()) {
+      std::size_t n = 1;
+      for (auto e : v.shape) n *= e;
+      params += n;
+    }
+    std::cout << params << " parameters\n";
+    if (auto report = kdist::layout_map_report(*dist); report && !report->empty()) {
+      std::cout << *report;
+    }
+  }
+  const std::string ckpt =
+      o.checkpoint_dir.empty()
+          ? std::string()
+          : (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string();
+  kdist::FitOptions fit{.batch_size = o.batch_size,
+                        .epochs = o.epochs,
+                        .shuffle = true,
+                        .steps_per_epoch = o.max_steps,
+                        .verbose = o.quiet ? 0 : 1};
+  if (o.resume) {
+    const auto saved = kdist::load_checkpoint(model, ckpt);
+    fit.initial_epoch = saved.epoch;
+    if (root && !o.quiet) {
+      std::printf("Resumed from %s: epoch %zu (saved by %s on %s)\n", ckpt.c_str(), saved.epoch,
+                  saved.distribution.c_str(), saved.mesh.c_str());
+    }
+  }
+  if (!ckpt.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(o.checkpoint_dir, ignored);
+  }
+  const kdist::BatchPlan plan(splits.train.size(), o.batch_size, *dist);
+  const std::size_t steps =
+      o.max_steps && o.max_steps < plan.steps_per_epoch() ? o.max_steps : plan.steps_per_epoch();
+  auto start = std::chrono::steady_clock::now();
+  fit.on_epoch_end = [&](std::size_t done, const kdist::Metrics& m) {
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tokens = double(m.examples) * double(o.model.sequence);
+    const auto val = model.evaluate(splits.validation, {.batch_size = o.batch_size, .verbose = 0});
+    if (root && !o.quiet) {
+      std::printf("epoch %zu: loss %.4f - val_loss %.4f - %.0f tokens/s (%zu steps)\n", done,
+                  m.loss, val.loss, tokens / secs, steps);
+    }
+    if (!ckpt.empty()) {
+      kdist::save_checkpoint(model, ckpt, {.epoch = done, .loss = m.loss});
+      if (root && !o.quiet) std::printf("Saved %s (epoch %zu)\n", ckpt.c_str(), done);
+    }
+    start = std::chrono::steady_clock::now();
+  };
+  if (fit.initial_epoch < fit.epochs) model.fit(splits.train, fit);
+  const auto val = model.evaluate(splits.validation, {.batch_size = o.batch_size, .verbose = 0});
+  if (root) std::printf("Validation loss: %.4f\n", val.loss);
+  if (o.sample_tokens > 0) {
+    const std::string text = sample(model, o, shape[0]);
+    if (root) std::printf("Sample (temperature %.2f):\n%s\n", o.temperature, text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kdist::run(argc, argv, [](int ac, char** av) -> int {
+    const auto o = parse(ac, av, kdist::process_id() == 0);
+    if (!o) return 0;  // --help
+    return train(*o);
+  });
+}
