@@ -1,0 +1,40 @@
+# cmake -DMPIEXEC=... -DTRAINER=... -DTEXT=... -DDIR=... -P run_gpt_meshes.cmake
+# The GPT trainer (issue 20) on every 2-process mesh and sharding gives the same validation loss
+# and the same sampled text as on (1, 2) with tensor parallelism only; and a run interrupted on
+# (1, 2) and resumed on (2, 1) with FSDP ends as the uninterrupted one.
+file(REMOVE_RECURSE ${DIR})
+set(_common --text ${TEXT} --blocks 1 --d-model 32 --heads 2 --seq 32 --steps 3 --batch-size 8
+            --sample-tokens 16 --prompt "The ")
+include(${CMAKE_CURRENT_LIST_DIR}/trainer_runs.cmake)
+function(gpt_result out text)  # "Validation loss: X" and the sample, from a run's output
+  string(REGEX MATCH "Validation loss: [0-9.]+\nSample[^\n]*\n[^\n]*" _r "${text}")
+  if(NOT _r)
+    message(FATAL_ERROR "no validation loss or sample in:\n${text}")
+  endif()
+  set(${out} "${_r}" PARENT_SCOPE)
+endfunction()
+run_trainer(_tp --mesh 1x2 --epochs 2 ${_common})
+gpt_result(_want "${_tp}")
+foreach(_variant "--mesh;2x1" "--mesh;2x1;--fsdp" "--mesh;1x2;--sequence-parallel"
+                 "--mesh;1x2;--sequence-parallel;--fsdp")
+  run_trainer(_out ${_variant} --epochs 2 ${_common})
+  gpt_result(_got "${_out}")
+  if(NOT _got STREQUAL _want)
+    message(FATAL_ERROR "${_variant} differs from (1, 2):\n${_got}\n---\n${_want}")
+  endif()
+  message(STATUS "${_variant}: the same validation loss and sample")
+endforeach()
+# interrupted after epoch 1 on (1, 2), resumed on (2, 1) with FSDP
+run_trainer(_first --mesh 1x2 --epochs 1 ${_common} --checkpoint-dir ${DIR})
+if(NOT _first MATCHES "Saved [^\n]*checkpoint.h5 \\(epoch 1\\)")
+  message(FATAL_ERROR "no checkpoint saved:\n${_first}")
+endif()
+run_trainer(_second --mesh 2x1 --fsdp --epochs 2 ${_common} --checkpoint-dir ${DIR} --resume)
+if(NOT _second MATCHES "Resumed from [^\n]*checkpoint.h5: epoch 1 \\(saved by ModelParallel on")
+  message(FATAL_ERROR "no resume line:\n${_second}")
+endif()
+gpt_result(_resumed "${_second}")
+if(NOT _resumed STREQUAL _want)
+  message(FATAL_ERROR "the resumed run differs:\n${_resumed}\n---\n${_want}")
+endif()
+message(STATUS "gpt meshes agree")
