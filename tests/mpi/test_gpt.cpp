@@ -162,6 +162,21 @@ TEST(Gpt, AnotherLossIsAnError) {
   EXPECT_NE(m.find("sparse_categorical_crossentropy"), std::string::npos) << m;
 }
 
+TEST(Gpt, AnEmbeddingAfterAnotherLayerIsAnError) {
+  std::vector<Model::Layer> l;
+  l.emplace_back(Model::Dropout(0.0, "first"));  // the identity: token ids stay integers
+  l.emplace_back(BasicEmbedding<double>(vocab, d_model, "token_embedding"));
+  l.emplace_back(Model::Dense(vocab, Activation::linear, false, "lm_head"));
+  Model model(kdist::Shape{seq}, std::move(l));
+  model.compile(distribution({1, static_cast<std::size_t>(world_size())}, Rules::none),
+                kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(), 1);
+  const std::string m = message_of<kdist::ValueError>(
+      [&] { model.fit(tokens(4), {.batch_size = 4, .epochs = 1, .verbose = 0}); });
+  EXPECT_NE(m.find("layer 'token_embedding' (layer 1) gives no gradient of its input"),
+            std::string::npos)
+      << m;
+}
+
 TEST(Gpt, LabelsInsteadOfTokenTargetsAreAnError) {
   auto model = gpt();
   model.compile(distribution({1, static_cast<std::size_t>(world_size())}, Rules::none),

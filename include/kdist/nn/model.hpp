@@ -389,10 +389,19 @@ class BasicSequential {
     }
     return h;
   }
+  //! Errors: ValueError when a layer that is not the first gives no input gradient (an
+  //! Embedding: token ids have none, so it must come first).
   void backward_layers(LayerTensor<T> dh) {
     for (std::size_t i = layers_.size(); i-- > 0;) {
       auto dx = layers_[i].backward(dh, i > 0);
-      if (dx) dh = std::move(*dx);
+      if (dx) {
+        dh = std::move(*dx);
+      } else if (i > 0) {
+        throw ValueError("kdist::Sequential: layer '" + layers_[i].name() + "' (layer " +
+                         std::to_string(i) +
+                         ") gives no gradient of its input, so the layers before it cannot "
+                         "train; put it first (an Embedding takes token ids, which have none)");
+      }
     }
   }
 
