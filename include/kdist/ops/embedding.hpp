@@ -152,6 +152,22 @@ InvalidTokens count_invalid_tokens(const X& tokens, std::size_t vocab) {
   return out;
 }
 
+namespace detail {
+//! Element k of the embedding of token p (row-major over the tokens' extents) in a (tokens, cols)
+//! or (batch, seq, cols) View. (A helper, not an `if constexpr` in the kernel: nvcc's extended
+//! lambdas cannot first-capture a variable inside one.)
+template <class V>
+KOKKOS_INLINE_FUNCTION typename V::reference_type embedded_at(const V& v, std::int64_t p,
+                                                              std::int64_t k, std::int64_t seq) {
+  if constexpr (static_cast<int>(V::rank) == 2) {
+    (void)seq;
+    return v(p, k);
+  } else {
+    return v(p / seq, p % seq, k);
+  }
+}
+}  // namespace detail
+
 //! `y(..., k) = table(t - row_offset, k)` for the token `t` at position `...` when row_offset <= t
 //! < row_offset + table.extent(0), else 0. `table` is the block (rows, cols) of the vocabulary
 //! rows from row_offset; `y` has the tokens' extents and `cols`. Tokens must be valid ids.
@@ -170,12 +186,7 @@ void embedding_lookup(const X& tokens, const TV& table, std::size_t row_offset, 
       detail::md_range<YV>(detail::token_count(tokens), table.extent(1)),
       KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t k) {
         const std::int64_t r = static_cast<std::int64_t>(detail::token_at(tokens, p, seq)) - lo;
-        const T value = (r >= 0 && r < rows) ? table(r, k) : T(0);
-        if constexpr (static_cast<int>(X::rank) == 1) {
-          y(p, k) = value;
-        } else {
-          y(p / seq, p % seq, k) = value;
-        }
+        detail::embedded_at(y, p, k, seq) = (r >= 0 && r < rows) ? table(r, k) : T(0);
       });
 }
 
@@ -197,11 +208,7 @@ void embedding_backward(const X& tokens, const DYV& dy, std::size_t row_offset, 
       KOKKOS_LAMBDA(const std::int64_t p, const std::int64_t k) {
         const std::int64_t r = static_cast<std::int64_t>(detail::token_at(tokens, p, seq)) - lo;
         if (r < 0 || r >= rows) return;
-        if constexpr (static_cast<int>(X::rank) == 1) {
-          Kokkos::atomic_add(&dtable(r, k), dy(p, k));
-        } else {
-          Kokkos::atomic_add(&dtable(r, k), dy(p / seq, p % seq, k));
-        }
+        Kokkos::atomic_add(&dtable(r, k), detail::embedded_at(dy, p, k, seq));
       });
 }
 
