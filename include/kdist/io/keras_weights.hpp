@@ -23,7 +23,17 @@
 //!    and velocity of each variable in turn; RMSprop: every velocity, then every momentum, then
 //!    every average gradient; SGD: every momentum); attribute `name` = the optimizer's name in
 //!    snake case ("adam", "rm_sprop", "sgd"; AdamW: "adamw", Keras' name of it).
-//!  - `/vars`, empty, attribute `name` = "sequential".
+//!  - Embedding, PositionEmbedding: 0 embeddings; LayerNormalization: 0 gamma, 1 beta.
+//!  - MultiHeadAttention (`multi_head_attention[_<k>]`): an empty `vars`, the EinsumDense
+//!    sublayers as `<group>/query_dense`, `key_dense`, `value_dense`, `output_dense` (each: vars/0
+//!    kernel, vars/1 bias; attribute `name` "query", "key", "value", "attention_output"), and empty
+//!    `<group>/_softmax`, `<group>/_dropout_layer`.
+//!  - A model with a Residual (`y = x + f(x)`) is Keras' functional model (Keras' Sequential
+//!    cannot add): `/layers/input_layer` (empty) and the layers flattened in the functional
+//!    model's topological order, a Residual being its inner layers in order, then an `add[_<k>]`
+//!    group (empty, attribute `name` = the Residual's name). Keras' counterpart of make_gpt is in
+//!    scripts/keras/gpt_keras_side.py.
+//!  - `/vars`, empty, attribute `name` = "sequential" ("functional" for a functional model).
 //! What Keras does not store (the seed, the epoch, the mesh) is not in the file: for an exact
 //! resume on another mesh use kdist::save_checkpoint.
 
@@ -45,6 +55,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
+#include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
@@ -95,21 +106,76 @@ inline std::string to_snake_case(const std::string& name) {
   return b;
 }
 
-//! One layer of the model as the file names it.
-struct LayerEntry {
-  std::string group;              //!< "layers/dense_1"
-  std::string name;               //!< the layer's own name ("d2")
-  std::vector<std::size_t> vars;  //!< indices into the model's variables (in order)
+//! A `vars` group of the file: `<path>/vars`, its attribute `name`, and how many of the model's
+//! variables it holds (datasets `<path>/vars/0`, ...).
+struct VarsGroup {
+  std::string path;   //!< "layers/multi_head_attention/query_dense"
+  std::string name;   //!< its `name` attribute: the (sub)layer's name in Keras
+  std::size_t count;  //!< its datasets
 };
 
-//! The file's group of every layer, in Keras' numbering. A layer whose class Keras does not know
-//! (no `keras_class`) is an error if it has variables and is left out otherwise.
-template <class Model>
-std::vector<LayerEntry> layer_entries(Model& model, const char* who) {
-  std::vector<LayerEntry> out;
+//! One layer of the model as the file names it.
+struct LayerEntry {
+  std::string group;                  //!< "layers/dense_1"
+  std::string name;                   //!< the layer's own name ("d2")
+  std::vector<VarsGroup> groups;      //!< the vars groups written for it, its own first
+  std::vector<std::size_t> vars;      //!< indices into the model's variables (in order)
+  std::vector<std::string> datasets;  //!< the dataset of each of vars
+};
+
+//! Keras' MultiHeadAttention writes its EinsumDense sublayers as groups named after its
+//! attributes (query_dense, key_dense, value_dense, output_dense; kernel then bias in each), and
+//! empty groups for its softmax and dropout sublayers; its own `vars` group is empty.
+inline void multi_head_attention_groups(LayerEntry& e, std::size_t n, const char* who) {
+  if (n != 8 && n != 4) {
+    throw ValueError(std::string(who) + ": MultiHeadAttention '" + e.name + "' has " +
+                     std::to_string(n) +
+                     " variables; Keras' has 8 (with biases) or 4 (use_bias=False)");
+  }
+  const std::size_t per = n / 4;
+  e.groups.push_back({e.group, e.name, 0});
+  e.groups.push_back({e.group + "/_dropout_layer", "dropout", 0});
+  e.groups.push_back({e.group + "/_softmax", "softmax", 0});
+  static constexpr const char* sub[4][2] = {{"query_dense", "query"},
+                                            {"key_dense", "key"},
+                                            {"value_dense", "value"},
+                                            {"output_dense", "attention_output"}};
+  for (const auto& [attr, name] : sub) {
+    const std::string g = e.group + "/" + attr;
+    e.groups.push_back({g, name, per});
+    for (std::size_t j = 0; j < per; ++j) e.datasets.push_back(g + "/vars/" + std::to_string(j));
+  }
+}
+
+//! The file's groups of a model's layers, in Keras' numbering (each class counted in the order
+//! of the layers: "dense", "dense_1", ...). A Residual is Keras' functional `Add()([x, f(x)])`:
+//! its inner layers in order (recursively), then an Add with no variables.
+template <class T>
+struct EntryBuilder {
+  const char* who;
   std::map<std::string, int> used;
   std::size_t next_var = 0;
-  for (auto& layer : model.layers()) {
+  std::vector<LayerEntry> out;
+
+  std::string number(std::string group) {
+    if (auto it = used.find(group); it == used.end()) {
+      used[group] = 0;
+    } else {
+      group += "_" + std::to_string(++it->second);
+    }
+    return "layers/" + group;
+  }
+  void variable_free(const std::string& cls, const std::string& name) {
+    LayerEntry e{number(cls), name, {}, {}, {}};
+    e.groups.push_back({e.group, name, 0});
+    out.push_back(std::move(e));
+  }
+  void add(AnyLayer<T>& layer) {
+    if (auto* r = layer.template get_if<layers::BasicResidual<T>>()) {
+      for (auto& inner : r->layers()) add(inner);
+      variable_free("add", r->name());
+      return;
+    }
     const std::size_t n = layer.variables().size();
     const std::string cls = layer.keras_class();
     if (cls.empty()) {
@@ -119,19 +185,41 @@ std::vector<LayerEntry> layer_entries(Model& model, const char* who) {
                          "unknown; give its type `static constexpr std::string_view keras_class = "
                          "\"<the Keras class it mirrors>\";`");
       }
-      continue;
+      return;
     }
-    std::string group = to_snake_case(cls);
-    if (auto it = used.find(group); it == used.end()) {
-      used[group] = 0;
+    LayerEntry e{number(to_snake_case(cls)), layer.name(), {}, {}, {}};
+    if (cls == "MultiHeadAttention") {
+      multi_head_attention_groups(e, n, who);
     } else {
-      group += "_" + std::to_string(++it->second);
+      e.groups.push_back({e.group, e.name, n});
+      for (std::size_t j = 0; j < n; ++j)
+        e.datasets.push_back(e.group + "/vars/" + std::to_string(j));
     }
-    LayerEntry e{"layers/" + group, layer.name(), {}};
     for (std::size_t j = 0; j < n; ++j) e.vars.push_back(next_var++);
     out.push_back(std::move(e));
   }
-  return out;
+};
+
+//! Whether the model is written as Keras' functional model (it has a Residual: Keras has no
+//! Sequential form of `x + f(x)`) rather than as a Sequential.
+template <class Model>
+bool is_functional(Model& model) {
+  using T = typename Model::value_type;
+  for (auto& layer : model.layers()) {
+    if (layer.template get_if<layers::BasicResidual<T>>() != nullptr) return true;
+  }
+  return false;
+}
+
+//! The file's group of every layer. A layer whose class Keras does not know (no `keras_class`) is
+//! an error if it has variables and is left out otherwise. A functional model's file also has
+//! Keras' InputLayer (`layers/input_layer`, no variables) first.
+template <class Model>
+std::vector<LayerEntry> layer_entries(Model& model, const char* who) {
+  EntryBuilder<typename Model::value_type> b{who, {}, 0, {}};
+  if (is_functional(model)) b.variable_free("input_layer", "input_layer");
+  for (auto& layer : model.layers()) b.add(layer);
+  return std::move(b.out);
 }
 
 //! What a save and a load both check and need: the model compiled, one path on every process, the
@@ -183,15 +271,10 @@ inline std::size_t variable_count(const std::vector<LayerEntry>& layers) {
   return n;
 }
 
-inline std::string var_dataset(const std::string& group, std::size_t j) {
-  return group + "/vars/" + std::to_string(j);
-}
 //! The dataset of each of the model's variables, in the model's order.
 inline std::vector<std::string> variable_datasets(const std::vector<LayerEntry>& layers) {
   std::vector<std::string> out;
-  for (const auto& l : layers) {
-    for (std::size_t j = 0; j < l.vars.size(); ++j) out.push_back(var_dataset(l.group, j));
-  }
+  for (const auto& l : layers) out.insert(out.end(), l.datasets.begin(), l.datasets.end());
   return out;
 }
 inline std::string optimizer_dataset(std::size_t i) {
@@ -202,6 +285,15 @@ inline hdf5::Group make_group(hid_t loc, const std::string& name) {
   return hdf5::Group(
       hdf5::check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                   "H5Gcreate2 '" + name + "'"));
+}
+
+//! Creates group `path` and those above it that do not exist yet (collective).
+inline void make_groups(hid_t loc, const std::string& path) {
+  for (std::size_t i = path.find('/');; i = path.find('/', i + 1)) {
+    const std::string prefix = path.substr(0, i);
+    if (!hdf5::path_exists(loc, prefix)) make_group(loc, prefix);
+    if (i == std::string::npos) break;
+  }
 }
 
 //! A scalar dataset written by process 0 (the others join the collective call with nothing).
@@ -237,6 +329,29 @@ inline long long links_in(hid_t root, const std::string& name) {
   H5G_info_t g{};  // (fails on a dataset)
   if (H5Gget_info_by_name(root, name.c_str(), &g, H5P_DEFAULT) < 0) return -1;
   return static_cast<long long>(g.nlinks);
+}
+
+//! The number of datasets in group `name` and the groups under it (0 if it is not a group).
+inline std::size_t datasets_under(hid_t root, const std::string& name) {
+  if (links_in(root, name) < 0) return 0;
+  std::vector<std::string> children;
+  {
+    hdf5::Group g(H5Gopen2(root, name.c_str(), H5P_DEFAULT));
+    if (!g.valid()) return 0;
+    H5Literate(
+        g.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr,
+        [](hid_t, const char* child, const H5L_info_t*, void* out) -> herr_t {
+          static_cast<std::vector<std::string>*>(out)->push_back(child);
+          return 0;
+        },
+        &children);
+  }
+  std::size_t n = 0;
+  for (const auto& c : children) {
+    const std::string path = name + "/" + c;
+    n += links_in(root, path) < 0 ? 1 : datasets_under(root, path);
+  }
+  return n;
 }
 
 //! What process 0 decided about the file (broadcast to every process).
@@ -277,30 +392,32 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
     shapes.emplace_back(shape.begin(), shape.end());
   });
   for (const auto& l : layers) {
-    const std::string vars = l.group + "/vars";
-    const long long n = links_in(root, vars);
-    const std::string layer = "layer '" + l.name + "' (group '/" + l.group + "')";
-    if (n < 0 && !l.vars.empty()) {
-      plan.problem = who + ": " + layer + " is not in the file; the file holds the weights of " +
-                     "another model (Keras numbers the groups of layers of one class in order: " +
-                     "dense, dense_1, ...)";
-      return plan;
-    }
-    if (n >= 0 && static_cast<std::size_t>(n) != l.vars.size()) {
-      plan.problem = who + ": " + layer + " has " + std::to_string(l.vars.size()) +
-                     " variable(s) in the model but " + std::to_string(n) +
-                     " in the file; the file holds the weights of another model";
-      return plan;
-    }
-    for (std::size_t j = 0; j < l.vars.size(); ++j) {
-      const auto p = io::check_float_dataset(root, var_dataset(l.group, j),
-                                             "variable " + std::to_string(j) + " of " + layer,
-                                             shapes[l.vars[j]], 0, "file");
-      if (!p.empty()) {
-        plan.problem = who + ": " + p.text +
-                       (p.other_shape ? "; the file holds the weights of another model"
-                                      : "; the file is damaged");
+    std::size_t k = 0;  // the layer's variable (and dataset) index
+    for (const auto& g : l.groups) {
+      const long long n = links_in(root, g.path + "/vars");
+      const std::string layer = "layer '" + l.name + "' (group '/" + g.path + "')";
+      if (n < 0 && g.count > 0) {
+        plan.problem = who + ": " + layer + " is not in the file; the file holds the weights of " +
+                       "another model (Keras numbers the groups of layers of one class in order: " +
+                       "dense, dense_1, ...)";
         return plan;
+      }
+      if (n >= 0 && static_cast<std::size_t>(n) != g.count) {
+        plan.problem = who + ": " + layer + " has " + std::to_string(g.count) +
+                       " variable(s) in the model but " + std::to_string(n) +
+                       " in the file; the file holds the weights of another model";
+        return plan;
+      }
+      for (std::size_t j = 0; j < g.count; ++j, ++k) {
+        const auto p = io::check_float_dataset(root, l.datasets[k],
+                                               "variable " + std::to_string(j) + " of " + layer,
+                                               shapes[l.vars[k]], 0, "file");
+        if (!p.empty()) {
+          plan.problem = who + ": " + p.text +
+                         (p.other_shape ? "; the file holds the weights of another model"
+                                        : "; the file is damaged");
+          return plan;
+        }
       }
     }
   }
@@ -319,7 +436,7 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
   for (const auto& g : groups) {
     const bool known = std::any_of(layers.begin(), layers.end(),
                                    [&](const LayerEntry& l) { return l.group == "layers/" + g; });
-    if (!known && links_in(root, "layers/" + g + "/vars") > 0) {
+    if (!known && datasets_under(root, "layers/" + g) > 0) {
       plan.problem = who + ": the file has weights for layer group '/layers/" + g +
                      "', which the model has no layer for; the file holds the weights of another "
                      "model";
@@ -395,14 +512,17 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
   const double lr = opt.learning_rate;
+  const bool functional = kw::is_functional(model);
   io::write_atomically(path, who, [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
     {
-      auto g = kw::make_group(file, "layers");
+      auto layers_group = kw::make_group(file, "layers");
       for (const auto& l : layers) {
-        auto lg = kw::make_group(file, l.group);
-        auto vg = kw::make_group(file, l.group + "/vars");
-        h5::write_string(vg.get(), "name", l.name);
+        for (const auto& g : l.groups) {
+          kw::make_groups(file, g.path);
+          auto vg = kw::make_group(file, g.path + "/vars");
+          h5::write_string(vg.get(), "name", g.name);
+        }
       }
     }
     const auto names = kw::variable_datasets(layers);
@@ -430,7 +550,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
       });
     }
     auto root_vars = kw::make_group(file, "vars");
-    h5::write_string(root_vars.get(), "name", "sequential");
+    h5::write_string(root_vars.get(), "name", functional ? "functional" : "sequential");
   });
 }
 
