@@ -409,4 +409,25 @@ TEST_F(KerasGptWeights, FilesOfOtherArchitecturesAreClearErrors) {
         "has no layer for");
 }
 
+// A user's layer claiming to be Keras' MultiHeadAttention without its variables cannot be mapped.
+struct NotAttention : kdist::layers::Dense {
+  using kdist::layers::Dense::Dense;
+  static constexpr std::string_view keras_class = "MultiHeadAttention";
+};
+
+TEST_F(KerasGptWeights, ALayerNamingMultiHeadAttentionNeedsItsVariables) {
+  std::vector<Model::Layer> l;
+  l.emplace_back(NotAttention(4, kdist::layers::Activation::linear, true, "fake"));
+  Model m(kdist::Shape{3}, std::move(l));
+  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error, kdist::Adam(),
+            1);
+  const std::string msg =
+      message_of<kdist::ValueError>([&] { kdist::save_keras_weights(m, file("fake.weights.h5")); });
+  EXPECT_TRUE(contains(msg,
+                       "kdist::save_keras_weights: layer 'fake' names the Keras class "
+                       "MultiHeadAttention but has 2 variables, and Keras' has 8"))
+      << msg;
+  expect_same_on_every_process(msg);
+}
+
 }  // namespace

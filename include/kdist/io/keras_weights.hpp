@@ -128,9 +128,11 @@ struct LayerEntry {
 //! empty groups for its softmax and dropout sublayers; its own `vars` group is empty.
 inline void multi_head_attention_groups(LayerEntry& e, std::size_t n, const char* who) {
   if (n != 8 && n != 4) {
-    throw ValueError(std::string(who) + ": MultiHeadAttention '" + e.name + "' has " +
-                     std::to_string(n) +
-                     " variables; Keras' has 8 (with biases) or 4 (use_bias=False)");
+    throw ValueError(std::string(who) + ": layer '" + e.name +
+                     "' names the Keras class MultiHeadAttention but has " + std::to_string(n) +
+                     " variables, and Keras' has 8 (query, key, value and output kernels and "
+                     "biases) or 4 (use_bias=False); give it Keras' variables or name another "
+                     "class in its keras_class");
   }
   const std::size_t per = n / 4;
   e.groups.push_back({e.group, e.name, 0});
