@@ -97,7 +97,11 @@ inline std::vector<std::pair<std::string, std::vector<DimAxes>>> gpt_rules(const
       {".*down/kernel", {"model", data}},   // row-parallel
       {"lm_head/kernel", {data, "model"}},  // vocabulary-parallel logits
   };
-  if (s.sequence_parallel) r.push_back({".*block.*/output", {"data", "model", none}});
+  // every block output but the column-parallel `up` projection's, which stays sharded on its
+  // features for `down` (".*block.*/output" would move it to sequence shards and back)
+  if (s.sequence_parallel) {
+    r.push_back({"block\\d+/(ln1|ln2|mha|down|dropout|attn|mlp)/output", {"data", "model", none}});
+  }
   return r;
 }
 

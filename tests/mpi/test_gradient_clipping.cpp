@@ -359,7 +359,7 @@ TEST(GlobalNormErrors, APendingSumOrABadClipnorm) {
 }
 
 // AdamW's state (momentum, velocity) and hyperparameters go through a checkpoint, across meshes,
-// and through a Keras weights file under Keras' name "adamw".
+// and through a Keras weights file under Keras' name "adam_w" (keras.optimizers.AdamW().name).
 class AdamWFiles : public TempDirTest {};
 
 TEST_F(AdamWFiles, StateSurvivesACheckpointOnAnotherMeshAndAKerasWeightsFile) {
@@ -422,7 +422,7 @@ TEST_F(AdamWFiles, StateSurvivesACheckpointOnAnotherMeshAndAKerasWeightsFile) {
     hid_t vars = H5Gopen2(f, "/optimizer/vars", H5P_DEFAULT);
     std::string name;
     EXPECT_TRUE(h5::read_string(vars, "name", name));
-    EXPECT_EQ(name, "adamw");
+    EXPECT_EQ(name, "adam_w");
     H5Gclose(vars);
     H5Fclose(f);
   }

@@ -22,7 +22,7 @@
 //!    slots in Keras' order, as the optimizer declares it (`slots().keras_order`; Adam: momentum
 //!    and velocity of each variable in turn; RMSprop: every velocity, then every momentum, then
 //!    every average gradient; SGD: every momentum); attribute `name` = the optimizer's name in
-//!    snake case ("adam", "rm_sprop", "sgd"; AdamW: "adamw", Keras' name of it).
+//!    snake case ("adam", "rm_sprop", "sgd"; AdamW: "adam_w", as Keras 3.15.1 names it).
 //!  - Embedding, PositionEmbedding: 0 embeddings; LayerNormalization: 0 gamma, 1 beta.
 //!  - MultiHeadAttention (`multi_head_attention[_<k>]`): an empty `vars`, the EinsumDense
 //!    sublayers as `<group>/query_dense`, `key_dense`, `value_dense`, `output_dense` (each: vars/0
@@ -237,10 +237,9 @@ ModelEntries model_entries(Model& model, const std::string& path, const char* wh
   return {layer_entries(model, who), io::describe(model.optimizer())};
 }
 
-//! The optimizer's name attribute in Keras (its class name in snake case; AdamW's default name
-//! in Keras is "adamw", not the snake case "adam_w").
+//! The optimizer's name attribute in Keras: its class name in snake case, as Keras 3.15.1 names
+//! its optimizers (`keras.optimizers.AdamW().name` is "adam_w", RMSprop's "rm_sprop").
 inline std::string optimizer_name(const io::OptimizerRecord& opt) {
-  if (opt.name == "AdamW") return "adamw";
   return to_snake_case(opt.name);
 }
 

@@ -532,7 +532,7 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
   //! The class name, as checkpoints record it; a Keras weights file writes Keras' name of it,
-  //! "adamw".
+  //! "adam_w".
   std::string name() const { return "AdamW"; }
   //! Its state, as Adam's: "momentum" (m) and "velocity" (v), both of a variable in turn in a
   //! Keras file.
