@@ -656,7 +656,9 @@ class SummaryReporter : public benchmark::ConsoleReporter {
                 n == 1 ? "" : "es", kRepetitions, kIterations);
     std::printf("  %-22s %10s %12s %16s %16s %8s %6s\n", "config", "ms/step", "tokens/s",
                 "weights+slots", "1 process", "ratio", "load");
-    for (const auto& [name, run] : medians_) {
+    for (const auto& entry : medians_) {
+      const auto& name = entry.first;  // clang 14 captures no structured bindings
+      const auto& run = entry.second;
       auto c = [&](const char* k) {
         const auto it = run.counters.find(k);
         return it == run.counters.end() ? 0.0 : it->second.value;

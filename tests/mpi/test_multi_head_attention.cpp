@@ -273,7 +273,8 @@ TEST(MultiHeadAttention, InputsOfTheWrongRankAreValueErrors) {
 }
 
 TEST(MultiHeadAttention, ZeroHeadsOrKeyDimAreValueErrors) {
-  for (auto [heads, key_dim] : {std::pair<std::size_t, std::size_t>{0, 4}, {2, 0}}) {
+  for (auto [h, k] : {std::pair<std::size_t, std::size_t>{0, 4}, {2, 0}}) {
+    const std::size_t heads = h, key_dim = k;  // clang 14 captures no structured bindings
     const auto msg = message_of<kdist::ValueError>([&] { MHA(heads, key_dim, "mha"); });
     EXPECT_TRUE(contains(msg, "'mha'")) << msg;
     EXPECT_TRUE(contains(msg, "num_heads")) << msg;
