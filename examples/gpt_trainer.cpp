@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <kdist/io/checkpoint.hpp>
+#include <kdist/io/keras_weights.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/run.hpp>
@@ -45,7 +46,8 @@ struct GptOptions {
   double learning_rate = 1e-3, weight_decay = 0.004, clipnorm = 1.0;
   std::uint64_t seed = 1337;
   std::string checkpoint_dir;
-  bool resume = false, quiet = false;
+  std::string load_keras_weights, save_keras_weights;
+  bool resume = false, quiet = false, evaluate_only = false;
   std::string prompt = "The ";
   std::size_t sample_tokens = 200;
   double temperature = 0.8;
@@ -124,6 +126,10 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
       "random seed");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "save <dir>/checkpoint.h5 after each epoch");
   app.add_flag("--resume", o.resume, "resume from <checkpoint-dir>/checkpoint.h5 (any mesh)");
+  app.add_option("--load-keras-weights", o.load_keras_weights,
+                 "start from a Keras .weights.h5 file of the same GPT (weights and AdamW state)");
+  app.add_option("--save-keras-weights", o.save_keras_weights,
+                 "after training, write a Keras .weights.h5 file (Keras: model.load_weights)");
   app.add_option("--prompt", o.prompt, "the start of the sampled text (\"The \")");
   app.add_option_function<std::string>(
       "--sample-tokens", unsigned_flag("--sample-tokens", o.sample_tokens, 0, 1 << 20),
@@ -131,6 +137,8 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
   app.add_option_function<std::string>(
       "--temperature", [&](const std::string& t) { o.temperature = positive("--temperature", t); },
       "sampling temperature (0.8)");
+  app.add_flag("--evaluate-only", o.evaluate_only,
+               "no training: the validation loss and a sample of the loaded weights");
   app.add_flag("--quiet", o.quiet, "no progress output");
   try {
     app.parse(argc, argv);
@@ -141,6 +149,11 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
     throw kdist::ValueError(std::string(e.what()) + "\n" + usage);
   }
   if (app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  if (o.evaluate_only && o.load_keras_weights.empty() && !o.resume) {
+    throw kdist::ValueError(
+        "--evaluate-only needs weights: --load-keras-weights FILE or --checkpoint-dir DIR "
+        "--resume");
+  }
   if (o.resume && o.checkpoint_dir.empty()) {
     throw kdist::ValueError("--resume needs --checkpoint-dir DIR (where checkpoint.h5 is)");
   }
@@ -237,6 +250,14 @@ int train(const GptOptions& o) {
                         .shuffle = true,
                         .steps_per_epoch = o.max_steps,
                         .verbose = o.quiet ? 0 : 1};
+  if (!o.load_keras_weights.empty()) {
+    const auto loaded = kdist::load_keras_weights(model, o.load_keras_weights);
+    if (root && !o.quiet) {
+      std::printf("Loaded Keras weights from %s (optimizer state: %s)\n",
+                  o.load_keras_weights.c_str(),
+                  loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str());
+    }
+  }
   if (o.resume) {
     const auto saved = kdist::load_checkpoint(model, ckpt);
     fit.initial_epoch = saved.epoch;
@@ -268,9 +289,13 @@ int train(const GptOptions& o) {
     }
     start = std::chrono::steady_clock::now();
   };
-  if (fit.initial_epoch < fit.epochs) model.fit(splits.train, fit);
+  if (!o.evaluate_only && fit.initial_epoch < fit.epochs) model.fit(splits.train, fit);
   const auto val = model.evaluate(splits.validation, {.batch_size = o.batch_size, .verbose = 0});
   if (root) std::printf("Validation loss: %.4f\n", val.loss);
+  if (!o.save_keras_weights.empty()) {
+    kdist::save_keras_weights(model, o.save_keras_weights);
+    if (root && !o.quiet) std::printf("Saved Keras weights to %s\n", o.save_keras_weights.c_str());
+  }
   if (o.sample_tokens > 0) {
     const std::string text = sample(model, o, shape[0]);
     if (root) std::printf("Sample (temperature %.2f):\n%s\n", o.temperature, text.c_str());

@@ -42,4 +42,7 @@ kdist_gpt_error(heads_do_not_divide_d_model "d_model 30 is not a multiple of its
 kdist_gpt_error(heads_do_not_divide_the_model_axis "block0/mha/query/kernel.*model"
                 --text ${_text} --mesh 1x2 --d-model 24 --heads 3 --seq 16)
 kdist_gpt_error(resume_needs_a_directory "--resume needs --checkpoint-dir DIR" --resume)
+kdist_gpt_error(evaluate_only_needs_weights "--evaluate-only needs weights" --evaluate-only)
+kdist_gpt_error(keras_weights_missing "no_such.weights.h5"
+                --text ${_text} --load-keras-weights ${CMAKE_CURRENT_BINARY_DIR}/no_such.weights.h5)
 kdist_gpt_error(bad_validation_split "--validation-split must be below 1" --validation-split 1.5)

@@ -37,4 +37,16 @@ gpt_result(_resumed "${_second}")
 if(NOT _resumed STREQUAL _want)
   message(FATAL_ERROR "the resumed run differs:\n${_resumed}\n---\n${_want}")
 endif()
+# Keras weights: saved after training on (1, 2), loaded on (2, 1) with FSDP for 0 more epochs: the
+# same validation loss and sample
+run_trainer(_saved --mesh 1x2 --epochs 2 ${_common} --save-keras-weights ${DIR}/gpt.weights.h5)
+if(NOT _saved MATCHES "Saved Keras weights to [^\n]*gpt.weights.h5")
+  message(FATAL_ERROR "no Keras weights saved:\n${_saved}")
+endif()
+run_trainer(_loaded --mesh 2x1 --fsdp --evaluate-only ${_common}
+            --load-keras-weights ${DIR}/gpt.weights.h5)
+gpt_result(_from_keras "${_loaded}")
+if(NOT _from_keras STREQUAL _want)
+  message(FATAL_ERROR "the Keras weights evaluated on (2, 1) differ:\n${_from_keras}\n---\n${_want}")
+endif()
 message(STATUS "gpt meshes agree")
