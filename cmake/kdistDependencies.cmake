@@ -11,6 +11,12 @@ pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
 # Random123 (librandom123-dev) is header-only and ships no CMake config.
 find_path(KDIST_RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED
           DOC "Random123 headers (Debian: librandom123-dev)")
+# Host GEMMs: OpenBLAS (Debian: libopenblas-serial-dev, or any variant), found by pkg-config,
+# else Eigen's GEMM (kdist/ops/detail/cblas.hpp). KDIST_ENABLE_BLAS=OFF keeps Eigen's.
+option(KDIST_ENABLE_BLAS "host GEMMs through OpenBLAS when pkg-config finds it" ON)
+if(KDIST_ENABLE_BLAS)
+  pkg_check_modules(KDIST_OPENBLAS IMPORTED_TARGET GLOBAL openblas)
+endif()
 # Kokkos with CUDA: device GEMMs go to cuBLAS (kdist/ops/detail/cublas.hpp). The CUDA toolkit
 # that built Kokkos has it.
 if(Kokkos_ENABLE_CUDA)

@@ -11,6 +11,7 @@ KDIST_PACKAGES=(
   libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
   mpich libmpich-dev                 # MPI
   libeigen3-dev                      # host linear algebra
+  libopenblas-serial-dev             # host GEMMs (OpenBLAS, one thread per rank)
   libre2-dev                         # linear-time regular expressions for LayoutMap
   librandom123-dev                   # counter-based random numbers (Philox)
   zlib1g-dev                         # reading the gzip'd dataset

@@ -2,15 +2,19 @@
 //! \file ops/matmul.hpp
 //! Local matrix product `C = alpha * op(A) * op(B) + beta * C` on rank-2 LayoutRight Views, the
 //! three products of a Dense layer: forward `Y = X * W`, backward `dW = X^T * dY`,
-//! `dX = dY * W^T`. Host memory goes through Eigen's GEMM over the Views' data, CUDA device memory
-//! through cuBLAS (ops/detail/cublas.hpp), other memory spaces (or `backend::kokkos`) through a
-//! Kokkos MDRange kernel.
+//! `dX = dY * W^T`. Host memory goes through the optimised CBLAS kdist was built with (OpenBLAS;
+//! ops/detail/cblas.hpp) or else Eigen's GEMM over the Views' data (also with `backend::eigen`),
+//! CUDA device memory through cuBLAS (ops/detail/cublas.hpp), other memory spaces (or
+//! `backend::kokkos`) through a Kokkos MDRange kernel. `kdist::ops::host_gemm_library()` names the
+//! host one.
 
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/blas_arguments.hpp>
+#include <kdist/ops/detail/cblas.hpp>
 #include <kdist/ops/detail/cublas.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <string>
@@ -89,16 +93,26 @@ template <class AV, class BV, class CV, class T>
 void matmul_cublas(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta,
                    std::size_t m, std::size_t n, std::size_t k) {
 #if defined(KOKKOS_ENABLE_CUDA) && defined(KDIST_ENABLE_CUBLAS)
-  // LayoutRight: elements of a row are adjacent, rows stride(0) apart (>= the row length; a
-  // row stride below 1 only happens for an empty or one-row View, where any valid value works).
-  auto ld = [](const auto& v) {
-    const auto row = static_cast<std::size_t>(v.stride(0));
-    return static_cast<int>(row > v.extent(1) ? row : (v.extent(1) > 0 ? v.extent(1) : 1));
-  };
   const char* who = "kdist::ops::matmul";
   gemm_cublas<T>(typename CV::execution_space(), op_a == Op::transpose, op_b == Op::transpose,
                  to_blas_int(m, who), to_blas_int(n, who), to_blas_int(k, who), alpha, A.data(),
-                 ld(A), B.data(), ld(B), beta, C.data(), ld(C));
+                 leading_dimension(A), B.data(), leading_dimension(B), beta, C.data(),
+                 leading_dimension(C));
+#else
+  (void)A, (void)B, (void)C, (void)op_a, (void)op_b, (void)alpha, (void)beta, (void)m, (void)n,
+      (void)k;
+#endif
+}
+
+//! Host memory through CBLAS (kdist built with it; see ops/detail/cblas.hpp).
+template <class AV, class BV, class CV, class T>
+void matmul_cblas(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta,
+                  std::size_t m, std::size_t n, std::size_t k) {
+#if defined(KDIST_ENABLE_CBLAS)
+  const char* who = "kdist::ops::matmul";
+  gemm_cblas<T>(op_a == Op::transpose, op_b == Op::transpose, to_blas_int(m, who),
+                to_blas_int(n, who), to_blas_int(k, who), alpha, A.data(), leading_dimension(A),
+                B.data(), leading_dimension(B), beta, C.data(), leading_dimension(C));
 #else
   (void)A, (void)B, (void)C, (void)op_a, (void)op_b, (void)alpha, (void)beta, (void)m, (void)n,
       (void)k;
@@ -150,13 +164,30 @@ void matmul(const AV& A, const BV& B, const CV& C, Op op_a = Op::none, Op op_b =
         "would read what it overwrites); write to another View");
   }
   if (m == 0 || n == 0) return;
-  if constexpr (eigen) {
+  if constexpr (eigen && detail::cblas_enabled && std::is_same_v<Backend, AutoBackend>) {
+    detail::matmul_cblas(A, B, C, op_a, op_b, alpha, beta, m, n, ka);
+  } else if constexpr (eigen) {
     detail::matmul_eigen(A, B, C, op_a, op_b, alpha, beta);
   } else if constexpr (detail::uses_vendor_blas_v<Backend, AV, BV, CV>) {
     detail::matmul_cublas(A, B, C, op_a, op_b, alpha, beta, m, n, ka);
   } else {
     detail::matmul_kokkos(A, B, C, op_a, op_b, alpha, beta);
   }
+}
+
+//! The library behind host GEMMs: "OpenBLAS 0.3.21" (or "CBLAS") when kdist was built with
+//! one, else "Eigen". Benchmarks and trainers print it.
+inline std::string host_gemm_library() {
+#if defined(KDIST_ENABLE_CBLAS) && defined(OPENBLAS_VERSION)
+  std::string v = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  const auto first = v.find_first_not_of(' ');
+  const auto last = v.find_last_not_of(' ');
+  return first == std::string::npos ? "OpenBLAS" : v.substr(first, last - first + 1);
+#elif defined(KDIST_ENABLE_CBLAS)
+  return "CBLAS";
+#else
+  return "Eigen";
+#endif
 }
 
 }  // namespace kdist::ops

@@ -12,8 +12,6 @@
 #if defined(KOKKOS_ENABLE_CUDA) && defined(KDIST_ENABLE_CUBLAS)
 #include <cublas_v2.h>
 
-#include <climits>
-#include <cstddef>
 #include <kdist/core/error.hpp>
 #include <string>
 #include <type_traits>
@@ -29,15 +27,6 @@ inline void check_cublas(cublasStatus_t status, const char* what) {
     throw RuntimeError(std::string("kdist::ops::matmul: ") + what +
                        " failed: " + cublasGetStatusString(status));
   }
-}
-
-//! A dimension as BLAS' int; kdist::ValueError when it does not fit.
-inline int to_blas_int(std::size_t n, const char* who) {
-  if (n > static_cast<std::size_t>(INT_MAX)) {
-    throw ValueError(std::string(who) + ": a dimension of " + std::to_string(n) +
-                     " is more than cuBLAS' int allows (" + std::to_string(INT_MAX) + ")");
-  }
-  return static_cast<int>(n);
 }
 
 //! One cuBLAS handle per process, created at the first GEMM and destroyed when Kokkos finalises
