@@ -3,7 +3,8 @@
 //! Which implementation a local kernel (`kdist::ops::*`) runs: Eigen over the View's data (host
 //! memory) or plain Kokkos kernels (any memory space). The default, `backend::automatic`, picks
 //! Eigen when every View lives in memory the host can read and the Views' execution space runs on
-//! the host; otherwise Kokkos. Pass `backend::kokkos` to force the portable kernels (tests do,
+//! the host; otherwise Kokkos (matmul: the vendor BLAS in both cases when kdist has one, OpenBLAS
+//! on the host, cuBLAS on CUDA). Pass `backend::kokkos` to force the portable kernels (tests do,
 //! to check them on the host), `backend::eigen` to insist on Eigen (a compile error for Views the
 //! host cannot read).
 
