@@ -7,8 +7,10 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
@@ -79,6 +81,10 @@ double max_diff(const A& a, const B& b) {
 template <class F>
 void for_each_backend(F&& f) {
   {
+    SCOPED_TRACE("automatic backend (matmul: " + ops::host_gemm_library() + ")");
+    f(ops::backend::automatic);
+  }
+  {
     SCOPED_TRACE("Eigen backend");
     f(ops::backend::eigen);
   }
@@ -98,6 +104,22 @@ using Scalars = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(Ops, Scalars);
 
 // ---- backend selection ------------------------------------------------------------------------
+
+TEST(Backend, HostGemmLibraryIsTheOneKdistWasBuiltWith) {
+#if defined(KDIST_ENABLE_CBLAS)
+  EXPECT_NE(ops::host_gemm_library().find("BLAS"), std::string::npos) << ops::host_gemm_library();
+  // One thread per rank unless asked (ctest sets neither OPENBLAS_NUM_THREADS nor OMP_NUM_THREADS).
+  Mat<float> A("A", 2, 2), B("B", 2, 2), C("C", 2, 2);
+  ops::matmul(A, B, C);
+#if defined(OPENBLAS_VERSION)
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+  }
+#endif
+#else
+  EXPECT_EQ(ops::host_gemm_library(), "Eigen");
+#endif
+}
 
 TEST(Backend, AutomaticPicksEigenOnHostMemory) {
   static_assert(ops::uses_eigen_v<ops::AutoBackend, Mat<float>, Mat<const float>>);
@@ -688,6 +710,138 @@ TYPED_TEST(Ops, DropoutMaskScaleAndShardInvariance) {
     ops::dropout(x, copy, none, backend);
     EXPECT_EQ(max_diff(copy, x), 0.0);
   });
+}
+
+// The forward keeps the mask it draws; the backward applies exactly that mask. Shards whose rows
+// start inside a 64-element group of the global flat index, and whole row blocks (one flat run).
+TYPED_TEST(Ops, DropoutKeepsItsMaskForTheBackward) {
+  using T = TypeParam;
+  using MaskView = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  struct Case {
+    std::size_t rows, cols;
+    std::uint64_t row_offset, col_offset, global_cols;
+  };
+  for (const Case& c : {Case{7, 150, 3, 37, 200}, Case{9, 130, 5, 0, 0}, Case{3, 1, 2, 63, 65}}) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + " cols " + std::to_string(c.cols));
+    const auto x = random_matrix<T>(c.rows, c.cols, "x");
+    const auto dy = random_matrix<T>(c.rows, c.cols, "dy");
+    ops::DropoutParams params{
+        1337, kdist::stream_id("dropout"), 8, 0.4, c.row_offset, c.col_offset, c.global_cols};
+    const std::uint64_t gc = c.global_cols == 0 ? c.cols : c.global_cols;
+    const auto key = kdist::random_key(1337, kdist::stream_id("dropout"), 8);
+    for_each_backend([&](auto backend) {
+      Mat<T> y("y", c.rows, c.cols), y2("y2", c.rows, c.cols), dx("dx", c.rows, c.cols);
+      MaskView mask("mask", c.rows * c.cols);
+      ops::dropout(x, y, mask, params, backend);
+      ops::dropout(x, y2, params, backend);
+      ops::dropout_backward(dy, dx, mask, 0.4, backend);
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < c.rows; ++i) {
+        for (std::size_t j = 0; j < c.cols; ++j) {
+          // Naive reference: the scalar generator at the global flat index.
+          const std::uint64_t g = (c.row_offset + i) * gc + c.col_offset + j;
+          const bool keep = kdist::dropout_uniform(key, g) < 1.0f - 0.4f;
+          kept += keep;
+          ASSERT_EQ(mask(i * c.cols + j), keep ? 1 : 0) << i << ", " << j;
+          EXPECT_EQ(y(i, j), keep ? x(i, j) / (T(1) - T(0.4)) : T(0));
+          EXPECT_EQ(y2(i, j), y(i, j));
+          EXPECT_EQ(dx(i, j), keep ? dy(i, j) / (T(1) - T(0.4)) : T(0));
+        }
+      }
+      if (c.rows * c.cols > 100) {
+        EXPECT_NEAR(double(kept) / double(c.rows * c.cols), 0.6, 0.1);
+      }
+      // The mask-free backward draws the same mask again.
+      Mat<T> dx2("dx2", c.rows, c.cols);
+      ops::dropout_backward(dy, dx2, params, backend);
+      EXPECT_EQ(max_diff(dx2, dx), 0.0);
+      // In place, with the mask.
+      auto inplace = clone(dy);
+      ops::dropout_backward(inplace, inplace, mask, 0.4, backend);
+      EXPECT_EQ(max_diff(inplace, dx), 0.0);
+    });
+  }
+}
+
+TYPED_TEST(Ops, DropoutBlockKeepsItsMask) {
+  using T = TypeParam;
+  using Block = Kokkos::View<T***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using MaskView = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  struct Case {
+    std::array<std::size_t, 3> local;
+    std::array<std::uint64_t, 3> offsets, global;
+  };
+  for (const Case c :
+       {Case{{2, 3, 70}, {1, 2, 10}, {4, 6, 100}}, Case{{2, 6, 100}, {1, 0, 0}, {4, 6, 100}},
+        Case{{3, 2, 5}, {0, 1, 0}, {3, 4, 5}}}) {
+    const std::size_t n = c.local[0] * c.local[1] * c.local[2];
+    Block x("x", c.local[0], c.local[1], c.local[2]), dy("dy", c.local[0], c.local[1], c.local[2]);
+    const auto key0 = kdist::random_key(5, kdist::stream_id("fill"));
+    for (std::size_t f = 0; f < n; ++f) {
+      x.data()[f] = static_cast<T>(kdist::normal(key0, f));
+      dy.data()[f] = static_cast<T>(kdist::normal(key0, f + n));
+    }
+    ops::DropoutBlockParams<3> p;
+    p.seed = 3;
+    p.stream = kdist::stream_id("block0/dropout");
+    p.step = 12;
+    p.rate = 0.25;
+    p.offsets = c.offsets;
+    p.global_extents = c.global;
+    const auto key = kdist::random_key(3, p.stream, 12);
+    for_each_backend([&](auto backend) {
+      Block y("y", c.local[0], c.local[1], c.local[2]),
+          y2("y2", c.local[0], c.local[1], c.local[2]);
+      Block dx("dx", c.local[0], c.local[1], c.local[2]);
+      MaskView mask("mask", n);
+      ops::dropout_block(x, y, mask, p, backend);
+      ops::dropout_block(x, y2, p, backend);
+      ops::dropout_backward(dy, dx, mask, 0.25, backend);
+      for (std::size_t a = 0; a < c.local[0]; ++a) {
+        for (std::size_t b = 0; b < c.local[1]; ++b) {
+          for (std::size_t d = 0; d < c.local[2]; ++d) {
+            const std::uint64_t g =
+                ((c.offsets[0] + a) * c.global[1] + c.offsets[1] + b) * c.global[2] + c.offsets[2] +
+                d;
+            const bool keep = kdist::dropout_uniform(key, g) < 0.75f;
+            const std::size_t f = (a * c.local[1] + b) * c.local[2] + d;
+            ASSERT_EQ(mask(f), keep ? 1 : 0) << f;
+            EXPECT_EQ(y(a, b, d), keep ? x(a, b, d) / T(0.75) : T(0));
+            EXPECT_EQ(y2(a, b, d), y(a, b, d));
+            EXPECT_EQ(dx(a, b, d), keep ? dy(a, b, d) / T(0.75) : T(0));
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(OpsErrors, DropoutMaskErrors) {
+  using MaskView = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  Mat<float> x("x", 4, 6), dx("dx", 4, 6), dxbad("dxbad", 4, 5);
+  MaskView mask("mask", 24), small("small", 23);
+  auto has = [&](auto&& f, const char* text) {
+    try {
+      f();
+      ADD_FAILURE() << "no throw, expected " << text;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  ops::DropoutParams p;
+  p.rate = 0.5;
+  has([&] { ops::dropout(x, x, small, p); },
+      "kdist::ops::dropout: the mask has 23 elements, expected 24");
+  has([&] { ops::dropout_backward(x, dx, small, 0.5); },
+      "kdist::ops::dropout_backward: the mask has 23 elements, expected 24");
+  has([&] { ops::dropout_backward(x, dxbad, mask, 0.5); }, "dx is 4x5, expected 4x6");
+  has([&] { ops::dropout_backward(x, dx, mask, 1.0); }, "the dropout rate must be in [0, 1)");
+  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> b("b", 2, 3, 4);
+  ops::DropoutBlockParams<3> bp;
+  bp.rate = 0.5;
+  bp.global_extents = {2, 3, 4};
+  has([&] { ops::dropout_block(b, b, small, bp); },
+      "kdist::ops::dropout_block: the mask has 23 elements, expected 24");
 }
 
 TEST(OpsErrors, DropoutErrors) {

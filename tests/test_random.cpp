@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <kdist/ops/random.hpp>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -56,7 +57,13 @@ TEST(Random, KeyIsPhiloxOfStreamUnderSeed) {
   const kdist::RandomBits b = kdist::random_bits(k2, index);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(b.word[i], e.v[i]);
   EXPECT_EQ(uniform01(k2, index), static_cast<float>(e.v[0] >> 8) * 0x1p-24f);
-  EXPECT_EQ(dropout_keep(seed, stream, 77, index, 0.4f), uniform01(k2, index) < 0.6f);
+  // Dropout: element 64 (c / 16) + 16 w + c % 16 draws word w of counter c.
+  const std::uint64_t element = (index / 16) * 64 + 16 * 2 + index % 16;
+  EXPECT_EQ(kdist::dropout_counter(element), index);
+  EXPECT_EQ(kdist::dropout_word(element), 2);
+  const float u = static_cast<float>(e.v[2] >> 8) * 0x1p-24f;
+  EXPECT_EQ(kdist::dropout_uniform(k2, element), u);
+  EXPECT_EQ(dropout_keep(seed, stream, 77, element, 0.4f), u < 0.6f);
 }
 
 TEST(Random, Deterministic) {
@@ -221,6 +228,112 @@ TEST(Random, DropoutKeepFraction) {
     both += dropout_keep(seed, stream, 0, i, 0.4f) && dropout_keep(seed, stream, 1, i, 0.4f);
   }
   EXPECT_NEAR(static_cast<double>(both) / static_cast<double>(m), 0.36, 0.005);
+}
+
+// ---- dropout's draws: all four words of each Philox evaluation ----------------------------------
+
+// The scalar reference of dropout's mapping, written here from Random123 alone: element i is word
+// (i / 16) % 4 of counter (i / 64) * 16 + i % 16, counter {lo, hi, lo(step), hi(step)}.
+float reference_dropout_uniform(const kdist::RandomKey& k, std::uint64_t i) {
+  const std::uint64_t c = (i / 64) * 16 + i % 16;
+  philox4x32_ctr_t ctr = {{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(c >> 32),
+                           static_cast<std::uint32_t>(k.step),
+                           static_cast<std::uint32_t>(k.step >> 32)}};
+  philox4x32_key_t key = {{k.k0, k.k1}};
+  const auto r = philox4x32_R(10, ctr, key);
+  return static_cast<float>(r.v[(i / 16) % 4] >> 8) * 0x1p-24f;
+}
+
+TEST(Random, DropoutUniformUsesEveryWordOfEachCounter) {
+  const auto key = random_key(1337, stream_id("dropout"), 9);
+  std::set<std::pair<std::uint64_t, int>> draws;
+  for (std::uint64_t i = 0; i < 640; ++i) {
+    EXPECT_EQ(kdist::dropout_uniform(key, i), reference_dropout_uniform(key, i)) << i;
+    draws.insert({kdist::dropout_counter(i), kdist::dropout_word(i)});
+  }
+  // 640 elements: 160 counters, each giving its four words to four different elements.
+  EXPECT_EQ(draws.size(), 640u);
+  std::set<std::uint64_t> counters;
+  for (const auto& d : draws) counters.insert(d.first);
+  EXPECT_EQ(counters.size(), 160u);
+  EXPECT_EQ(*counters.rbegin(), 159u);
+  // Indices above 2^32 (the counter's high word) and a step above 2^32.
+  const auto big = random_key(7, stream_id("dropout"), (1ull << 32) + 5);
+  for (std::uint64_t i = (1ull << 38) - 70; i < (1ull << 38) + 70; ++i) {
+    EXPECT_EQ(kdist::dropout_uniform(big, i), reference_dropout_uniform(big, i)) << i;
+  }
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    EXPECT_EQ(dropout_keep(key, i, 0.4f), reference_dropout_uniform(key, i) < 0.6f) << i;
+  }
+}
+
+TEST(Random, PhiloxLanesEqualTheScalarPhilox) {
+  for (std::uint64_t step : {0ull, 3ull, (1ull << 32) + 1}) {
+    const auto key = random_key(1337, stream_id("dropout"), step);
+    for (std::uint64_t c0 : {0ull, 16ull, 1000ull, (1ull << 32) - 8, (1ull << 40) + 3}) {
+      std::uint32_t words[64];
+      kdist::philox_lanes(key, c0, words);
+      for (int l = 0; l < 16; ++l) {
+        const kdist::RandomBits b = kdist::random_bits(key, c0 + static_cast<std::uint64_t>(l));
+        for (int w = 0; w < 4; ++w) {
+          EXPECT_EQ(words[16 * w + l], b.word[w]) << "counter " << c0 + l << " word " << w;
+        }
+      }
+    }
+  }
+}
+
+TEST(Random, DropoutKeepLanesEqualTheScalarDecision) {
+  const auto key = random_key(42, stream_id("block0/dropout"), 17);
+  for (float rate : {0.0f, 0.1f, 0.4f, 0.5f, 0.999f, 1e-7f}) {
+    const std::uint32_t threshold = kdist::dropout_threshold(rate);
+    for (std::uint64_t group : {0ull, 1ull, 12345ull, (1ull << 30) + 1}) {
+      std::uint8_t keep[64];
+      kdist::dropout_keep_lanes(key, group, threshold, keep);
+      for (std::uint64_t r = 0; r < 64; ++r) {
+        EXPECT_EQ(keep[r] != 0, reference_dropout_uniform(key, 64 * group + r) < 1.0f - rate)
+            << "rate " << rate << " element " << 64 * group + r;
+      }
+    }
+  }
+}
+
+TEST(Random, DropoutThresholdIsTheFloatComparison) {
+  // m kept iff m * 2^-24 < 1 - rate, for every 24-bit m near the threshold.
+  for (float rate : {0.0f, 0.1f, 0.3f, 0.4f, 0.5f, 0.75f, 0.999f, 1e-7f, 0.99999994f}) {
+    const std::uint32_t t = kdist::dropout_threshold(rate);
+    EXPECT_LE(t, 1u << 24);
+    for (std::int64_t d = -3; d <= 3; ++d) {
+      const std::int64_t m = static_cast<std::int64_t>(t) + d;
+      if (m < 0 || m >= (1 << 24)) continue;
+      EXPECT_EQ(static_cast<std::uint32_t>(m) < t, static_cast<float>(m) * 0x1p-24f < 1.0f - rate)
+          << "rate " << rate << " m " << m;
+    }
+  }
+}
+
+TEST(Random, DropoutKeepFractionOfEachWord) {
+  // Each of the four words (and each lane) keeps 1 - rate of its elements.
+  const auto key = random_key(1337, stream_id("dropout"), 4);
+  const std::uint64_t n = 64 * 20000;
+  std::uint64_t kept[4] = {0, 0, 0, 0};
+  for (std::uint64_t i = 0; i < n; ++i) {
+    kept[kdist::dropout_word(i)] += dropout_keep(key, i, 0.4f) ? 1 : 0;
+  }
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_NEAR(static_cast<double>(kept[w]) / static_cast<double>(n / 4), 0.6, 0.005)
+        << "word " << w;
+  }
+  // Neighbours are independent: element i and i + 1 both kept ~ 0.36, and i and i + 16 (the
+  // next word of the same counter).
+  for (std::uint64_t shift : {1ull, 16ull, 64ull}) {
+    std::uint64_t both = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      both += dropout_keep(key, i, 0.4f) && dropout_keep(key, i + shift, 0.4f);
+    }
+    EXPECT_NEAR(static_cast<double>(both) / static_cast<double>(n), 0.36, 0.004)
+        << "shift " << shift;
+  }
 }
 
 }  // namespace

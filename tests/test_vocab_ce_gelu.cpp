@@ -436,6 +436,58 @@ TEST(DropoutOnSequences, MaskIsKeyedByTheGlobalFlatIndex) {
   EXPECT_EQ(same.local().data(), x.local().data());
 }
 
+// The layer draws the mask once, in the forward, and its backward applies exactly that mask (the
+// naive reference: the scalar generator at each global flat index), step after step.
+TEST(DropoutLayer, BackwardAppliesTheForwardsMask) {
+  using Matrix = kdist::DistributedTensor<double**>;
+  const std::size_t B = 6, F = 37;
+  const kdist::RuntimeTensorLayout replicated2({kdist::DimAxes(), kdist::DimAxes()}, one_mesh());
+  kdist::layers::BasicDropout<double> drop(0.4, "drop");
+  const Matrix x = kdist::distribute_tensor<double**>(
+      [](std::size_t i, std::size_t j) { return 1.0 + double(i * 100 + j); }, {B, F}, replicated2);
+  const Matrix dy = kdist::distribute_tensor<double**>(
+      [](std::size_t i, std::size_t j) { return -0.5 - double(i + 7 * j); }, {B, F}, replicated2);
+  kdist::StepContext ctx;
+  ctx.seed = 11;
+  for (std::uint64_t step : {2u, 3u}) {
+    ctx.step = step;
+    const auto y = std::get<Matrix>(drop.forward(kdist::LayerTensor<double>(x), ctx));
+    const auto dx = std::get<Matrix>(*drop.backward(kdist::LayerTensor<double>(dy), true));
+    const auto hx = host_copy(x.local()), hy = host_copy(y.local()), hdy = host_copy(dy.local()),
+               hdx = host_copy(dx.local());
+    const auto key = kdist::random_key(11, kdist::stream_id("drop"), step);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < B; ++i) {
+      for (std::size_t j = 0; j < F; ++j) {
+        const bool keep = kdist::dropout_uniform(key, i * F + j) < 0.6f;
+        kept += keep ? 1 : 0;
+        EXPECT_EQ(hy(i, j), keep ? hx(i, j) / 0.6 : 0.0) << i << ", " << j;
+        EXPECT_EQ(hdx(i, j), keep ? hdy(i, j) / 0.6 : 0.0) << i << ", " << j;
+      }
+    }
+    EXPECT_GT(kept, 0u);
+    EXPECT_LT(kept, B * F);
+  }
+  // Rank 3 after rank 2: the mask buffer follows the block, and the backward the rank-3 mask.
+  const std::size_t S = 4;
+  Tensor3 x3 = kdist::distribute_tensor<double***>(
+      [](std::size_t, std::size_t, std::size_t) { return 2.0; }, {B, S, F}, replicated3());
+  Tensor3 dy3 = kdist::distribute_tensor<double***>(
+      [](std::size_t b, std::size_t s, std::size_t f) { return double(b + s + f); }, {B, S, F},
+      replicated3());
+  ctx.step = 4;
+  const auto y3 = std::get<Tensor3>(drop.forward(kdist::LayerTensor<double>(x3), ctx));
+  const auto dx3 = std::get<Tensor3>(*drop.backward(kdist::LayerTensor<double>(dy3), true));
+  const auto hy3 = host_copy(y3.local()), hdy3 = host_copy(dy3.local()),
+             hdx3 = host_copy(dx3.local());
+  const auto key4 = kdist::random_key(11, kdist::stream_id("drop"), 4);
+  for (std::size_t k = 0; k < B * S * F; ++k) {
+    const bool keep = kdist::dropout_uniform(key4, k) < 0.6f;
+    EXPECT_EQ(hy3.data()[k], keep ? 2.0 / 0.6 : 0.0) << k;
+    EXPECT_EQ(hdx3.data()[k], keep ? hdy3.data()[k] / 0.6 : 0.0) << k;
+  }
+}
+
 TEST(FlattenOnSequences, FlattensRowMajorAndBack) {
   const std::size_t B = 2, S = 3, F = 4;
   kdist::layers::BasicFlatten<double> flat("f");

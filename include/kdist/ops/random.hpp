@@ -16,7 +16,13 @@
 //!  - `uniform01` = `(word0 >> 8) * 2^-24` (a float in [0, 1), every value exact);
 //!    `normal` = Box-Muller on word0, word1 (cosine branch);
 //!    `glorot_uniform` = Keras' `-limit + 2 * limit * uniform01` with step 0;
-//!    `dropout_keep` = `uniform01 < 1 - rate`.
+//!    `dropout_keep` = `dropout_uniform < 1 - rate`, where `dropout_uniform(key, index)` draws all
+//!    four words of each Philox evaluation: global element `index` uses word
+//!    `dropout_word(index) = (index / 16) % 4` of counter
+//!    `dropout_counter(index) = (index / 64) * 16 + index % 16` (64 consecutive elements share 16
+//!    counters: element `64 g + 16 w + l` is word w of counter `16 g + l`), then
+//!    `(word >> 8) * 2^-24`. `dropout_keep_lanes` evaluates 16 counters at once in a loop the
+//!    host compiler vectorises; kdist::ops::dropout uses it on the host.
 //!
 //! Everything here is `KOKKOS_INLINE_FUNCTION` (or constexpr) and stateless: call it inside any
 //! Kokkos kernel.
@@ -152,9 +158,83 @@ KOKKOS_INLINE_FUNCTION float glorot_uniform(std::uint64_t seed, std::uint64_t st
   return glorot_uniform(random_key(seed, stream, 0), fan_in, fan_out, global_flat_index);
 }
 
-//! Whether dropout keeps element `index` under `key`: `uniform01(key, index) < 1 - rate`.
+//! Dropout's Philox counter of global element `index`: `(index / 64) * 16 + index % 16`.
+KOKKOS_INLINE_FUNCTION std::uint64_t dropout_counter(std::uint64_t index) {
+  return ((index >> 6) << 4) | (index & 15u);
+}
+
+//! Which of the four words of `dropout_counter(index)` element `index` uses: `(index / 16) % 4`.
+KOKKOS_INLINE_FUNCTION int dropout_word(std::uint64_t index) {
+  return static_cast<int>((index >> 4) & 3u);
+}
+
+//! Dropout's uniform float in [0, 1) for element `index`: `(word >> 8) * 2^-24` of word
+//! `dropout_word(index)` of `random_bits(key, dropout_counter(index))` (the scalar reference of
+//! the vectorised `dropout_keep_lanes`).
+KOKKOS_INLINE_FUNCTION float dropout_uniform(const RandomKey& key, std::uint64_t index) {
+  return static_cast<float>(random_bits(key, dropout_counter(index)).word[dropout_word(index)] >>
+                            8) *
+         0x1p-24f;
+}
+
+//! The integer form of `u < 1 - rate` for `u = m * 2^-24`: element kept iff `m < threshold`, with
+//! `threshold = ceil((1 - rate) * 2^24)` (exact: the product is a float times a power of two).
+KOKKOS_INLINE_FUNCTION std::uint32_t dropout_threshold(float rate) {
+  const float scaled = (1.0f - rate) * 0x1p24f;
+  auto t = static_cast<std::uint32_t>(scaled);
+  if (static_cast<float>(t) < scaled) ++t;
+  return t;
+}
+
+//! Whether dropout keeps element `index` under `key`: `dropout_uniform(key, index) < 1 - rate`.
 KOKKOS_INLINE_FUNCTION bool dropout_keep(const RandomKey& key, std::uint64_t index, float rate) {
-  return uniform01(key, index) < 1.0f - rate;
+  return dropout_uniform(key, index) < 1.0f - rate;
+}
+
+//! Philox4x32-10 of the 16 counters `counter0 + l` (l < 16), each {lo32, hi32, lo32(step),
+//! hi32(step)} under `key`, structure of arrays: `words[16 w + l]` is word w of counter
+//! `counter0 + l`. Written as plain loops over the 16 lanes so that the host compiler vectorises
+//! them (32x32->64 multiplies); equal to `random_bits(key, counter0 + l).word[w]`.
+KOKKOS_INLINE_FUNCTION void philox_lanes(const RandomKey& key, std::uint64_t counter0,
+                                         std::uint32_t* words) {
+  constexpr int L = 16;
+  std::uint32_t* x0 = words;
+  std::uint32_t* x1 = words + L;
+  std::uint32_t* x2 = words + 2 * L;
+  std::uint32_t* x3 = words + 3 * L;
+  const std::uint32_t s0 = detail::lo32(key.step), s1 = detail::hi32(key.step);
+  for (int l = 0; l < L; ++l) {
+    const std::uint64_t c = counter0 + static_cast<std::uint64_t>(l);
+    x0[l] = detail::lo32(c);
+    x1[l] = detail::hi32(c);
+    x2[l] = s0;
+    x3[l] = s1;
+  }
+  std::uint32_t k0 = key.k0, k1 = key.k1;
+  for (int r = 0; r < 10; ++r) {
+    for (int l = 0; l < L; ++l) {
+      const std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * x0[l];
+      const std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * x2[l];
+      const std::uint32_t y0 = static_cast<std::uint32_t>(p1 >> 32) ^ x1[l] ^ k0;
+      const std::uint32_t y2 = static_cast<std::uint32_t>(p0 >> 32) ^ x3[l] ^ k1;
+      x1[l] = static_cast<std::uint32_t>(p1);
+      x3[l] = static_cast<std::uint32_t>(p0);
+      x0[l] = y0;
+      x2[l] = y2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+//! The keep decisions of the 64 elements of dropout group `group` (global elements
+//! `64 group .. 64 group + 63`): `keep[r] = dropout_keep(key, 64 group + r, rate)` with
+//! `threshold = dropout_threshold(rate)`. One `philox_lanes` call, all four words used.
+KOKKOS_INLINE_FUNCTION void dropout_keep_lanes(const RandomKey& key, std::uint64_t group,
+                                               std::uint32_t threshold, std::uint8_t* keep) {
+  std::uint32_t words[64];
+  philox_lanes(key, group << 4, words);
+  for (int r = 0; r < 64; ++r) keep[r] = static_cast<std::uint8_t>((words[r] >> 8) < threshold);
 }
 
 //! Whether dropout at training step `step` keeps element `global_flat_index` (row-major in the

@@ -54,19 +54,31 @@ class BasicDropout {
   // -----------------------------------------------------------------------------------------------
 
   //! Training: drops with probability rate and scales the rest by 1/(1-rate). `step` is the
-  //! optimizer's iteration count.
+  //! optimizer's iteration count. The mask is drawn once, here, and kept (one byte per local
+  //! element, a buffer reused across steps) for `backward`.
   Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step) {
     params_ = ops::DropoutParams{seed,           stream_id(name_), step,        rate_,
                                  x.offsets()[0], x.offsets()[1],   x.shape()[1]};
     typename Matrix::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
                                  x.local().extent(0), x.local().extent(1));
-    ops::dropout(x.local(), y, params_);
+    remember(x);
+    ops::dropout(x.local(), y, mask_, params_);
     return Matrix::from_local(y, x.shape(), x.layout());
   }
+  //! The backward of the last forward: the kept mask when dy's block is the forward's, else the
+  //! mask drawn again for dy's block (the same global elements either way).
   Matrix backward(const Matrix& dy) {
     typename Matrix::view_type dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/grad"),
                                   dy.local().extent(0), dy.local().extent(1));
-    ops::dropout_backward(dy.local(), dx, params_);
+    if (matches(dy)) {
+      ops::dropout_backward(dy.local(), dx, mask_, rate_);
+    } else {
+      ops::DropoutParams p = params_;
+      p.row_offset = dy.offsets()[0];
+      p.col_offset = dy.offsets()[1];
+      p.global_cols = dy.shape()[1];
+      ops::dropout_backward(dy.local(), dx, p);
+    }
     return Matrix::from_local(dx, dy.shape(), dy.layout());
   }
 
@@ -84,9 +96,11 @@ class BasicDropout {
     p.rate = rate_;
     block_seed_ = seed;
     block_step_ = step;
-    return apply_block(x, p, name_);
+    remember(x);
+    return apply_block(x, p, name_, true);
   }
-  //! The backward of the last forward of this rank (the same mask; dy laid out as its output).
+  //! The backward of the last forward of this rank (dy laid out as its output): the kept mask,
+  //! or the mask drawn again for dy's block if dy's block differs from the forward's.
   template <class DataType>
   requires(DistributedTensor<DataType>::rank >=
            3) DistributedTensor<DataType> backward(const DistributedTensor<DataType>& dy) {
@@ -96,14 +110,47 @@ class BasicDropout {
     p.stream = stream_id(name_);
     p.step = block_step_;
     p.rate = rate_;
-    return apply_block(dy, p, name_ + "/grad");
+    return apply_block(dy, p, name_ + "/grad", false);
   }
 
  private:
+  using MaskView = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight,
+                                typename DistributedTensor<T**>::view_type::memory_space>;
+
+  //! Notes the forward's block (global shape, offsets, local extents) and sizes the mask buffer
+  //! for it; the buffer is reallocated only when the local size changes.
+  template <class Tensor>
+  void remember(const Tensor& x) {
+    constexpr std::size_t R = Tensor::rank;
+    fwd_rank_ = R;
+    for (std::size_t d = 0; d < R; ++d) {
+      fwd_shape_[d] = x.shape()[d];
+      fwd_offsets_[d] = x.offsets()[d];
+      fwd_extents_[d] = x.local().extent(d);
+    }
+    const std::size_t n = x.local().size();
+    if (mask_.extent(0) != n) {
+      mask_ = MaskView(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/mask"), n);
+    }
+  }
+  //! Whether dy's block is the block of the last forward (so the kept mask applies).
+  template <class Tensor>
+  bool matches(const Tensor& dy) const {
+    constexpr std::size_t R = Tensor::rank;
+    if (fwd_rank_ != R) return false;
+    for (std::size_t d = 0; d < R; ++d) {
+      if (fwd_shape_[d] != dy.shape()[d] || fwd_offsets_[d] != dy.offsets()[d] ||
+          fwd_extents_[d] != dy.local().extent(d)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   template <class DataType, std::size_t R>
-  static DistributedTensor<DataType> apply_block(const DistributedTensor<DataType>& x,
-                                                 ops::DropoutBlockParams<R> p,
-                                                 const std::string& label) {
+  DistributedTensor<DataType> apply_block(const DistributedTensor<DataType>& x,
+                                          ops::DropoutBlockParams<R> p, const std::string& label,
+                                          bool forward) {
     using Tensor = DistributedTensor<DataType>;
     for (std::size_t d = 0; d < R; ++d) {
       p.offsets[d] = x.offsets()[d];
@@ -118,7 +165,13 @@ class BasicDropout {
     }
     typename Tensor::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
                                  in.layout());
-    ops::dropout_block(packed, y, p);
+    if (forward) {
+      ops::dropout_block(packed, y, mask_, p);
+    } else if (matches(x)) {
+      ops::dropout_backward(packed, y, mask_, rate_);
+    } else {
+      ops::dropout_block(packed, y, p);
+    }
     return Tensor::from_local(y, x.shape(), x.layout());
   }
 
@@ -127,6 +180,9 @@ class BasicDropout {
   ops::DropoutParams params_{};
   std::uint64_t block_seed_ = 0, block_step_ = 0;
   bool active_ = false;
+  MaskView mask_;  //!< the last training forward's mask, row-major over its local block
+  std::size_t fwd_rank_ = 0;
+  std::array<std::uint64_t, 8> fwd_shape_{}, fwd_offsets_{}, fwd_extents_{};
 };
 
 using Dropout = BasicDropout<float>;
