@@ -39,3 +39,7 @@ if(NOT TARGET kdist::hdf5)
     INTERFACE_INCLUDE_DIRECTORIES "${KDIST_HDF5_INCLUDE_DIR}"
     INTERFACE_LINK_LIBRARIES "${KDIST_HDF5_LIBRARY}")
 endif()
+
+# JSON (Debian: nlohmann-json3-dev, header-only): io/layout_map_file.hpp reads and writes
+# LayoutMap rules as JSON files.
+find_package(nlohmann_json 3 REQUIRED)

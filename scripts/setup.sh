@@ -17,6 +17,7 @@ KDIST_PACKAGES=(
   zlib1g-dev                         # reading the gzip'd dataset
   libhdf5-mpich-dev hdf5-tools       # parallel HDF5 (checkpoints); h5dump/h5ls for their tests
   libcli11-dev                       # the example trainers' command-line flags
+  nlohmann-json3-dev                 # LayoutMap rules in JSON files (kdist::io)
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data
   fortunes                           # English text for the GPT trainer (/usr/share/games/fortunes)
