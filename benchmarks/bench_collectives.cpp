@@ -10,6 +10,11 @@
 // alone) and 5 repetitions; a third, "paired" run alternates raw and kdist call by call and keeps
 // the median per-call times, which a busy machine disturbs much less. Rank 0 prints, then a table:
 // kdist / raw and the time kdist adds, both ways. The other ranks report to a null reporter.
+//
+// kdist's calls run with the stuck-collective watchdog on (its default: the non-blocking MPI call
+// polled with MPI_Test). BM_all_reduce_watchdog_paired times kdist::all_reduce of 8 bytes and 4 MiB
+// with the watchdog off and on, alternating call by call, 5 runs; run just those with
+//   mpiexec -n 2 build/benchmarks/bench_collectives --benchmark_filter=watchdog
 #include <benchmark/benchmark.h>
 
 #include <mpi.h>
@@ -17,9 +22,11 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <map>
@@ -184,6 +191,26 @@ void reduce_scatter_paired(benchmark::State& state) {
       [&] { kdist::reduce_scatter(Space(), send, recv, kdist::ReduceOp::sum, world); });
 }
 
+// ---- the stuck-collective watchdog's cost: kdist::all_reduce with the watchdog off (MPI's
+// blocking MPI_Allreduce) against on (MPI_Iallreduce polled with MPI_Test), alternating call by
+// call. Counters as for the paired runs: raw_us is the watchdog off, kdist_us on.
+void all_reduce_watchdog_paired(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(double);
+  Buffer send("send", n), recv("recv", n);
+  Kokkos::deep_copy(send, 1.0);
+  const auto world = kdist::mpi::Communicator::world();
+  paired_loop(
+      state,
+      [&] {
+        kdist::set_collective_timeout(std::chrono::seconds(0));
+        kdist::all_reduce(Space(), send, recv, kdist::ReduceOp::sum, world);
+      },
+      [&] {
+        kdist::set_collective_timeout(std::chrono::minutes(10));
+        kdist::all_reduce(Space(), send, recv, kdist::ReduceOp::sum, world);
+      });
+}
+
 // ---- the cost kdist adds to a call, without the network: all_reduce on MPI_COMM_SELF (a copy in
 // MPI), standard Google Benchmark timing (no cross-rank communication, so the ranks may run
 // different iteration counts).
@@ -216,6 +243,14 @@ void register_all() {
         ->Repetitions(kRepetitions)
         ->ReportAggregatesOnly(true)
         ->Unit(benchmark::kNanosecond);
+  }
+  for (const std::int64_t bytes : {std::int64_t{8}, std::int64_t{4} << 20}) {
+    benchmark::RegisterBenchmark("BM_all_reduce_watchdog_paired", all_reduce_watchdog_paired)
+        ->Arg(bytes)
+        ->Iterations(bytes == 8 ? 20000 : 400)
+        ->Repetitions(kRepetitions)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   const std::vector<
       std::pair<std::string, std::pair<void (*)(benchmark::State&), void (*)(benchmark::State&)>>>
@@ -255,6 +290,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
         medians_[run.run_name.function_name + "/" + run.run_name.args] = run.GetAdjustedRealTime();
       }
+      if (run.run_type == Run::RT_Iteration && run.counters.count("ratio") != 0 &&
+          run.run_name.function_name == "BM_all_reduce_watchdog_paired") {
+        watchdog_[run.run_name.args].emplace_back(run.counters.at("raw_us").value,
+                                                  run.counters.at("kdist_us").value);
+        continue;
+      }
       if (run.run_type == Run::RT_Iteration && run.counters.count("ratio") != 0) {
         paired_[run.run_name.function_name + "/" + run.run_name.args] = {
             run.counters.at("raw_us").value, run.counters.at("kdist_us").value};
@@ -284,6 +325,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
                     lib->second / raw->second, lib->second - raw->second, pr, pk, pk / pr, pk - pr);
       }
     }
+    for (const auto& [args, per_rep] : watchdog_) {
+      std::vector<double> off, on, ratio;
+      for (const auto& [o, w] : per_rep) {
+        off.push_back(o);
+        on.push_back(w);
+        ratio.push_back(w / o);
+      }
+      std::printf(
+          "all_reduce of %s bytes, watchdog off (blocking) vs on (non-blocking + MPI_Test), median "
+          "per call over %zu runs: off %.2f us, on %.2f us, on/off %.3f (runs: %.3f to %.3f)\n",
+          args.c_str(), per_rep.size(), median(off), median(on), median(ratio),
+          *std::min_element(ratio.begin(), ratio.end()),
+          *std::max_element(ratio.begin(), ratio.end()));
+    }
     const auto self_raw = medians_.find("BM_all_reduce_self_raw/4096");
     const auto self_lib = medians_.find("BM_all_reduce_self_kdist/4096");
     if (self_raw != medians_.end() && self_lib != medians_.end()) {
@@ -299,6 +354,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
  private:
   std::map<std::string, double> medians_;
   std::map<std::string, std::pair<double, double>> paired_;
+  std::map<std::string, std::vector<std::pair<double, double>>> watchdog_;
 };
 
 }  // namespace

@@ -55,3 +55,4 @@ if(KDIST_ENABLE_EXAMPLES)
                        PASS_REGULAR_EXPRESSION "job ended as expected" PROCESSORS 2
                        RESOURCE_LOCK mpi TIMEOUT 120)
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/collective_timeout.cmake)

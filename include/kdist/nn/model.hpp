@@ -44,6 +44,7 @@
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/profiling_region.hpp>
+#include <kdist/parallel/step_scope.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -615,6 +616,7 @@ class BasicSequential {
     detail::BatchLoader<T, R> loader(data, steps ? plan.local_indices(order, 0).size() : 0);
     Metrics m;
     for (std::size_t s = 0; s < steps; ++s) {
+      const StepScope step_scope(train ? "fit" : "evaluate", epoch, s);  // the watchdog's messages
       const auto idx = plan.local_indices(order, s);
       const std::size_t global = plan.global_batch_size_at(s);
       const auto x = loader.load_examples(idx);

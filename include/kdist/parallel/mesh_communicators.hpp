@@ -100,6 +100,8 @@ class MeshCommunicators {
         MPI_Cart_create(parent, rank, shape_.data(), periods.data(), /*reorder=*/0, &cart),
         "kdist::MeshCommunicators: MPI_Cart_create");
     world_ = std::make_unique<mpi::Communicator>(mpi::Communicator::adopt(cart));
+    // Names for the stuck-collective watchdog's messages (detail/watchdog.hpp).
+    name_comm(cart, "mesh " + detail::mesh_comm::format_names(names_));
     coords_.resize(shape_.size());
     mpi::detail::check_mpi(MPI_Cart_coords(cart, world_->rank(), rank, coords_.data()),
                            "kdist::MeshCommunicators: MPI_Cart_coords");
@@ -110,6 +112,7 @@ class MeshCommunicators {
       MPI_Comm sub = MPI_COMM_NULL;
       mpi::detail::check_mpi(MPI_Cart_sub(cart, remain.data(), &sub),
                              "kdist::MeshCommunicators: MPI_Cart_sub");
+      name_comm(sub, "mesh axis '" + names_[a] + "'");
       axes_.push_back(mpi::Communicator::adopt(sub));
     }
   }
@@ -178,6 +181,11 @@ class MeshCommunicators {
   }
 
  private:
+  static void name_comm(MPI_Comm comm, const std::string& name) {
+    mpi::detail::check_mpi(MPI_Comm_set_name(comm, name.c_str()),
+                           "kdist::MeshCommunicators: MPI_Comm_set_name");
+  }
+
   [[nodiscard]] std::string local_problem(int parent_size) const {
     const std::string who = "kdist::MeshCommunicators: ";
     // The rules every mesh obeys (detail/mesh_rules.hpp), then this one's: one device per process.
@@ -245,6 +253,9 @@ class MeshCommunicators {
       key = key * shape_[a] + coords_[a];
     }
     auto sub = world_->split(color, key);
+    std::vector<std::string> group_names;
+    for (auto a : group) group_names.push_back(names_[a]);
+    name_comm(sub.get(), "mesh axes " + detail::mesh_comm::format_names(group_names));
     return groups_.emplace(group, std::move(sub)).first->second;
   }
 

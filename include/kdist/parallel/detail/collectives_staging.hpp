@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <kdist/parallel/detail/collectives_checks.hpp>
+#include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/parallel/mpi/gpu_aware.hpp>
@@ -23,6 +24,8 @@
 #include <type_traits>
 
 namespace kdist::detail::collectives {
+
+namespace watchdog = kdist::detail::watchdog;
 
 inline MPI_Comm raw(MPI_Comm comm) noexcept {
   return comm;
@@ -212,9 +215,12 @@ void all_reduce(const Space& space, const S& send, const R& recv, Op op, MPI_Com
       static_cast<const void*>(in.data()) == static_cast<const void*>(out.data())) {
     send_ptr = MPI_IN_PLACE;  // the same memory: MPI forbids aliased buffers
   }
-  mpi::detail::check_mpi(
-      MPI_Allreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm),
-      "kdist::all_reduce: MPI_Allreduce");
+  watchdog::run(
+      comm, who, "kdist::all_reduce: MPI_Allreduce",
+      [&](MPI_Request* r) {
+        return MPI_Iallreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm, r);
+      },
+      [&] { return MPI_Allreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm); });
   if (op == Op::mean) {
     divide<StageR, R>(space, out.data(), recv.size(), comm_size);
   }
@@ -229,9 +235,14 @@ void all_reduce_in_place(const Space& space, const V& view, Op op, MPI_Comm comm
   const int count = to_count(view.size(), who);
   MpiBuffer<Stage, V> buf(space, view, true);
   space.fence();
-  mpi::detail::check_mpi(
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm),
-      "kdist::all_reduce: MPI_Allreduce");
+  watchdog::run(
+      comm, who, "kdist::all_reduce: MPI_Allreduce",
+      [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm, r);
+      },
+      [&] {
+        return MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm);
+      });
   if (op == Op::mean) {
     divide<Stage, V>(space, buf.data(), view.size(), comm_size);
   }
@@ -245,9 +256,13 @@ void all_gather(const Space& space, const S& send, const R& recv, MPI_Comm comm)
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(MPI_Allgather(in.data(), count, mpi::datatype<T>(), out.data(), count,
-                                       mpi::datatype<T>(), comm),
-                         "kdist::all_gather: MPI_Allgather");
+  const MPI_Datatype type = mpi::datatype<T>();
+  watchdog::run(
+      comm, "kdist::all_gather", "kdist::all_gather: MPI_Allgather",
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(in.data(), count, type, out.data(), count, type, comm, r);
+      },
+      [&] { return MPI_Allgather(in.data(), count, type, out.data(), count, type, comm); });
   out.write_back(space);
 }
 
@@ -261,9 +276,13 @@ void reduce_scatter(const Space& space, const S& send, const R& recv, Op op, MPI
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(
-      MPI_Reduce_scatter_block(in.data(), out.data(), count, mpi::datatype<T>(), mpi_op, comm),
-      "kdist::reduce_scatter: MPI_Reduce_scatter_block");
+  const MPI_Datatype type = mpi::datatype<T>();
+  watchdog::run(
+      comm, who, "kdist::reduce_scatter: MPI_Reduce_scatter_block",
+      [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(in.data(), out.data(), count, type, mpi_op, comm, r);
+      },
+      [&] { return MPI_Reduce_scatter_block(in.data(), out.data(), count, type, mpi_op, comm); });
   if (op == Op::mean) {
     divide<StageR, R>(space, out.data(), recv.size(), comm_size);
   }
@@ -276,8 +295,12 @@ void broadcast(const Space& space, const V& view, int root, MPI_Comm comm, int r
   const int count = to_count(view.size(), "kdist::broadcast");
   MpiBuffer<Stage, V> buf(space, view, rank == root);
   space.fence();
-  mpi::detail::check_mpi(MPI_Bcast(buf.data(), count, mpi::datatype<T>(), root, comm),
-                         "kdist::broadcast: MPI_Bcast");
+  watchdog::run(
+      comm, "kdist::broadcast", "kdist::broadcast: MPI_Bcast",
+      [&](MPI_Request* r) {
+        return MPI_Ibcast(buf.data(), count, mpi::datatype<T>(), root, comm, r);
+      },
+      [&] { return MPI_Bcast(buf.data(), count, mpi::datatype<T>(), root, comm); });
   if (rank != root) {
     buf.write_back(space);
   }
@@ -291,9 +314,13 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
-  mpi::detail::check_mpi(MPI_Alltoall(in.data(), block, mpi::datatype<T>(), out.data(), block,
-                                      mpi::datatype<T>(), comm),
-                         "kdist::all_to_all: MPI_Alltoall");
+  const MPI_Datatype type = mpi::datatype<T>();
+  watchdog::run(
+      comm, "kdist::all_to_all", "kdist::all_to_all: MPI_Alltoall",
+      [&](MPI_Request* r) {
+        return MPI_Ialltoall(in.data(), block, type, out.data(), block, type, comm, r);
+      },
+      [&] { return MPI_Alltoall(in.data(), block, type, out.data(), block, type, comm); });
   out.write_back(space);
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -26,9 +27,11 @@
 #endif
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/detail/failure.hpp>
 #include <kdist/parallel/detail/initialize_arguments.hpp>
 #include <kdist/parallel/devices.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/world.hpp>
 
@@ -66,6 +69,40 @@ inline bool start_mpi_and_failure_path(int* argc, char*** argv) {
   const bool started = start_mpi(argc, argv);
   failure::prepare();
   return started;
+}
+
+//! Reads KDIST_COLLECTIVE_TIMEOUT (collective_timeout.hpp). Collective over MPI_COMM_WORLD: a bad
+//! value on any process is the same kdist::ValueError on every process (mpi::agree), and so is a
+//! watchdog on for some processes and off for others (their collectives would not match: a
+//! watched collective is MPI's non-blocking call, an unwatched one the blocking call).
+inline void read_collective_timeout() {
+  std::string problem;
+  std::int64_t timeout = 0;
+  try {
+    timeout = watchdog::timeout_from_environment();
+  } catch (const ValueError& e) {
+    problem = e.what();
+  }
+  // These agreements use MPI's blocking calls on every process, whatever the variable says.
+  auto& settings = watchdog::settings();
+  const auto kept = settings;
+  settings.timeout_ns = 0;
+  mpi::agree(MPI_COMM_WORLD, problem.empty(), problem);
+  if (!kept.set_by_program)
+    settings.timeout_ns = timeout;
+  else
+    settings = kept;
+  const int on = settings.timeout_ns > 0 ? 1 : 0;
+  int extremes[2] = {on, -on};  // min and -max
+  mpi::detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                         "kdist: MPI_Allreduce");
+  if (extremes[0] != -extremes[1]) {
+    throw ValueError(
+        "the stuck-collective watchdog is off on some processes and on on others "
+        "(KDIST_COLLECTIVE_TIMEOUT or kdist::set_collective_timeout); set it alike on every "
+        "process, or their collectives would not match (a watched collective is MPI's "
+        "non-blocking call)");
+  }
 }
 
 //! This process' rank among the processes of its node (MPI_COMM_TYPE_SHARED).
@@ -194,6 +231,7 @@ inline void start_until_exit() {
   const bool started_mpi = start_mpi_and_failure_path(nullptr, nullptr);
   bool started_kokkos = false;
   try {
+    read_collective_timeout();
     started_kokkos = start_kokkos(nullptr, nullptr);
   } catch (...) {
     stop_runtime(started_mpi, false);
@@ -229,6 +267,7 @@ inline Started start_checked(int* argc, char*** argv, std::optional<std::string>
   Started started;
   started.mpi = start_mpi_and_failure_path(argc, argv);
   try {
+    read_collective_timeout();
     started.kokkos = start_kokkos(argc, argv != nullptr ? *argv : nullptr);
     std::vector<char*> pointers;
     for (auto& w : words) {

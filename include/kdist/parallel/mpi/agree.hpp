@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <optional>
 #include <string>
@@ -44,23 +45,32 @@ struct Disagreement {
   check_mpi(MPI_Comm_size(comm, &size), "kdist::mpi::agree: MPI_Comm_size");
   const int mine = local_ok ? size : rank;
   int first = size;
-  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm),
-            "kdist::mpi::agree: MPI_Allreduce");
+  kdist::detail::watchdog::run(
+      comm, "kdist::mpi::agree", "kdist::mpi::agree: MPI_Allreduce",
+      [&](MPI_Request* r) { return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm, r); },
+      [&] { return MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm); });
   if (first == size) [[likely]] {
     return std::nullopt;
   }
   Disagreement out;
   out.rank = first;
   int header[2] = {kind, static_cast<int>(local_message.size())};
-  check_mpi(MPI_Bcast(header, 2, MPI_INT, first, comm), "kdist::mpi::agree: MPI_Bcast");
+  kdist::detail::watchdog::run(
+      comm, "kdist::mpi::agree", "kdist::mpi::agree: MPI_Bcast",
+      [&](MPI_Request* r) { return MPI_Ibcast(header, 2, MPI_INT, first, comm, r); },
+      [&] { return MPI_Bcast(header, 2, MPI_INT, first, comm); });
   out.kind = header[0];
   if (rank == first) {
     out.message.assign(local_message);
   } else {
     out.message.resize(static_cast<std::size_t>(header[1]));
   }
-  check_mpi(MPI_Bcast(out.message.data(), header[1], MPI_CHAR, first, comm),
-            "kdist::mpi::agree: MPI_Bcast");
+  kdist::detail::watchdog::run(
+      comm, "kdist::mpi::agree", "kdist::mpi::agree: MPI_Bcast",
+      [&](MPI_Request* r) {
+        return MPI_Ibcast(out.message.data(), header[1], MPI_CHAR, first, comm, r);
+      },
+      [&] { return MPI_Bcast(out.message.data(), header[1], MPI_CHAR, first, comm); });
   return out;
 }
 

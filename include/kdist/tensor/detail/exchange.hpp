@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/tensor/detail/box.hpp>
@@ -162,10 +163,18 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     recv_ptr = recv_buf.get();
   }
   const MPI_Datatype type = kdist::mpi::datatype<T>();
-  kdist::mpi::detail::check_mpi(
-      MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
-                    recv_counts.data(), recv_displs.data(), type, comm),
-      (std::string(who) + ": MPI_Alltoallv").c_str());
+  const std::string what = std::string(who) + ": MPI_Alltoallv";
+  // Watched by the stuck-collective watchdog (parallel/collective_timeout.hpp).
+  kdist::detail::watchdog::run(
+      comm, who, what.c_str(),
+      [&](MPI_Request* r) {
+        return MPI_Ialltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
+                              recv_counts.data(), recv_displs.data(), type, comm, r);
+      },
+      [&] {
+        return MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
+                             recv_counts.data(), recv_displs.data(), type, comm);
+      });
   if (!recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) {
       if (recv_counts[s]) place(recv_ptr + recv_displs[s], recv_boxes[s], recv_boxes[s]);
