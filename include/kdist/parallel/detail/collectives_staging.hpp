@@ -64,6 +64,14 @@ bool must_stage() {
   }
 }
 
+//! Whether MPI works on host memory for View V: a host copy (Stage), or a View in host-accessible
+//! memory. The stuck-collective watchdog (detail/watchdog.hpp) watches only collectives on host
+//! memory: CUDA-aware Open MPI takes device pointers in its blocking collectives only, so device
+//! memory handed to a GPU-aware MPI goes through the blocking calls, unwatched.
+template <bool Stage, class V>
+inline constexpr bool on_host_v =
+    Stage || Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible;
+
 //! Calls `f(stage_send, stage_recv)` with the staging decision of each View as a
 //! std::bool_constant, so the collective is compiled for it; for host memory only the direct
 //! path is compiled.
@@ -215,7 +223,7 @@ void all_reduce(const Space& space, const S& send, const R& recv, Op op, MPI_Com
       static_cast<const void*>(in.data()) == static_cast<const void*>(out.data())) {
     send_ptr = MPI_IN_PLACE;  // the same memory: MPI forbids aliased buffers
   }
-  watchdog::run(
+  watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
       comm, who, "kdist::all_reduce: MPI_Allreduce",
       [&](MPI_Request* r) {
         return MPI_Iallreduce(send_ptr, out.data(), count, mpi::datatype<T>(), mpi_op, comm, r);
@@ -235,7 +243,7 @@ void all_reduce_in_place(const Space& space, const V& view, Op op, MPI_Comm comm
   const int count = to_count(view.size(), who);
   MpiBuffer<Stage, V> buf(space, view, true);
   space.fence();
-  watchdog::run(
+  watchdog::run<on_host_v<Stage, V>>(
       comm, who, "kdist::all_reduce: MPI_Allreduce",
       [&](MPI_Request* r) {
         return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi::datatype<T>(), mpi_op, comm, r);
@@ -257,7 +265,7 @@ void all_gather(const Space& space, const S& send, const R& recv, MPI_Comm comm)
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
-  watchdog::run(
+  watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
       comm, "kdist::all_gather", "kdist::all_gather: MPI_Allgather",
       [&](MPI_Request* r) {
         return MPI_Iallgather(in.data(), count, type, out.data(), count, type, comm, r);
@@ -277,7 +285,7 @@ void reduce_scatter(const Space& space, const S& send, const R& recv, Op op, MPI
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
-  watchdog::run(
+  watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
       comm, who, "kdist::reduce_scatter: MPI_Reduce_scatter_block",
       [&](MPI_Request* r) {
         return MPI_Ireduce_scatter_block(in.data(), out.data(), count, type, mpi_op, comm, r);
@@ -295,7 +303,7 @@ void broadcast(const Space& space, const V& view, int root, MPI_Comm comm, int r
   const int count = to_count(view.size(), "kdist::broadcast");
   MpiBuffer<Stage, V> buf(space, view, rank == root);
   space.fence();
-  watchdog::run(
+  watchdog::run<on_host_v<Stage, V>>(
       comm, "kdist::broadcast", "kdist::broadcast: MPI_Bcast",
       [&](MPI_Request* r) {
         return MPI_Ibcast(buf.data(), count, mpi::datatype<T>(), root, comm, r);
@@ -315,7 +323,7 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
   MpiBuffer<StageR, R> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
-  watchdog::run(
+  watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
       comm, "kdist::all_to_all", "kdist::all_to_all: MPI_Alltoall",
       [&](MPI_Request* r) {
         return MPI_Ialltoall(in.data(), block, type, out.data(), block, type, comm, r);

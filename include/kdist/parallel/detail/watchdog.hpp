@@ -231,13 +231,14 @@ inline void wait(MPI_Request& request, MPI_Comm comm, const char* collective,
 }
 
 //! Runs one collective on `comm`: `blocking()` (returning an MPI error code) when the watchdog is
-//! off, else `start(&request)` (the non-blocking variant) and wait(). `what` names the MPI call
-//! in a kdist::RuntimeError when it fails; `collective` names the collective ("kdist::all_reduce")
-//! in a timeout's message.
-template <class Start, class Blocking>
+//! off or `Watchable` is false, else `start(&request)` (the non-blocking variant) and wait().
+//! `what` names the MPI call in a kdist::RuntimeError when it fails; `collective` names the
+//! collective ("kdist::all_reduce") in a timeout's message. `Watchable` must be the same on every
+//! process (a non-blocking collective does not match a blocking one).
+template <bool Watchable = true, class Start, class Blocking>
 void run(MPI_Comm comm, const char* collective, const char* what, Start&& start,
          Blocking&& blocking) {
-  const std::int64_t timeout = timeout_ns();
+  const std::int64_t timeout = Watchable ? timeout_ns() : 0;
   if (timeout == 0) {
     mpi::detail::check_mpi(blocking(), what);
     return;
