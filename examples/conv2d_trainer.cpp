@@ -5,6 +5,7 @@
 //   mpiexec -n 2 build/examples/conv2d_trainer --mesh 1x2 --epochs 1
 // Each process convolves its examples with its block of filters; the flattened features are
 // gathered over "model" before the Dense layer.
+#include <kdist/io/layout_map_file.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
@@ -16,9 +17,13 @@ int main(int argc, char** argv) {
   return trainer_main(argc, argv, "conv2d_trainer", "DATAxMODEL", [](const TrainerOptions& o) {
     const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
     kdist::LayoutMap layout_map{mesh};
-    layout_map["conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
-                                    "model"};
-    layout_map["conv2d.*bias"] = {"model"};
+    if (o.layout_map.empty()) {
+      layout_map["conv2d.*kernel"] = {kdist::replicated, kdist::replicated, kdist::replicated,
+                                      "model"};
+      layout_map["conv2d.*bias"] = {"model"};
+    } else {
+      kdist::read_layout_map(o.layout_map, layout_map);  // checked against the mesh at run time
+    }
     const kdist::ModelParallel model_parallel(layout_map,
                                               "data");  // "data" checked at compile time
     auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);

@@ -21,6 +21,11 @@ int train_on(const Mesh& mesh, const kdist::examples::TrainerOptions& o) {
 int main(int argc, char** argv) {
   using namespace kdist::examples;
   return trainer_main(argc, argv, "data_parallel_trainer", "N | NxM", [](const TrainerOptions& o) {
+    if (!o.layout_map.empty()) {
+      throw kdist::ValueError(
+          "--layout-map: DataParallel shards only the batch and takes no LayoutMap; use "
+          "model_parallel_trainer or conv2d_trainer for rules from a file");
+    }
     const auto devices = kdist::list_devices();
     if (o.mesh.size() == 2) return train_on(data_model_mesh(o, devices), o);
     if (o.mesh.size() > 2)

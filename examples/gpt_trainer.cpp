@@ -20,6 +20,7 @@
 
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
+#include <kdist/io/layout_map_file.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/run.hpp>
@@ -43,6 +44,7 @@ struct GptOptions {
   std::size_t epochs = 1, batch_size = 16, max_steps = 0;
   GptConfig model;
   GptSharding sharding;
+  std::string layout_map;  // rules from this JSON file instead of gpt_rules (empty: no)
   double learning_rate = 1e-3, weight_decay = 0.004, clipnorm = 1.0;
   std::uint64_t seed = 1337;
   std::string checkpoint_dir;
@@ -110,6 +112,9 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
   app.add_flag("--fsdp", o.sharding.fsdp, "also shard every kernel on \"data\" (FSDP)");
   app.add_flag("--sequence-parallel", o.sharding.sequence_parallel,
                "shard the blocks' outputs on the sequence over \"model\"");
+  app.add_option("--layout-map", o.layout_map,
+                 "LayoutMap rules from a JSON file instead of the built-in ones "
+                 "(examples/layout_maps/gpt_*.json)");
   app.add_option_function<std::string>(
       "--learning-rate",
       [&](const std::string& t) { o.learning_rate = positive("--learning-rate", t); },
@@ -213,7 +218,14 @@ int train(const GptOptions& o) {
 
   const auto splits = text_windows(load_text(o.text), o.model.sequence, o.validation_split);
   auto model = make_gpt(o.model);
-  auto layout_map = gpt_layout_map(mesh, o.sharding);
+  if (!o.layout_map.empty() && (o.sharding.fsdp || o.sharding.sequence_parallel)) {
+    throw kdist::ValueError(
+        "--layout-map replaces the built-in rules that --fsdp and --sequence-parallel choose; "
+        "give either the file (with its FSDP or sequence rules) or those flags");
+  }
+  auto layout_map =
+      o.layout_map.empty() ? gpt_layout_map(mesh, o.sharding) : kdist::LayoutMap(mesh);
+  if (!o.layout_map.empty()) kdist::read_layout_map(o.layout_map, layout_map);
   const kdist::ModelParallel model_parallel(layout_map, "data");  // "data" checked at compile time
   auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
   kdist::set_distribution(dist);
@@ -226,9 +238,10 @@ int train(const GptOptions& o) {
               << ", vocabulary " << o.model.vocab << " (bytes)\n"
               << "text: " << (o.text.empty() ? debian_fortunes_dir : o.text) << ", "
               << splits.train.size() << " training and " << splits.validation.size()
-              << " validation windows\nlayout_map (keras-hub style):\n";
-    for (const auto& [key, axes] : gpt_rules(o.sharding)) {
-      std::cout << "  layout_map[\"" << key << "\"] = " << axes_text(axes) << "\n";
+              << " validation windows\nlayout_map (keras-hub style"
+              << (o.layout_map.empty() ? "" : ", from " + o.layout_map) << "):\n";
+    for (const auto& [key, layout] : layout_map) {
+      std::cout << "  layout_map[\"" << key << "\"] = " << axes_text(layout.axes()) << "\n";
     }
     std::size_t params = 0;
     for (const auto& v : model.variables()) {

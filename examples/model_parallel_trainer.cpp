@@ -4,7 +4,9 @@
 // extents from the command line, e.g.
 //   mpiexec -n 2 build/examples/model_parallel_trainer --mesh 1x2
 // The rules and the batch axis are checked against the mesh type at compile time: "modle" here
-// would not compile.
+// would not compile. `--layout-map FILE` reads the rules from a JSON file instead
+// (examples/layout_maps/model_parallel_guide.json is the same map), checked at run time.
+#include <kdist/io/layout_map_file.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
@@ -16,9 +18,13 @@ int main(int argc, char** argv) {
       argc, argv, "model_parallel_trainer", "DATAxMODEL", [](const TrainerOptions& o) {
         const TrainerMesh mesh = data_model_mesh(o, kdist::list_devices());
         kdist::LayoutMap layout_map{mesh};
-        layout_map["d1/kernel"] = {kdist::replicated, "model"};
-        layout_map["d1/bias"] = {"model"};
-        layout_map["d2/output"] = {"data", kdist::replicated};
+        if (o.layout_map.empty()) {
+          layout_map["d1/kernel"] = {kdist::replicated, "model"};
+          layout_map["d1/bias"] = {"model"};
+          layout_map["d2/output"] = {"data", kdist::replicated};
+        } else {
+          kdist::read_layout_map(o.layout_map, layout_map);  // checked against the mesh at run time
+        }
         const kdist::ModelParallel model_parallel(layout_map,
                                                   "data");  // "data" checked at compile time
         auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);

@@ -21,6 +21,7 @@ set_tests_properties(trainer.gpt.smoke_on_fortunes PROPERTIES
 add_test(NAME trainer.gpt.same_on_every_mesh_and_after_resume
          COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_gpt} -DTEXT=${_text}
                  -DDIR=${CMAKE_CURRENT_BINARY_DIR}/gpt_resume_test
+                 -DMAPS=${PROJECT_SOURCE_DIR}/examples/layout_maps
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_gpt_meshes.cmake)
 set_tests_properties(trainer.gpt.same_on_every_mesh_and_after_resume PROPERTIES
   PASS_REGULAR_EXPRESSION "gpt meshes agree" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
@@ -46,3 +47,5 @@ kdist_gpt_error(evaluate_only_needs_weights "--evaluate-only needs weights" --ev
 kdist_gpt_error(keras_weights_missing "no_such.weights.h5"
                 --text ${_text} --load-keras-weights ${CMAKE_CURRENT_BINARY_DIR}/no_such.weights.h5)
 kdist_gpt_error(bad_validation_split "--validation-split must be below 1" --validation-split 1.5)
+kdist_gpt_error(layout_map_with_fsdp "--layout-map replaces the built-in rules that --fsdp"
+                --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/gpt_tensor_parallel.json --fsdp)

@@ -1,7 +1,8 @@
-# cmake -DMPIEXEC=... -DTRAINER=... -DTEXT=... -DDIR=... -P run_gpt_meshes.cmake
+# cmake -DMPIEXEC=... -DTRAINER=... -DTEXT=... -DDIR=... -DMAPS=... -P run_gpt_meshes.cmake
 # The GPT trainer (issue 20) on every 2-process mesh and sharding gives the same validation loss
 # and the same sampled text as on (1, 2) with tensor parallelism only; and a run interrupted on
-# (1, 2) and resumed on (2, 1) with FSDP ends as the uninterrupted one.
+# (1, 2) and resumed on (2, 1) with FSDP ends as the uninterrupted one. The rules read from
+# examples/layout_maps/gpt_fsdp_sequence_parallel.json (issue 22) train as the built-in ones.
 file(REMOVE_RECURSE ${DIR})
 set(_common --text ${TEXT} --blocks 1 --d-model 32 --heads 2 --seq 32 --steps 3 --batch-size 8
             --sample-tokens 16 --prompt "The ")
@@ -16,7 +17,8 @@ endfunction()
 run_trainer(_tp --mesh 1x2 --epochs 2 ${_common})
 gpt_result(_want "${_tp}")
 foreach(_variant "--mesh;2x1" "--mesh;2x1;--fsdp" "--mesh;1x2;--sequence-parallel"
-                 "--mesh;1x2;--sequence-parallel;--fsdp")
+                 "--mesh;1x2;--sequence-parallel;--fsdp"
+                 "--mesh;2x1;--layout-map;${MAPS}/gpt_fsdp_sequence_parallel.json")
   run_trainer(_out ${_variant} --epochs 2 ${_common})
   gpt_result(_got "${_out}")
   if(NOT _got STREQUAL _want)

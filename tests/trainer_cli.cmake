@@ -42,6 +42,23 @@ add_test(NAME trainer.guide_meshes_agree
 set_tests_properties(trainer.guide_meshes_agree PROPERTIES PASS_REGULAR_EXPRESSION "guide meshes agree"
                      PROCESSORS 8 RESOURCE_LOCK mpi TIMEOUT 900)
 
+# LayoutMap rules from JSON files (examples/layout_maps/): the same training as the built-in
+# rules, another sharding resolved from a file, and a bad file a clear error.
+add_test(NAME trainer.layout_map_file
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
+                 -DMAPS=${PROJECT_SOURCE_DIR}/examples/layout_maps -DDIR=${CMAKE_CURRENT_BINARY_DIR}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/run_layout_map_file.cmake)
+set_tests_properties(trainer.layout_map_file PROPERTIES PASS_REGULAR_EXPRESSION "layout map files agree"
+                     PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad_layout_map.json "{\"d1/kernel\": [null, \"modle\"]}\n")
+set(_env KDIST_TRAINER_DUMMY=1)
+kdist_trainer_error(layout_map_unknown_axis
+  "bad_layout_map.json: rule \"d1/kernel\".*modle" ${_mp} --mesh 1x2 --layout-map ${CMAKE_CURRENT_BINARY_DIR}/bad_layout_map.json)
+kdist_trainer_error(layout_map_missing "no_such_map.json: cannot open this LayoutMap file \\(no such file\\)"
+  ${_mp} --mesh 1x2 --layout-map ${CMAKE_CURRENT_BINARY_DIR}/no_such_map.json)
+kdist_trainer_error(layout_map_with_data_parallel "--layout-map: DataParallel shards only the batch"
+  ${_dp} --mesh 2 --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/model_parallel_guide.json)
+
 # The Conv2D trainer (the ModelParallel page's conv rules) and the notebook's three programs.
 set(_conv $<TARGET_FILE:conv2d_trainer>)
 add_test(NAME trainer.conv2d.smoke COMMAND ${_run} ${_conv} --mesh 1x2 --epochs 1 --steps 20)

@@ -36,6 +36,7 @@ struct TrainerOptions {
   std::string load_keras_weights;  // start from a Keras .weights.h5 file (empty: no)
   std::string save_keras_weights;  // after training, write a Keras .weights.h5 file (empty: no)
   bool evaluate_only = false;      // no training: evaluate the loaded weights
+  std::string layout_map;          // LayoutMap rules from this JSON file (empty: the trainer's)
 };
 
 //! Limits of the trainers' integer flags.
@@ -134,6 +135,9 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
       detail::unsigned_flag("--steps", o.max_steps, 0, std::numeric_limits<std::int64_t>::max()),
       "at most this many steps per epoch (0: all)");
   app.add_flag("--quiet", o.quiet, "no progress output");
+  app.add_option("--layout-map", o.layout_map,
+                 "LayoutMap rules from a JSON file {\"regex\": [\"axis\" | null, ...]} instead of "
+                 "the trainer's own (examples/layout_maps/)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save <dir>/checkpoint.h5 (sharded parallel HDF5) every --save-every epochs");
   app.add_option_function<std::string>(
