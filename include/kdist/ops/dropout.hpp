@@ -147,6 +147,29 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
       }
     }
   } else {
+    if (cols == global_cols) {
+      // Whole rows: the block is one run of the global flat index. One thread per Philox counter
+      // of the groups of 64 elements that meet it.
+      const std::uint64_t g = row0 * global_cols;
+      const std::uint64_t n = rows * cols;
+      const std::uint64_t slots = ((n + 63) / 64 + 1) * 16;
+      Kokkos::parallel_for(
+          "kdist::ops::dropout", range<YV>(slots), KOKKOS_LAMBDA(const std::int64_t t) {
+            const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
+            const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
+            const RandomBits b = kdist::random_bits(key, (group << 4) | l);
+            for (int w = 0; w < 4; ++w) {
+              const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
+              if (e < g || e >= g + n) continue;
+              const std::uint64_t f = e - g;
+              const std::uint64_t i = f / cols, j = f % cols;
+              const bool keep = (b.word[w] >> 8) < threshold;
+              y(i, j) = keep ? x(i, j) / keep_prob : T(0);
+              if constexpr (Mask) mask_data[f] = keep;
+            }
+          });
+      return;
+    }
     // One thread per Philox counter: the groups of 64 elements that meet row i's run.
     const std::uint64_t slots = ((cols + 63) / 64 + 1) * 16;
     Kokkos::parallel_for(
