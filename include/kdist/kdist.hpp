@@ -20,6 +20,7 @@
 #include <kdist/core/runtime_mesh.hpp>
 
 // parallel/: start-up, processes and devices, communicators, collectives
+#include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/devices.hpp>
@@ -32,6 +33,7 @@
 #include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/parallel/run.hpp>
+#include <kdist/parallel/step_scope.hpp>
 #include <kdist/parallel/world.hpp>
 
 // ops/: local kernels
