@@ -28,7 +28,9 @@
 //!    `/`; `name`, `iterations`, `slot_count` and the hyperparameters on `/optimizer`; `shape`,
 //!    `dtype` and `layout` (as saved) on each dataset.
 //! A save writes `<path>.tmp-<pid>` and renames it to `<path>` once complete and flushed, so a save
-//! killed midway leaves the previous checkpoint intact.
+//! killed midway leaves the previous checkpoint intact. Every dataset carries a checksum (chunks
+//! with HDF5's Fletcher32 filter; attributes in checksummed HDF5 1.8 object headers) that loads
+//! check (docs/checkpoints.md, "Checksums").
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -123,6 +125,10 @@ inline std::string check_file(const std::string& path, const Expected& want,
                           expected_format + "')"};
   if (auto problem = open_to_check(path, who, kind, file); !problem.empty()) return problem;
   const hid_t root = file.get();
+  if (H5Aexists(root, "format") < 0) {  // (a checksum of the metadata did not match)
+    return who + " is corrupt: the attributes of '/' cannot be read (HDF5: " + hdf5::error_text() +
+           "); restore the file from a copy, or load an earlier checkpoint";
+  }
   std::string format;
   if (!hdf5::read_string(root, "format", format)) {
     return who + " is an HDF5 file but not a kdist checkpoint: it has no attribute format = '" +
@@ -278,13 +284,17 @@ Expected expected_of(Model& model, const OptimizerRecord& opt) {
 //! Reads every variable's and slot's block into host buffers (collective); returns what copies
 //! them into the model.
 template <class Model>
-std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::size_t slots) {
+std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::size_t slots,
+                                              ReadLog& log) {
   std::vector<std::function<void()>> commit;
   auto dxpl = hdf5::independent_transfer();  // each process its own block
   model.for_each_variable_with_slots([&](auto& v, auto& s) {
-    commit.push_back(read_tensor(file, variable_dataset(v.path), v.value, dxpl.get()));
+    commit.push_back(read_tensor(file, variable_dataset(v.path), "variable '" + v.path + "'",
+                                 v.value, dxpl.get(), log));
     for (std::size_t k = 0; k < slots; ++k) {
-      commit.push_back(read_tensor(file, slot_dataset(v.path, k), s.at(k), dxpl.get()));
+      commit.push_back(read_tensor(file, slot_dataset(v.path, k),
+                                   "optimizer slot " + std::to_string(k) + " of '" + v.path + "'",
+                                   s.at(k), dxpl.get(), log));
     }
   });
   return commit;
@@ -349,8 +359,11 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
 //! another dtype, other variables or shapes (another model), another optimizer or another number
 //! of slots per variable; each message names the file, the variable and what was expected
 //! (docs/errors.md); the model is then unchanged. Then each process reads its blocks (in place in
-//! host memory, through a host buffer for device memory): kdist::RuntimeError for an I/O failure
-//! while reading, which leaves the model partly loaded (load again).
+//! host memory, through a host buffer for device memory): kdist::ValueError when some block's data
+//! fails its checksum (HDF5's Fletcher32 filter; the file is corrupt: restore it or load an earlier
+//! checkpoint), kdist::RuntimeError for an I/O failure while reading; both leave the model partly
+//! loaded, and both are agreed on by every process (whichever processes read the bad chunk).
+//! Files without checksums (kdist's before issue 21) load unchecked.
 //!
 //! Returns what the file says (epoch, step, seed, ...). The seed is not restored: compile the model
 //! with the saved one (`LoadedCheckpoint::seed`) for dropout masks and shuffles to continue as an
@@ -376,10 +389,19 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   {
     h5::QuietErrors quiet;
     h5::ParallelFile file = ck::open_on_every_process(path, "kdist::load_checkpoint");
+    ck::ReadLog log;
     try {
-      commit = ck::read_state(file.get(), model, opt.slot_count);
+      commit = ck::read_state(file.get(), model, opt.slot_count, log);
     } catch (const RuntimeError& e) {
       throw RuntimeError("kdist::load_checkpoint: reading '" + path + "': " + e.what());
+    }
+    // a chunk that failed its checksum on some process: the same error on every process
+    try {
+      ck::reads_agree(log, "kdist::load_checkpoint", path,
+                      "restore the file from a copy, or load an earlier checkpoint");
+    } catch (const Error&) {
+      (void)file.close();  // every process throws the same: it may close collectively
+      throw;
     }
     h5::check(file.close(), "kdist::load_checkpoint: closing '" + path + "'");
   }

@@ -41,6 +41,7 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -297,7 +298,34 @@ inline void make_groups(hid_t loc, const std::string& path) {
   }
 }
 
-//! A scalar dataset written by process 0 (the others join the collective call with nothing).
+//! The attribute that holds a scalar dataset's checksum (a scalar cannot be chunked, so it has
+//! no Fletcher32 filter): Fletcher-32 of its stored bytes (little-endian).
+inline constexpr const char* scalar_checksum_attribute = "kdist_fletcher32";
+
+//! Fletcher-32 of `bytes` (16-bit little-endian words; an odd last byte padded with zero).
+inline std::uint32_t fletcher32(const unsigned char* bytes, std::size_t n) {
+  std::uint32_t a = 0xffff, b = 0xffff;
+  for (std::size_t i = 0; i < n; i += 2) {
+    const std::uint32_t word = bytes[i] | (i + 1 < n ? std::uint32_t{bytes[i + 1]} << 8 : 0u);
+    a = (a + word) % 0xffff;
+    b = (b + a) % 0xffff;
+  }
+  return (b << 16) | a;
+}
+//! The checksum of a scalar as it is stored (`T` is int32 or float32, stored little-endian).
+template <class T>
+std::uint32_t scalar_checksum(T value) {
+  static_assert(sizeof(T) == 4);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, 4);
+  const unsigned char le[4] = {
+      static_cast<unsigned char>(bits), static_cast<unsigned char>(bits >> 8),
+      static_cast<unsigned char>(bits >> 16), static_cast<unsigned char>(bits >> 24)};
+  return fletcher32(le, 4);
+}
+
+//! A scalar dataset written by process 0 (the others join the collective call with nothing),
+//! with its checksum as an attribute (the same value on every process: process 0's).
 template <class T>
 void write_scalar_dataset(hid_t file, const std::string& name, hid_t file_type, T value,
                           hid_t dxpl) {
@@ -309,17 +337,32 @@ void write_scalar_dataset(hid_t file, const std::string& name, hid_t file_type, 
   if (kdist::process_id() != 0) hdf5::check(H5Sselect_none(sel.get()), "H5Sselect_none");
   hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), sel.get(), sel.get(), dxpl, &value),
               "H5Dwrite '" + name + "'");
+  if (checkpoint::write_checksums) {
+    std::uint64_t sum = scalar_checksum(value);
+    kdist::broadcast(sum, 0, MPI_COMM_WORLD);
+    hdf5::write_scalar<std::uint64_t>(ds.get(), scalar_checksum_attribute, sum);
+  }
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
 }
 
-//! A scalar dataset read by every process.
+//! A scalar dataset read by every process, checked against its checksum attribute when it has
+//! one (files of Keras and of kdist before checksums have none); a failure is recorded in `log`.
 template <class T>
-T read_scalar_dataset(hid_t file, const std::string& name, hid_t dxpl) {
+T read_scalar_dataset(hid_t file, const std::string& name, const std::string& what, hid_t dxpl,
+                      checkpoint::ReadLog& log) {
   hdf5::ParallelDataset ds(
       hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
   T value{};
-  hdf5::check(H5Dread(ds.get(), hdf5::native_type<T>(), H5S_ALL, H5S_ALL, dxpl, &value),
-              "H5Dread '" + name + "'");
+  const bool ok = H5Dread(ds.get(), hdf5::native_type<T>(), H5S_ALL, H5S_ALL, dxpl, &value) >= 0;
+  const std::string why = ok ? std::string() : hdf5::error_text();
+  std::uint64_t sum = 0;
+  const bool mismatch = ok && hdf5::read_scalar(ds.get(), scalar_checksum_attribute, sum) &&
+                        sum != scalar_checksum(value);
+  log.record(ok && !mismatch, name, what, mismatch,
+             mismatch ? "the value's Fletcher-32 is " + std::to_string(scalar_checksum(value)) +
+                            ", its attribute " + scalar_checksum_attribute + " says " +
+                            std::to_string(sum)
+                      : why);
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
   return value;
 }
@@ -567,8 +610,9 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
 //! it is wrong: missing, a directory, not HDF5, damaged, not a Keras weights file, a layer's group
 //! missing or with another number of variables, a variable of another shape, weights for a layer
 //! the model lacks; each message names the file and the layer (docs/errors.md); the model is then
-//! unchanged. kdist::RuntimeError for an I/O failure while reading, which leaves the model partly
-//! loaded (load again).
+//! unchanged. kdist::ValueError when data fails its checksum (a file kdist wrote, since corrupted;
+//! Keras' files have none and are read unchecked), kdist::RuntimeError for an I/O failure while
+//! reading: both on every process, leaving the model partly loaded.
 template <class T>
 LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::string& path,
                                       KerasWeightsOptions options = {}) {
@@ -592,27 +636,38 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   {
     h5::QuietErrors quiet;
     h5::ParallelFile file = io::open_on_every_process(path, who);
+    io::ReadLog log;
     try {
       auto dxpl = h5::independent_transfer();  // each process its own block
       const auto names = kw::variable_datasets(layers);
       const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
       std::size_t v = 0;
       model.for_each_variable_with_slots([&](auto& var, auto& s) {
-        commit.push_back(io::read_tensor(file.get(), names.at(v), var.value, dxpl.get()));
+        commit.push_back(io::read_tensor(file.get(), names.at(v), "variable '" + var.path + "'",
+                                         var.value, dxpl.get(), log));
         for (std::size_t k = 0; plan.load_optimizer && k < opt.slot_count; ++k) {
-          commit.push_back(io::read_tensor(file.get(), kw::optimizer_dataset(slot_index.at({v, k})),
-                                           s.at(k), dxpl.get()));
+          commit.push_back(
+              io::read_tensor(file.get(), kw::optimizer_dataset(slot_index.at({v, k})),
+                              "optimizer slot " + std::to_string(k) + " of '" + var.path + "'",
+                              s.at(k), dxpl.get(), log));
         }
         ++v;
       });
       if (plan.load_optimizer) {
-        iterations =
-            kw::read_scalar_dataset<std::int32_t>(file.get(), kw::optimizer_dataset(0), dxpl.get());
-        learning_rate =
-            kw::read_scalar_dataset<float>(file.get(), kw::optimizer_dataset(1), dxpl.get());
+        iterations = kw::read_scalar_dataset<std::int32_t>(
+            file.get(), kw::optimizer_dataset(0), "the optimizer's step counter", dxpl.get(), log);
+        learning_rate = kw::read_scalar_dataset<float>(
+            file.get(), kw::optimizer_dataset(1), "the optimizer's learning rate", dxpl.get(), log);
       }
     } catch (const RuntimeError& e) {
       throw RuntimeError(std::string(who) + ": reading '" + path + "': " + e.what());
+    }
+    // a chunk that failed its checksum on some process: the same error on every process
+    try {
+      io::reads_agree(log, who, path, "restore the file from a copy, or save the weights again");
+    } catch (const Error&) {
+      (void)file.close();  // every process throws the same: it may close collectively
+      throw;
     }
     h5::check(file.close(), std::string(who) + ": closing '" + path + "'");
   }

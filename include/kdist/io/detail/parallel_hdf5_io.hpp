@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -139,6 +140,44 @@ std::array<hsize_t, R> dims_of(const std::array<std::size_t, R>& shape) {
   return d;
 }
 
+//! Whether saves give every dataset a checksum (HDF5's Fletcher32 filter on chunked storage;
+//! docs/checkpoints.md, "Checksums"). Always true in use: tests and benchmarks turn it off to
+//! write files as kdist wrote them before checksums (contiguous, unfiltered), which loads accept.
+inline bool write_checksums = true;
+
+//! The most bytes one chunk of a checksummed dataset holds: a load reads and checks whole chunks,
+//! so a process whose block covers part of a chunk reads all of it.
+inline constexpr std::size_t max_chunk_bytes = std::size_t{16} << 20;
+
+//! The chunk shape of a checksummed dataset of global shape `dims` holding `t`: the largest block
+//! any process holds (so that, on the mesh and layout of the save, a block is whole chunks and a
+//! chunk is written by one process), halved along its leading dimensions while it holds more than
+//! max_chunk_bytes. Collective (an MPI_Allreduce over the processes' block extents).
+template <class Tensor, std::size_t R>
+std::array<hsize_t, R> chunk_dims(const Tensor& t, const std::array<hsize_t, R>& dims) {
+  using T = typename Tensor::value_type;
+  std::array<long long, R> mine{}, most{};
+  const auto ext = t.local_extents();
+  for (std::size_t d = 0; d < R; ++d) mine[d] = static_cast<long long>(ext[d]);
+  kdist::mpi::detail::check_mpi(MPI_Allreduce(mine.data(), most.data(), static_cast<int>(R),
+                                              MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD),
+                                "kdist checkpoint: MPI_Allreduce of the block extents");
+  std::array<hsize_t, R> chunk{};
+  std::size_t bytes = sizeof(T);
+  for (std::size_t d = 0; d < R; ++d) {
+    chunk[d] = std::max<hsize_t>(1, std::min<hsize_t>(static_cast<hsize_t>(most[d]), dims[d]));
+    bytes *= chunk[d];
+  }
+  for (std::size_t d = 0; d < R && bytes > max_chunk_bytes; ++d) {
+    while (bytes > max_chunk_bytes && chunk[d] > 1) {
+      bytes /= chunk[d];
+      chunk[d] = (chunk[d] + 1) / 2;
+      bytes *= chunk[d];
+    }
+  }
+  return chunk;
+}
+
 //! Creates dataset `name` for tensor `t` (every process, collectively) and writes this process's
 //! block, or nothing if another process writes the same block. `annotate`: record the global
 //! shape, dtype and layout as the dataset's attributes (kdist checkpoints; Keras files have none).
@@ -153,6 +192,16 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
   hdf5::PropertyList dcpl(hdf5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
   hdf5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
   hdf5::check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
+  std::size_t elements = 1;
+  for (auto e : dims) elements *= e;
+  // A checksum per chunk (Fletcher32), checked by HDF5 on every read of the chunk. A dataset of
+  // no elements holds no data to check (and cannot be chunked); the write below is collective,
+  // as HDF5 requires for filtered datasets.
+  if (write_checksums && R > 0 && elements > 0) {
+    const auto chunk = chunk_dims(t, dims);
+    hdf5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(R), chunk.data()), "H5Pset_chunk");
+    hdf5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32");
+  }
   hdf5::ParallelDataset ds;
   {
     auto space = hdf5::simple_space(dims);
@@ -180,13 +229,90 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
 }
 
+//! The reads of a load on this process: each read (the same sequence on every process) fails or
+//! not here; the first failure is kept, and reads_agree makes it the same error on every process.
+//! A failed read does not stop the others (the datasets are opened collectively: a process that
+//! stopped would leave the others waiting).
+struct ReadLog {
+  std::size_t count = 0;                                         //!< reads so far
+  std::size_t failed = std::numeric_limits<std::size_t>::max();  //!< index of the first failure
+  std::string dataset;    //!< its dataset ("variables/d1/kernel")
+  std::string what;       //!< what it holds ("variable 'd1/kernel'")
+  std::string why;        //!< HDF5's message
+  bool checksum = false;  //!< it failed its checksum (the data is corrupt)
+
+  //! Records read number `count` (then counts it): `ok`, or failed with HDF5's error stack now.
+  void record(bool ok, const std::string& name, const std::string& holds, bool bad_checksum,
+              const std::string& hdf5_text) {
+    if (!ok && failed == std::numeric_limits<std::size_t>::max()) {
+      failed = count;
+      dataset = name;
+      what = holds;
+      why = hdf5_text;
+      checksum = bad_checksum;
+    }
+    ++count;
+  }
+};
+
+//! Makes the first failed read of any process (by read index; the lowest process among those
+//! that failed it) the same exception on every process: kdist::ValueError when the data failed
+//! its checksum (the file is corrupt), kdist::RuntimeError for another I/O failure. `who`
+//! begins the message ("kdist::load_checkpoint"); `restore` says what to load instead.
+//! Collective: one MPI_Allreduce when every read succeeded.
+inline void reads_agree(const ReadLog& log, const std::string& who, const std::string& path,
+                        const std::string& restore) {
+  // (signed: this MPICH's MPI_MIN of MPI_UNSIGNED_LONG_LONG compares them as signed)
+  constexpr long long none = std::numeric_limits<long long>::max();
+  long long mine = log.failed == std::numeric_limits<std::size_t>::max()
+                       ? none
+                       : static_cast<long long>(log.failed),
+            first = 0;
+  kdist::mpi::detail::check_mpi(
+      MPI_Allreduce(&mine, &first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD),
+      "kdist load: MPI_Allreduce of the read failures");
+  if (first == none) return;
+  const bool here = mine == first;
+  std::string message;
+  if (here && log.checksum) {
+    message = who + ": '" + path + "' is corrupt: the data of " + log.what + " (dataset '/" +
+              log.dataset + "') does not match its checksum (HDF5: " + log.why +
+              "); the model is partly loaded: " + restore;
+  } else if (here) {
+    message = who + ": reading '" + path + "': " + log.what + " (dataset '/" + log.dataset +
+              "') cannot be read: HDF5: " + log.why + "; the model is partly loaded (load again)";
+  }
+  const auto d =
+      kdist::mpi::detail::agree_on(MPI_COMM_WORLD, !here, message, here && log.checksum ? 1 : 0);
+  if (d->kind == 1) throw ValueError(d->message);
+  throw RuntimeError(d->message);
+}
+
+//! Whether HDF5's current error stack says that a checksum did not match (Fletcher32: "data
+//! error detected by fletcher32 checksum").
+inline bool checksum_failed() {
+  bool found = false;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        if (e->desc != nullptr && std::strstr(e->desc, "checksum") != nullptr) {
+          *static_cast<bool*>(out) = true;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
 //! Reads this process's block of tensor `t` (its block under its current layout) from dataset
-//! `name`. A block in host memory is read in place (the caller has checked the file: what is left
-//! to fail is I/O); a block in device memory is read into a host buffer, and the returned function
-//! copies it to the device.
+//! `name` (`what` says what it holds, for messages). A block in host memory is read in place (the
+//! caller has checked the file: what is left to fail is I/O and checksums); a block in device
+//! memory is read into a host buffer, and the returned function copies it to the device. A failed
+//! read (a chunk that fails its Fletcher32 checksum, an I/O error) is recorded in `log`, not
+//! thrown: call reads_agree once every read is done.
 template <class Tensor>
-std::function<void()> read_tensor(hid_t file, const std::string& name, const Tensor& t,
-                                  hid_t dxpl) {
+std::function<void()> read_tensor(hid_t file, const std::string& name, const std::string& what,
+                                  const Tensor& t, hid_t dxpl, ReadLog& log) {
   using T = typename Tensor::value_type;
   using View = std::decay_t<decltype(t.local())>;
   constexpr std::size_t R = Tensor::rank;
@@ -208,9 +334,9 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const Ten
   auto [fspace, mspace] =
       block_selection<R>(dims_of<R>(t.shape()), t.offsets(), t.local_extents(), n > 0);
   T dummy{};
-  hdf5::check(H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                      n > 0 ? static_cast<void*>(staging.data()) : &dummy),
-              "H5Dread '" + name + "'");
+  const bool ok = H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
+                          n > 0 ? static_cast<void*>(staging.data()) : &dummy) >= 0;
+  log.record(ok, name, what, !ok && checksum_failed(), ok ? std::string() : hdf5::error_text());
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
   if constexpr (in_place) {
     return [] {};
@@ -345,6 +471,12 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
   {
     hdf5::QuietErrors quiet;
     const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+    if (write_checksums) {
+      // HDF5 1.8's file format: object headers (and the attributes in them) carry a checksum
+      // that HDF5 checks when it reads them; h5py and Keras read it.
+      hdf5::check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
+                  "H5Pset_libver_bounds");
+    }
     hdf5::ParallelFile file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
     const std::string why = file.valid() ? std::string() : hdf5::error_text();
     mpi::agree<RuntimeError>(
