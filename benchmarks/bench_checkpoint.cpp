@@ -9,6 +9,8 @@
 //   mpiexec -n 1 build/benchmarks/bench_checkpoint      (and -n 2, -n 4)
 //
 // The counters: MB/s of the baseline and of kdist, and kdist / baseline (the target: >= 0.7).
+// BM_*_without_checksums: the same with the files written as kdist wrote them before checksums
+// (contiguous, no Fletcher32 filter; issue 21), the cost of the checksums in the same run.
 #include <benchmark/benchmark.h>
 
 #include <fcntl.h>
@@ -143,11 +145,27 @@ void BM_load_keras_weights(benchmark::State& state) {
   load_vs_sequential(state, "kdist-bench.weights.h5", save_keras, load_keras);
 }
 
+// Files without checksums (kdist::detail::checkpoint::write_checksums off while alive).
+struct WithoutChecksums {
+  WithoutChecksums() { kdist::detail::checkpoint::write_checksums = false; }
+  ~WithoutChecksums() { kdist::detail::checkpoint::write_checksums = true; }
+};
+void BM_save_without_checksums(benchmark::State& state) {
+  WithoutChecksums off;
+  save_vs_sequential(state, "kdist-bench-checkpoint-plain.h5", save_ckpt);
+}
+void BM_load_without_checksums(benchmark::State& state) {
+  WithoutChecksums off;
+  load_vs_sequential(state, "kdist-bench-checkpoint-plain.h5", save_ckpt, load_ckpt);
+}
+
 void register_all() {
   using Fn = void (*)(benchmark::State&);
   for (auto [name, fn] :
        {std::pair<const char*, Fn>{"BM_save", BM_save},
+        std::pair<const char*, Fn>{"BM_save_without_checksums", BM_save_without_checksums},
         std::pair<const char*, Fn>{"BM_load", BM_load},
+        std::pair<const char*, Fn>{"BM_load_without_checksums", BM_load_without_checksums},
         std::pair<const char*, Fn>{"BM_save_keras_weights", BM_save_keras_weights},
         std::pair<const char*, Fn>{"BM_load_keras_weights", BM_load_keras_weights}}) {
     benchmark::RegisterBenchmark(name, fn)->UseManualTime()->Iterations(8)->Unit(

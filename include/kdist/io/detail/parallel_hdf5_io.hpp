@@ -147,7 +147,7 @@ inline bool write_checksums = true;
 
 //! The most bytes one chunk of a checksummed dataset holds: a load reads and checks whole chunks,
 //! so a process whose block covers part of a chunk reads all of it.
-inline constexpr std::size_t max_chunk_bytes = std::size_t{16} << 20;
+inline constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
 
 //! The chunk shape of a checksummed dataset of global shape `dims` holding `t`: the largest block
 //! any process holds (so that, on the mesh and layout of the save, a block is whole chunks and a
