@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,40 @@ TEST(Collectives, AllReduceIntegersAndComplex) {
   const double s = p * (p - 1) / 2.0;
   EXPECT_EQ(z(0), std::complex<double>(p, s));
   EXPECT_EQ(z(1), std::complex<double>(s, -p));
+}
+
+// MPICH 4.0.2 compares unsigned 64-bit integers as signed in MPI_MIN/MPI_MAX (min(0, 2^64 - 1)
+// came out 2^64 - 1): kdist's min and max of them are unsigned, in place, two Views and
+// reduce_scatter alike.
+TEST(Collectives, UnsignedSixtyFourBitMinAndMaxCompareAsUnsigned) {
+  const int p = world_size();
+  const int r = world_rank();
+  const auto big = std::numeric_limits<std::uint64_t>::max();
+  const auto high = std::uint64_t{1} << 63;
+  // element 0: 0 on rank 0, the largest value elsewhere; element 1: 1 on rank 0, 2^63 elsewhere
+  const auto fill_u = [&](HostView<std::uint64_t*> v) {
+    for (std::size_t i = 0; i < v.size(); i += 2) {
+      v(i) = r == 0 ? 0 : big;
+      v(i + 1) = r == 0 ? 1 : high;
+    }
+  };
+  HostView<std::uint64_t*> lo("lo", 2), hi("hi", 2), out("out", 2);
+  fill_u(lo);
+  kdist::all_reduce(Space(), lo, ReduceOp::min, MPI_COMM_WORLD);
+  EXPECT_EQ(lo(0), 0u);
+  EXPECT_EQ(lo(1), 1u);
+  fill_u(hi);
+  kdist::all_reduce(Space(), hi, out, ReduceOp::max, MPI_COMM_WORLD);
+  EXPECT_EQ(out(0), p > 1 ? big : 0u);
+  EXPECT_EQ(out(1), p > 1 ? high : 1u);
+  HostView<unsigned long long*> send("send", 2 * static_cast<std::size_t>(p)), block("block", 2);
+  for (std::size_t i = 0; i < send.size(); i += 2) {
+    send(i) = r == 0 ? 0 : big;
+    send(i + 1) = r == 0 ? 1 : high;
+  }
+  kdist::reduce_scatter(Space(), send, block, ReduceOp::min, MPI_COMM_WORLD);
+  EXPECT_EQ(block(0), 0u);
+  EXPECT_EQ(block(1), 1u);
 }
 
 TEST(Collectives, AllReduceInPlaceAndAliased) {

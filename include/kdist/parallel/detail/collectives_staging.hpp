@@ -102,8 +102,35 @@ KDIST_DETAIL_REGION_NAME(broadcast)
 KDIST_DETAIL_REGION_NAME(all_to_all)
 #undef KDIST_DETAIL_REGION_NAME
 
-template <class T, class Op>
+//! MPICH 4.0.2 (Debian 12) compares MPI_UNSIGNED_LONG and MPI_UNSIGNED_LONG_LONG as signed in
+//! MPI_MIN and MPI_MAX: min(0, 2^64 - 1) comes out 2^64 - 1, silently. Unsigned 64-bit min/max on
+//! host memory go through this user op instead (created once, commutative).
+template <class T, bool Max>
+void unsigned_extremum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    if (Max ? a[i] > b[i] : a[i] < b[i]) b[i] = a[i];
+  }
+}
+template <class T, bool Max>
+MPI_Op unsigned_extremum_op() {
+  static const MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    MPI_Op_create(&unsigned_extremum<T, Max>, 1, &created);
+    return created;
+  }();
+  return op;
+}
+
+//! The MPI_Op of `op` for elements of type T; `OnHost`: MPI works on host memory (the user op
+//! above cannot run on device buffers handed to a GPU-aware MPI).
+template <class T, bool OnHost = true, class Op>
 inline MPI_Op to_mpi_op(Op op, const char* who) {
+  if constexpr (OnHost && std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) >= 8) {
+    if (op == Op::max) return unsigned_extremum_op<T, true>();
+    if (op == Op::min) return unsigned_extremum_op<T, false>();
+  }
   switch (op) {
     case Op::sum:
     case Op::mean:
@@ -213,7 +240,7 @@ void all_reduce(const Space& space, const S& send, const R& recv, Op op, MPI_Com
                 int comm_size) {
   constexpr const char* who = "kdist::all_reduce";
   using T = typename R::non_const_value_type;
-  const MPI_Op mpi_op = to_mpi_op<T>(op, who);
+  const MPI_Op mpi_op = to_mpi_op < T, on_host_v<StageS, S> && on_host_v < StageR, R >> (op, who);
   const int count = to_count(recv.size(), who);
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
@@ -239,7 +266,7 @@ template <bool Stage, class Space, class V, class Op>
 void all_reduce_in_place(const Space& space, const V& view, Op op, MPI_Comm comm, int comm_size) {
   constexpr const char* who = "kdist::all_reduce";
   using T = typename V::non_const_value_type;
-  const MPI_Op mpi_op = to_mpi_op<T>(op, who);
+  const MPI_Op mpi_op = to_mpi_op<T, on_host_v<Stage, V>>(op, who);
   const int count = to_count(view.size(), who);
   MpiBuffer<Stage, V> buf(space, view, true);
   space.fence();
@@ -279,7 +306,7 @@ void reduce_scatter(const Space& space, const S& send, const R& recv, Op op, MPI
                     int comm_size) {
   constexpr const char* who = "kdist::reduce_scatter";
   using T = typename R::non_const_value_type;
-  const MPI_Op mpi_op = to_mpi_op<T>(op, who);
+  const MPI_Op mpi_op = to_mpi_op < T, on_host_v<StageS, S> && on_host_v < StageR, R >> (op, who);
   const int count = to_count(recv.size(), who);
   MpiBuffer<StageS, S> in(space, send, true);
   MpiBuffer<StageR, R> out(space, recv, false);
