@@ -5,11 +5,11 @@
 //   mpiexec -n 2 build/examples/conv2d_trainer --mesh 1x2 --epochs 1
 // Each process convolves its examples with its block of filters; the flattened features are
 // gathered over "model" before the Dense layer.
-#include <kdist/io/layout_map_file.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
+#include "common/layout_map_flag.hpp"
 #include "common/trainer.hpp"
 
 int main(int argc, char** argv) {
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
                                       "model"};
       layout_map["conv2d.*bias"] = {"model"};
     } else {
-      kdist::read_layout_map(o.layout_map, layout_map);  // checked against the mesh at run time
+      read_layout_map_flag(o.layout_map, layout_map);  // checked against the mesh at run time
     }
     const kdist::ModelParallel model_parallel(layout_map,
                                               "data");  // "data" checked at compile time

@@ -20,7 +20,6 @@
 
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
-#include <kdist/io/layout_map_file.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/run.hpp>
@@ -29,6 +28,7 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/gpt_model.hpp"
+#include "common/layout_map_flag.hpp"
 #include "common/text_data.hpp"
 #include "common/trainer_flags.hpp"
 
@@ -225,7 +225,7 @@ int train(const GptOptions& o) {
   }
   auto layout_map =
       o.layout_map.empty() ? gpt_layout_map(mesh, o.sharding) : kdist::LayoutMap(mesh);
-  if (!o.layout_map.empty()) kdist::read_layout_map(o.layout_map, layout_map);
+  if (!o.layout_map.empty()) read_layout_map_flag(o.layout_map, layout_map);
   const kdist::ModelParallel model_parallel(layout_map, "data");  // "data" checked at compile time
   auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
   kdist::set_distribution(dist);

@@ -6,10 +6,10 @@
 // The rules and the batch axis are checked against the mesh type at compile time: "modle" here
 // would not compile. `--layout-map FILE` reads the rules from a JSON file instead
 // (examples/layout_maps/model_parallel_guide.json is the same map), checked at run time.
-#include <kdist/io/layout_map_file.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 
+#include "common/layout_map_flag.hpp"
 #include "common/trainer.hpp"
 
 int main(int argc, char** argv) {
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
           layout_map["d1/bias"] = {"model"};
           layout_map["d2/output"] = {"data", kdist::replicated};
         } else {
-          kdist::read_layout_map(o.layout_map, layout_map);  // checked against the mesh at run time
+          read_layout_map_flag(o.layout_map, layout_map);  // checked against the mesh at run time
         }
         const kdist::ModelParallel model_parallel(layout_map,
                                                   "data");  // "data" checked at compile time

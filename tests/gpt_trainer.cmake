@@ -18,10 +18,14 @@ set_tests_properties(trainer.gpt.smoke_on_fortunes PROPERTIES
   PASS_REGULAR_EXPRESSION "epoch 1: loss [0-9.]+ - val_loss [0-9.]+ - [0-9]+ tokens/s.*Sample"
   SKIP_REGULAR_EXPRESSION "skipped: no /usr/share/games/fortunes"
   PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
+set(_gpt_maps)  # with nlohmann-json, also the rules read from a file
+if(TARGET nlohmann_json::nlohmann_json)
+  set(_gpt_maps -DMAPS=${PROJECT_SOURCE_DIR}/examples/layout_maps)
+endif()
 add_test(NAME trainer.gpt.same_on_every_mesh_and_after_resume
          COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_gpt} -DTEXT=${_text}
                  -DDIR=${CMAKE_CURRENT_BINARY_DIR}/gpt_resume_test
-                 -DMAPS=${PROJECT_SOURCE_DIR}/examples/layout_maps
+                 ${_gpt_maps}
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_gpt_meshes.cmake)
 set_tests_properties(trainer.gpt.same_on_every_mesh_and_after_resume PROPERTIES
   PASS_REGULAR_EXPRESSION "gpt meshes agree" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)

@@ -44,6 +44,7 @@ set_tests_properties(trainer.guide_meshes_agree PROPERTIES PASS_REGULAR_EXPRESSI
 
 # LayoutMap rules from JSON files (examples/layout_maps/): the same training as the built-in
 # rules, another sharding resolved from a file, and a bad file a clear error.
+if(TARGET nlohmann_json::nlohmann_json)  # kdist/io/layout_map_file.hpp is there
 add_test(NAME trainer.layout_map_file
          COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
                  -DMAPS=${PROJECT_SOURCE_DIR}/examples/layout_maps -DDIR=${CMAKE_CURRENT_BINARY_DIR}
@@ -58,6 +59,7 @@ kdist_trainer_error(layout_map_missing "no_such_map.json: cannot open this Layou
   ${_mp} --mesh 1x2 --layout-map ${CMAKE_CURRENT_BINARY_DIR}/no_such_map.json)
 kdist_trainer_error(layout_map_with_data_parallel "--layout-map: DataParallel shards only the batch"
   ${_dp} --mesh 2 --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/model_parallel_guide.json)
+endif()
 
 # The Conv2D trainer (the ModelParallel page's conv rules) and the notebook's three programs.
 set(_conv $<TARGET_FILE:conv2d_trainer>)
