@@ -21,6 +21,9 @@
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#if __has_include(<nlohmann/json.hpp>)
+#include <kdist/io/layout_map_file.hpp>
+#endif
 
 // The guide's blocks stand here verbatim (GuideBlocksAreHere checks it): keep the guide's layout.
 // clang-format off
@@ -288,6 +291,18 @@ TEST(GuideDistribution, ShardingTheInputData) {
 }
 
 //! Each line stripped of its leading blanks, blank lines dropped.
+#if __has_include(<nlohmann/json.hpp>)
+// "Rules from a JSON file": compiled here; run in tests/mpi/test_layout_map_file.cpp, since
+// reading is collective over MPI, which this one-process test does not start.
+[[maybe_unused]] void rules_from_a_json_file(const kdist::RuntimeDeviceMesh& mesh_2d) {
+  kdist::LayoutMap layout_map(mesh_2d);                    // a typed map takes them too
+  kdist::read_layout_map("rules.json", layout_map);        // checked against the mesh at run time
+  auto same = kdist::read_layout_map("rules.json", mesh_2d);  // or a new RuntimeLayoutMap
+  kdist::write_layout_map(layout_map, "out.json");         // the rules back, one per line
+  (void)same;
+}
+#endif
+
 std::string normalized(const std::string& text) {
   std::istringstream in(text);
   std::string line, out;
@@ -322,7 +337,7 @@ TEST(GuideDistribution, GuideBlocksAreHere) {
     ++blocks;
     pos = end + 3;
   }
-  EXPECT_EQ(blocks, 12);
+  EXPECT_EQ(blocks, 13);
 }
 
 }  // namespace
