@@ -16,18 +16,20 @@ function(gpt_result out text)  # "Validation loss: X" and the sample, from a run
 endfunction()
 run_trainer(_tp --mesh 1x2 --epochs 2 ${_common})
 gpt_result(_want "${_tp}")
-set(_variants "--mesh;2x1" "--mesh;2x1;--fsdp" "--mesh;1x2;--sequence-parallel"
-              "--mesh;1x2;--sequence-parallel;--fsdp")
+# Each variant is one string with its flags separated by '|' (a CMake list would flatten them).
+set(_variants "--mesh|2x1" "--mesh|2x1|--fsdp" "--mesh|1x2|--sequence-parallel"
+              "--mesh|1x2|--sequence-parallel|--fsdp")
 if(MAPS)  # built with nlohmann-json: the rules from a file
-  list(APPEND _variants "--mesh;2x1;--layout-map;${MAPS}/gpt_fsdp_sequence_parallel.json")
+  list(APPEND _variants "--mesh|2x1|--layout-map|${MAPS}/gpt_fsdp_sequence_parallel.json")
 endif()
-foreach(_variant IN LISTS _variants)
+foreach(_joined IN LISTS _variants)
+  string(REPLACE "|" ";" _variant "${_joined}")
   run_trainer(_out ${_variant} --epochs 2 ${_common})
   gpt_result(_got "${_out}")
   if(NOT _got STREQUAL _want)
-    message(FATAL_ERROR "${_variant} differs from (1, 2):\n${_got}\n---\n${_want}")
+    message(FATAL_ERROR "${_joined} differs from (1, 2):\n${_got}\n---\n${_want}")
   endif()
-  message(STATUS "${_variant}: the same validation loss and sample")
+  message(STATUS "${_joined}: the same validation loss and sample")
 endforeach()
 # interrupted after epoch 1 on (1, 2), resumed on (2, 1) with FSDP
 run_trainer(_first --mesh 1x2 --epochs 1 ${_common} --checkpoint-dir ${DIR})
