@@ -157,6 +157,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
           "kdist::ops::dropout", range<YV>(slots), KOKKOS_LAMBDA(const std::int64_t t) {
             const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
             const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
+            auto* const kept = mask_data;  // captured outside `if constexpr` (nvcc)
             const RandomBits b = kdist::random_bits(key, (group << 4) | l);
             for (int w = 0; w < 4; ++w) {
               const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
@@ -165,7 +166,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
               const std::uint64_t i = f / cols, j = f % cols;
               const bool keep = (b.word[w] >> 8) < threshold;
               y(i, j) = keep ? x(i, j) / keep_prob : T(0);
-              if constexpr (Mask) mask_data[f] = keep;
+              if constexpr (Mask) kept[f] = keep;
             }
           });
       return;
@@ -178,6 +179,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
           const std::uint64_t g = (row0 + static_cast<std::uint64_t>(i)) * global_cols + col0;
           const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
           const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
+          auto* const kept = mask_data;  // captured outside `if constexpr` (nvcc)
           const RandomBits b = kdist::random_bits(key, (group << 4) | l);
           for (int w = 0; w < 4; ++w) {
             const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
@@ -185,7 +187,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
             const std::uint64_t j = e - g;
             const bool keep = (b.word[w] >> 8) < threshold;
             y(i, j) = keep ? x(i, j) / keep_prob : T(0);
-            if constexpr (Mask) mask_data[static_cast<std::uint64_t>(i) * cols + j] = keep;
+            if constexpr (Mask) kept[static_cast<std::uint64_t>(i) * cols + j] = keep;
           }
         });
   }
@@ -382,6 +384,7 @@ void dropout_block_impl(const XV& x, const YV& y, const MV& mask,
     Kokkos::parallel_for(
         "kdist::ops::dropout_block", md_range<YV>(runs, slots),
         KOKKOS_LAMBDA(const std::int64_t q, const std::int64_t t) {
+          auto* const kept = mp;  // captured outside `if constexpr` (nvcc)
           const std::uint64_t f0 = static_cast<std::uint64_t>(q) * run;
           const std::uint64_t g = block_global_index<R>(f0, lo, lext, gext);
           const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
@@ -393,7 +396,7 @@ void dropout_block_impl(const XV& x, const YV& y, const MV& mask,
             const std::uint64_t f = f0 + (e - g);
             const bool keep = (b.word[w] >> 8) < threshold;
             yp[f] = keep ? xp[f] / keep_prob : T(0);
-            if constexpr (Mask) mp[f] = keep;
+            if constexpr (Mask) kept[f] = keep;
           }
         });
   }
