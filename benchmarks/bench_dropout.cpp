@@ -22,6 +22,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,16 +41,32 @@ void fill(const View& v, const char* name) {
 
 //! The old kernel (kdist before issue 21): element (i, j) kept iff word 0 of Philox4x32-10 of
 //! counter {lo(index), hi(index), lo(step), hi(step)}, as a uniform float, is below 1 - rate.
-void old_dropout(const View& x, const View& y, const kdist::ops::DropoutParams& p) {
+//! The host loop is the one that was measured; device views (a Kokkos CUDA build) get the same
+//! rule as one Kokkos loop over the elements.
+template <class V>
+void old_dropout(const V& x, const V& y, const kdist::ops::DropoutParams& p) {
   const kdist::RandomKey key = kdist::random_key(p.seed, p.stream, p.step);
   const auto rate = static_cast<float>(p.rate);
   const float keep_prob = 1.0f - static_cast<float>(p.rate);
   const std::uint64_t gc = p.global_cols == 0 ? x.extent(1) : p.global_cols;
-  for (std::size_t i = 0; i < x.extent(0); ++i) {
-    const std::uint64_t base = (p.row_offset + i) * gc + p.col_offset;
-    for (std::size_t j = 0; j < x.extent(1); ++j) {
-      y(i, j) = kdist::uniform01(key, base + j) < 1.0f - rate ? x(i, j) / keep_prob : 0.0f;
+  const std::uint64_t row0 = p.row_offset, col0 = p.col_offset;
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                           typename V::memory_space>::accessible) {
+    for (std::size_t i = 0; i < x.extent(0); ++i) {
+      const std::uint64_t base = (row0 + i) * gc + col0;
+      for (std::size_t j = 0; j < x.extent(1); ++j) {
+        y(i, j) = kdist::uniform01(key, base + j) < 1.0f - rate ? x(i, j) / keep_prob : 0.0f;
+      }
     }
+  } else {
+    const std::size_t cols = x.extent(1);
+    Kokkos::parallel_for(
+        "old_dropout", Kokkos::RangePolicy<typename V::execution_space>(0, x.size()),
+        KOKKOS_LAMBDA(std::size_t k) {
+          const std::size_t i = k / cols, j = k % cols;
+          const std::uint64_t index = (row0 + i) * gc + col0 + j;
+          y(i, j) = kdist::uniform01(key, index) < 1.0f - rate ? x(i, j) / keep_prob : 0.0f;
+        });
   }
 }
 
@@ -113,6 +131,7 @@ void BM_dropout_paired(benchmark::State& state) {
 class OldDropout {
  public:
   using Matrix = kdist::DistributedTensor<float**>;
+  using LocalView = std::remove_cvref_t<decltype(std::declval<const Matrix&>().local())>;
   OldDropout(double rate, std::string name) : rate_(rate), name_(std::move(name)) {}
   const std::string& name() const { return name_; }
   kdist::Shape build(const kdist::Shape& s, const kdist::Distribution&, std::uint64_t) { return s; }
@@ -123,16 +142,16 @@ class OldDropout {
     const auto& t = std::get<Matrix>(x);
     params_ = kdist::ops::DropoutParams{c.seed,         kdist::stream_id(name_), c.step,      rate_,
                                         t.offsets()[0], t.offsets()[1],          t.shape()[1]};
-    View y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_), t.local().extent(0),
-           t.local().extent(1));
+    LocalView y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_), t.local().extent(0),
+                t.local().extent(1));
     old_dropout(t.local(), y, params_);
     return Matrix::from_local(y, t.shape(), t.layout());
   }
   std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool) {
     if (!active_) return dy;
     const auto& t = std::get<Matrix>(dy);
-    View dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/grad"), t.local().extent(0),
-            t.local().extent(1));
+    LocalView dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/grad"),
+                 t.local().extent(0), t.local().extent(1));
     old_dropout(t.local(), dx, params_);
     return Matrix::from_local(dx, t.shape(), t.layout());
   }

@@ -216,13 +216,14 @@ int train(const GptOptions& o) {
   if (shape.size() != 2) throw kdist::ValueError("--mesh needs two extents (data x model)");
   const Mesh mesh({shape[0], shape[1]}, devices);
 
-  const auto splits = text_windows(load_text(o.text), o.model.sequence, o.validation_split);
-  auto model = make_gpt(o.model);
+  // Flags that contradict each other are reported before any data is read.
   if (!o.layout_map.empty() && (o.sharding.fsdp || o.sharding.sequence_parallel)) {
     throw kdist::ValueError(
         "--layout-map replaces the built-in rules that --fsdp and --sequence-parallel choose; "
         "give either the file (with its FSDP or sequence rules) or those flags");
   }
+  const auto splits = text_windows(load_text(o.text), o.model.sequence, o.validation_split);
+  auto model = make_gpt(o.model);
   auto layout_map =
       o.layout_map.empty() ? gpt_layout_map(mesh, o.sharding) : kdist::LayoutMap(mesh);
   if (!o.layout_map.empty()) read_layout_map_flag(o.layout_map, layout_map);
