@@ -25,6 +25,35 @@ foreach(_mode IN ITEMS plain kokkos-first)
     PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
 endforeach()
 
+# ---- kdist on the program's communicator (issue 22): two groups of one job train independently --
+add_executable(runtime_communicator_groups ${CMAKE_CURRENT_SOURCE_DIR}/runtime/communicator_groups.cpp)
+target_link_libraries(runtime_communicator_groups PRIVATE kdist::io kdist_warnings)
+target_include_directories(runtime_communicator_groups PRIVATE ${PROJECT_SOURCE_DIR}/examples)
+set(_groups $<TARGET_FILE:runtime_communicator_groups>)
+set(_groups_dir ${CMAKE_CURRENT_BINARY_DIR}/communicator_groups)
+add_test(NAME runtime.communicator_groups.split_in_halves.np4
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_groups} halves ${_groups_dir}/halves)
+# MPMD: two programs of one launch, each its own kdist run.
+add_test(NAME runtime.communicator_groups.mpmd.np4
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_groups} appnum ${_groups_dir}/mpmd
+                 : ${MPIEXEC_NUMPROC_FLAG} 2 ${_groups} appnum ${_groups_dir}/mpmd)
+set_tests_properties(runtime.communicator_groups.split_in_halves.np4 runtime.communicator_groups.mpmd.np4
+  PROPERTIES PASS_REGULAR_EXPRESSION "communicator groups ok" FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME runtime.communicator_groups.null.np1
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_groups} null)
+set_tests_properties(runtime.communicator_groups.null.np1 PROPERTIES
+  PASS_REGULAR_EXPRESSION "kdist::initialize: the communicator is MPI_COMM_NULL on process 0 of MPI_COMM_WORLD; give kdist the communicator"
+  RESOURCE_LOCK mpi TIMEOUT 60)
+# An error shared by one group ends the whole job: the other group, waiting for it, is not left hanging.
+add_test(NAME reliability.group_fails_job_ends.np4
+         COMMAND ${CMAKE_COMMAND} "-DCMD=${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|4|${_groups}|fail"
+                 -DLIMIT=20 "-DEXPECT=error: half 1 cannot go on.*kdist ran on 2 of its 4 processes"
+                 "-DFORBID=half 0 was left to go on"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/reliability/expect_job_ends.cmake)
+set_tests_properties(reliability.group_fails_job_ends.np4 PROPERTIES
+  PASS_REGULAR_EXPRESSION "job ended as expected" PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 60)
+
 # ---- the guide's examples: every ```cpp block of the chapters below is a program, compiled here
 # and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a block must all match its
 # output. ----------------------------------------------------------------------------------------
@@ -85,3 +114,4 @@ kdist_add_guide_examples(02-runtime-and-collectives guide_02)
 kdist_add_guide_examples(04-tensors guide_04)
 kdist_add_guide_examples(06-custom-training guide_06)
 kdist_add_guide_examples(05-training guide_05)
+kdist_add_guide_examples(08-inside-an-hpc-code guide_08)

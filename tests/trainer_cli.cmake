@@ -109,3 +109,26 @@ kdist_trainer_error(load_keras_weights_missing "no_such.weights.h5': no such fil
 kdist_trainer_error(resume_needs_a_directory "--resume needs --checkpoint-dir DIR" ${_mp} --resume)
 kdist_trainer_error(resume_without_a_checkpoint "no_checkpoint_here/checkpoint.h5"
                     ${_mp} --checkpoint-dir ${CMAKE_CURRENT_BINARY_DIR}/no_checkpoint_here --resume)
+
+# In-situ training (examples/in_situ/): 2 processes simulate the heat equation, 2 train a kdist
+# surrogate on their own communicator from the snapshots sent in memory; a few seconds.
+set(_in_situ $<TARGET_FILE:in_situ_heat_surrogate>)
+add_test(NAME example.in_situ_heat_surrogate.np4
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_in_situ}
+                 --checkpoint-dir ${CMAKE_CURRENT_BINARY_DIR}/in_situ_checkpoint)
+set_tests_properties(example.in_situ_heat_surrogate.np4 PROPERTIES
+  PASS_REGULAR_EXPRESSION "training on 2 processes \\(DataParallel\\), 2 simulating.*held-out \\(20 pairs of 2 episodes\\).*surrogate beats persistence 100x: yes.*reloads: held-out MSE [0-9.e+-]+ \\(the same\\)"
+  FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME trainer.error.in_situ_one_process
+         COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_in_situ})
+set_tests_properties(trainer.error.in_situ_one_process PROPERTIES
+  PASS_REGULAR_EXPRESSION "error: --sim-ranks is 0 of 1 processes; give each group at least one process.*exit status [1-9]"
+  RESOURCE_LOCK mpi TIMEOUT 60)
+add_test(NAME trainer.error.in_situ_nothing_to_train
+         COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_in_situ} --episodes 3 --held-out 3)
+set_tests_properties(trainer.error.in_situ_nothing_to_train PROPERTIES
+  PASS_REGULAR_EXPRESSION "error: --held-out 3 leaves no episode of 3 to train on.*exit status [1-9]"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 60)

@@ -303,10 +303,10 @@ std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::siz
 //! Broadcasts what process 0 found in the file.
 inline void broadcast(LoadedCheckpoint& out) {
   std::uint64_t epoch = out.epoch, seed = out.seed;
-  kdist::broadcast(epoch, 0, MPI_COMM_WORLD);
-  kdist::broadcast(seed, 0, MPI_COMM_WORLD);
-  kdist::broadcast(out.step, 0, MPI_COMM_WORLD);
-  kdist::broadcast(out.loss, 0, MPI_COMM_WORLD);
+  kdist::broadcast(epoch, 0, kdist::communicator());
+  kdist::broadcast(seed, 0, kdist::communicator());
+  kdist::broadcast(out.step, 0, kdist::communicator());
+  kdist::broadcast(out.loss, 0, kdist::communicator());
   out.epoch = static_cast<std::size_t>(epoch);
   out.seed = seed;
   broadcast_string(out.optimizer);
@@ -339,8 +339,8 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
   // process 0's values everywhere: what each process writes as attributes must agree
   std::uint64_t epoch = info.epoch;
   double loss = info.loss;
-  kdist::broadcast(epoch, 0, MPI_COMM_WORLD);
-  kdist::broadcast(loss, 0, MPI_COMM_WORLD);
+  kdist::broadcast(epoch, 0, kdist::communicator());
+  kdist::broadcast(loss, 0, kdist::communicator());
   const auto opt = ck::describe(model.optimizer());
   ck::write_atomically(path, "kdist::save_checkpoint", [&](hid_t file) {
     ck::write_metadata(file, model, opt, epoch, loss);
@@ -379,7 +379,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   LoadedCheckpoint out;
   const std::string problem =
       kdist::process_id() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";
-  mpi::agree<ValueError>(MPI_COMM_WORLD, problem.empty(), problem);
+  mpi::agree<ValueError>(kdist::communicator(), problem.empty(), problem);
   ck::broadcast(out);
 
   // The file was checked: each process reads its blocks (in place on the host; device blocks are

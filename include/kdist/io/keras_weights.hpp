@@ -339,7 +339,7 @@ void write_scalar_dataset(hid_t file, const std::string& name, hid_t file_type, 
               "H5Dwrite '" + name + "'");
   if (checkpoint::write_checksums) {
     std::uint64_t sum = scalar_checksum(value);
-    kdist::broadcast(sum, 0, MPI_COMM_WORLD);
+    kdist::broadcast(sum, 0, kdist::communicator());
     hdf5::write_scalar<std::uint64_t>(ds.get(), scalar_checksum_attribute, sum);
   }
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
@@ -532,7 +532,7 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
 
 inline void broadcast(Plan& plan) {
   int load = plan.load_optimizer ? 1 : 0;
-  kdist::broadcast(load, 0, MPI_COMM_WORLD);
+  kdist::broadcast(load, 0, kdist::communicator());
   plan.load_optimizer = load != 0;
   io::broadcast_string(plan.optimizer_note);
 }
@@ -626,7 +626,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   const auto& opt = entries.optimizer;
   kw::Plan plan;
   if (kdist::process_id() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
-  mpi::agree<ValueError>(MPI_COMM_WORLD, plan.problem.empty(), plan.problem);
+  mpi::agree<ValueError>(kdist::communicator(), plan.problem.empty(), plan.problem);
   kw::broadcast(plan);
 
   Kokkos::fence();

@@ -21,7 +21,7 @@
 //! be read, text that is not JSON (with the position), a top level that is not an object, a key
 //! given twice, a value that is not an array of dimensions, an entry that is not a name, `null` or
 //! an array of names, an empty name, and what `RuntimeLayoutMap::insert` rejects (an axis the mesh
-//! does not have, an invalid regex). `read_layout_map` is collective over MPI_COMM_WORLD:
+//! does not have, an invalid regex). `read_layout_map` is collective over kdist::communicator():
 //! process 0 reads the file and sends its text to the others, so every process gets the same
 //! rules or the same error.
 
@@ -175,11 +175,11 @@ inline std::string layout_map_to_json(const RuntimeLayoutMap& map) {
 }
 
 //! Adds the rules of JSON file `file` to `map` (a RuntimeLayoutMap or a typed LayoutMap<Mesh>).
-//! Collective over MPI_COMM_WORLD: process 0 reads, every process parses the same text and so
+//! Collective over kdist::communicator(): process 0 reads, every process parses the same text and so
 //! gets the same rules or the same error.
 inline void read_layout_map(const std::filesystem::path& file, RuntimeLayoutMap& into) {
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_rank(kdist::communicator(), &rank);
   std::string text;
   std::string failure;
   if (rank == 0) {
@@ -194,8 +194,8 @@ inline void read_layout_map(const std::filesystem::path& file, RuntimeLayoutMap&
       text = all.str();
     }
   }
-  mpi::agree(MPI_COMM_WORLD, failure.empty(), failure);
-  broadcast(text, 0, MPI_COMM_WORLD);
+  mpi::agree(kdist::communicator(), failure.empty(), failure);
+  broadcast(text, 0, kdist::communicator());
   layout_map_from_json(text, into, file.string());
 }
 
@@ -207,11 +207,11 @@ inline RuntimeLayoutMap read_layout_map(const std::filesystem::path& file,
   return map;
 }
 
-//! Writes the rules of `map` to `file` (process 0 only writes; collective over MPI_COMM_WORLD,
+//! Writes the rules of `map` to `file` (process 0 only writes; collective over kdist::communicator(),
 //! every process gets the same error if the file cannot be written).
 inline void write_layout_map(const RuntimeLayoutMap& map, const std::filesystem::path& file) {
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_rank(kdist::communicator(), &rank);
   std::string failure;
   if (rank == 0) {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -219,7 +219,7 @@ inline void write_layout_map(const RuntimeLayoutMap& map, const std::filesystem:
     out.flush();
     if (!out) failure = file.string() + ": cannot write this LayoutMap file";
   }
-  mpi::agree(MPI_COMM_WORLD, failure.empty(), failure);
+  mpi::agree(kdist::communicator(), failure.empty(), failure);
 }
 
 }  // namespace kdist

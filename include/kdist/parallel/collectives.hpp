@@ -52,7 +52,7 @@ enum class ReduceOp { sum, max, min, mean };
 //! Errors: kdist::ValueError for sizes that differ (naming both), a View that is not
 //! contiguous, max/min of complex values; kdist::RuntimeError when MPI fails.
 //! \code
-//! kdist::all_reduce(space, local_loss, total_loss, kdist::ReduceOp::sum, MPI_COMM_WORLD);
+//! kdist::all_reduce(space, local_loss, total_loss, kdist::ReduceOp::sum, kdist::communicator());
 //! \endcode
 template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
           MpiCommunicator Comm>
@@ -223,7 +223,7 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
 //! with an MPI datatype (the View broadcast on a host View of one element, with its checks).
 //! \code
 //! std::int64_t step = ...;  // process 0's counts
-//! kdist::broadcast(step, 0, MPI_COMM_WORLD);
+//! kdist::broadcast(step, 0, kdist::communicator());
 //! \endcode
 template <class Scalar, MpiCommunicator Comm>
 void broadcast(Scalar& value, int root, const Comm& comm) {

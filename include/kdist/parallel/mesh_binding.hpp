@@ -3,8 +3,10 @@
 //! `kdist::communicators(mesh)`: a mesh bound to the running MPI processes — its per-axis and
 //! per-group communicators, built once per mesh and reused by every tensor and collective on it.
 //! The cache is emptied when MPI finalises (an attribute on MPI_COMM_SELF, whose delete callback
-//! MPI runs first thing in MPI_Finalize), so no communicator outlives MPI.
+//! MPI runs first thing in MPI_Finalize), so no communicator outlives MPI, and when kdist starts on
+//! another communicator (kdist::communicator()), whose processes the meshes are then built over.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include <kdist/core/mesh.hpp>
 #include <kdist/core/runtime_mesh.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
+#include <kdist/parallel/world.hpp>
 
 namespace kdist {
 
@@ -26,6 +29,7 @@ struct CommunicatorCache {
   std::map<std::pair<std::vector<int>, std::vector<std::string>>,
            std::unique_ptr<MeshCommunicators>>
       meshes;
+  std::uint64_t generation = 0;  // of kdist's communicator the meshes were built over
   bool hooked = false;
 };
 inline CommunicatorCache& communicator_cache() {
@@ -41,7 +45,7 @@ inline int free_communicators_at_finalize(MPI_Comm, int, void*, void*) {
 }
 }  // namespace detail
 
-//! The communicators of `mesh` over MPI_COMM_WORLD (device r = rank r). Built on first use —
+//! The communicators of `mesh` over kdist::communicator() (device r = process r). Built on first use —
 //! a collective call, so every process must ask for the same meshes in the same order, as SPMD
 //! code does — and kept until MPI_Finalize.
 //! Errors (on every rank): a mesh whose size differs from the number of processes.
@@ -57,9 +61,14 @@ inline const MeshCommunicators& communicators(const RuntimeDeviceMesh& mesh) {
     MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
     c.hooked = true;
   }
+  if (const auto generation = detail::process_group().generation; c.generation != generation) {
+    c.meshes.clear();  // built over the processes kdist ran on before
+    c.generation = generation;
+  }
   auto it = c.meshes.find(key);
   if (it == c.meshes.end()) {
-    auto comms = std::make_unique<MeshCommunicators>(shape, mesh.axis_names(), MPI_COMM_WORLD);
+    auto comms =
+        std::make_unique<MeshCommunicators>(shape, mesh.axis_names(), kdist::communicator());
     it = c.meshes.emplace(std::move(key), std::move(comms)).first;
   }
   return *it->second;

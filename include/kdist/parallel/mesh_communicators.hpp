@@ -22,6 +22,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/world.hpp>
 #include <map>
 #include <memory>
 #include <span>
@@ -61,7 +62,7 @@ inline std::string format_names(const std::vector<std::string>& names) {
 class MeshCommunicators {
  public:
   //! Binds a mesh of `shape` with `axis_names` to the processes of `parent` (default
-  //! MPI_COMM_WORLD). Collective over `parent`.
+  //! kdist::communicator(), parallel/world.hpp). Collective over `parent`.
   //!
   //! Errors (kdist::ValueError, thrown on every rank of `parent` alike): shape and axis_names of
   //! different lengths, an empty mesh, an extent below 1, an empty or repeated axis name, a mesh
@@ -69,7 +70,7 @@ class MeshCommunicators {
   //! numbers and the `mpiexec -n` to use), shapes or names that differ between ranks.
   //! kdist::RuntimeError when MPI is not running.
   MeshCommunicators(std::vector<int> shape, std::vector<std::string> axis_names,
-                    MPI_Comm parent = MPI_COMM_WORLD)
+                    MPI_Comm parent = kdist::communicator())
       : shape_(std::move(shape)), names_(std::move(axis_names)) {
     kdist::detail::require_mpi("kdist::MeshCommunicators");
     int parent_size = 0;

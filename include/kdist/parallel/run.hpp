@@ -31,21 +31,31 @@
 #include <kdist/parallel/initialize.hpp>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 namespace kdist {
 
-//! Runs `body(argc, argv)` (returning int) under a ScopeGuard; see the file comment for errors.
+//! kdist::run on the caller's communicator `comm` (a group of a larger job; MPI initialised by
+//! the caller): kdist runs on `comm` (kdist::ScopeGuard(argc, argv, comm)). An error, shared by
+//! the group or not, still ends the whole job (MPI_Abort), so that the job's other processes are
+//! not left waiting for the group.
 template <MainFunction Body>
-int run(int argc, char** argv, Body&& body) noexcept {
+int run(int argc, char** argv, MPI_Comm comm, Body&& body) noexcept {
   std::optional<ScopeGuard> guard;
   try {
-    guard.emplace(argc, argv);
+    guard.emplace(argc, argv, comm);
     return body(argc, argv);
   } catch (const std::exception& e) {
     return detail::failure::end_job(e.what());
   } catch (...) {
     return detail::failure::end_job("an exception of a type not derived from std::exception");
   }
+}
+
+//! Runs `body(argc, argv)` (returning int) under a ScopeGuard; see the file comment for errors.
+template <MainFunction Body>
+int run(int argc, char** argv, Body&& body) noexcept {
+  return run(argc, argv, MPI_COMM_WORLD, std::forward<Body>(body));
 }
 
 }  // namespace kdist

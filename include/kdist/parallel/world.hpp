@@ -1,12 +1,15 @@
 #pragma once
 //! \file parallel/world.hpp
-//! The processes kdist runs on: `kdist::process_count()`, `kdist::process_id()`, and the one check
-//! of whether MPI is running (`detail::mpi_running`, `detail::require_mpi`). Everything in kdist
-//! that asks "is MPI up?" or "which process am I?" asks here; strategies take the process count
-//! from here without pulling in start-up (parallel/initialize.hpp, the CUDA/HIP runtime headers).
+//! The processes kdist runs on: `kdist::communicator()` (MPI_COMM_WORLD, or the communicator given
+//! to kdist::initialize / kdist::ScopeGuard), `kdist::process_count()`, `kdist::process_id()`, and
+//! the one check of whether MPI is running (`detail::mpi_running`, `detail::require_mpi`).
+//! Everything in kdist that asks "is MPI up?", "which process am I?" or "whom do I talk to?" asks
+//! here; strategies take the process count from here without pulling in start-up
+//! (parallel/initialize.hpp, the CUDA/HIP runtime headers).
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <kdist/core/error.hpp>
 #include <string>
 
@@ -43,23 +46,48 @@ inline void require_mpi(const char* who) {
   }
 }
 
+//! The communicator kdist runs on, as kdist::initialize / kdist::ScopeGuard set it
+//! (detail/initialize_startup.hpp: use_communicator, release_communicator).
+struct ProcessGroup {
+  MPI_Comm comm = MPI_COMM_NULL;  // MPI_COMM_NULL: MPI_COMM_WORLD itself
+  bool in_use = false;            // set by a start that has not been stopped yet
+  bool owned = false;             // a duplicate of the caller's communicator, freed by kdist
+  // Bumped at every change: what was built on an earlier communicator (mesh communicators, the
+  // error communicator) is stale and built again.
+  std::uint64_t generation = 0;
+};
+inline ProcessGroup& process_group() {
+  static ProcessGroup group;
+  return group;
+}
+
 }  // namespace detail
 
-//! The number of processes, the size of MPI_COMM_WORLD (Keras: `jax.process_count()`).
+//! The communicator kdist runs on: MPI_COMM_WORLD, or (a private duplicate of) the communicator
+//! given to kdist::initialize / kdist::ScopeGuard. Devices, meshes, collectives, data sharding,
+//! checkpoints and the failure path all use it; a code that trains on some of its ranks gives
+//! kdist those ranks' communicator. Pass it to kdist::all_reduce and friends for a collective over
+//! every process of the run.
+[[nodiscard]] inline MPI_Comm communicator() noexcept {
+  const MPI_Comm comm = detail::process_group().comm;
+  return comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm;
+}
+
+//! The number of processes, the size of kdist::communicator() (Keras: `jax.process_count()`).
 //! Errors: kdist::RuntimeError when MPI is not running (no ScopeGuard or initialize() yet).
 [[nodiscard]] inline int process_count() {
   detail::require_mpi("kdist::process_count");
   int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_size(communicator(), &size);
   return size;
 }
 
-//! This process' id, its MPI_COMM_WORLD rank, in [0, process_count()).
+//! This process' id, its rank in kdist::communicator(), in [0, process_count()).
 //! Errors: kdist::RuntimeError when MPI is not running.
 [[nodiscard]] inline int process_id() {
   detail::require_mpi("kdist::process_id");
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_rank(communicator(), &rank);
   return rank;
 }
 

@@ -216,7 +216,7 @@ detail::runtime_tensor_t<DataType, MemorySpace> distribute_tensor_from_root(
       global_on_root, h.data(), n, t.device(),
       [&](std::size_t s) { return s == r ? detail::whole<Tensor>(shape) : detail::Box<R>{}; },
       [&](std::size_t d) { return blocks[d]; }, [&](std::size_t s, std::size_t) { return s == r; },
-      false, MPI_COMM_WORLD, "kdist::distribute_tensor_from_root");
+      false, kdist::communicator(), "kdist::distribute_tensor_from_root");
   Kokkos::deep_copy(t.local(), h);
   return t;
 }
@@ -396,7 +396,7 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
         return (!root || static_cast<std::size_t>(*root) == d) ? detail::whole<Tensor>(t.shape())
                                                                : detail::Box<R>{};
       },
-      sender, t.is_partial(), MPI_COMM_WORLD, "kdist::full_tensor");
+      sender, t.is_partial(), kdist::communicator(), "kdist::full_tensor");
   return out;
 }
 

@@ -124,7 +124,7 @@ void run_exchange(const Tensor& t, Tensor& out) {
   SameReplica sender(t.device_mesh(), replicated_non_partial_axes(t.layout(), t.partial_axes()));
   exchange<R>(
       src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
-      [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), MPI_COMM_WORLD,
+      [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), kdist::communicator(),
       "kdist::redistribute");
   Kokkos::deep_copy(out.local(), dst);
 }

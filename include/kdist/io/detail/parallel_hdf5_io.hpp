@@ -69,7 +69,7 @@ constexpr const char* dtype_name() {
 
 //! `s` as process 0 has it, on every process.
 inline void broadcast_string(std::string& s) {
-  kdist::broadcast(s, 0, MPI_COMM_WORLD);
+  kdist::broadcast(s, 0, kdist::communicator());
 }
 
 //! Every process must name the same file (a rank in the path is a mistake MPI-IO would answer
@@ -77,7 +77,7 @@ inline void broadcast_string(std::string& s) {
 inline void require_same_path(const std::string& path, const char* who) {
   std::string zero = path;
   broadcast_string(zero);
-  mpi::agree<ValueError>(MPI_COMM_WORLD, zero == path,
+  mpi::agree<ValueError>(kdist::communicator(), zero == path,
                          std::string(who) + ": the processes were given different paths ('" + zero +
                              "' on process 0, '" + path + "' on process " +
                              std::to_string(kdist::process_id()) +
@@ -160,7 +160,7 @@ std::array<hsize_t, R> chunk_dims(const Tensor& t, const std::array<hsize_t, R>&
   const auto ext = t.local_extents();
   for (std::size_t d = 0; d < R; ++d) mine[d] = static_cast<long long>(ext[d]);
   kdist::mpi::detail::check_mpi(MPI_Allreduce(mine.data(), most.data(), static_cast<int>(R),
-                                              MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD),
+                                              MPI_LONG_LONG, MPI_MAX, kdist::communicator()),
                                 "kdist checkpoint: MPI_Allreduce of the block extents");
   std::array<hsize_t, R> chunk{};
   std::size_t bytes = sizeof(T);
@@ -269,7 +269,7 @@ inline void reads_agree(const ReadLog& log, const std::string& who, const std::s
                        : static_cast<long long>(log.failed),
             first = 0;
   kdist::mpi::detail::check_mpi(
-      MPI_Allreduce(&mine, &first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD),
+      MPI_Allreduce(&mine, &first, 1, MPI_LONG_LONG, MPI_MIN, kdist::communicator()),
       "kdist load: MPI_Allreduce of the read failures");
   if (first == none) return;
   const bool here = mine == first;
@@ -282,8 +282,8 @@ inline void reads_agree(const ReadLog& log, const std::string& who, const std::s
     message = who + ": reading '" + path + "': " + log.what + " (dataset '/" + log.dataset +
               "') cannot be read: HDF5: " + log.why + "; the model is partly loaded (load again)";
   }
-  const auto d =
-      kdist::mpi::detail::agree_on(MPI_COMM_WORLD, !here, message, here && log.checksum ? 1 : 0);
+  const auto d = kdist::mpi::detail::agree_on(kdist::communicator(), !here, message,
+                                              here && log.checksum ? 1 : 0);
   if (d->kind == 1) throw ValueError(d->message);
   throw RuntimeError(d->message);
 }
@@ -424,10 +424,10 @@ inline DatasetProblem check_float_dataset(hid_t root, const std::string& name,
 //! Opens `path` for reading on every process (MPI-IO); the same kdist::RuntimeError everywhere if
 //! any process cannot (`who` begins it). Call it under hdf5::QuietErrors.
 inline hdf5::ParallelFile open_on_every_process(const std::string& path, const std::string& who) {
-  const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+  const auto fapl = hdf5::mpio_access(kdist::communicator());
   hdf5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
   const std::string why = file.valid() ? std::string() : hdf5::error_text();
-  mpi::agree<RuntimeError>(MPI_COMM_WORLD, file.valid(),
+  mpi::agree<RuntimeError>(kdist::communicator(), file.valid(),
                            who + ": '" + path + "' cannot be opened by every process (is it on " +
                                "a file system they all see?): HDF5: " + why);
   return file;
@@ -465,12 +465,12 @@ inline std::string publish(const std::string& tmp, const std::string& path) {
 template <class Body>
 void write_atomically(const std::string& path, const std::string& who, Body&& body) {
   std::int64_t pid = static_cast<std::int64_t>(::getpid());
-  kdist::broadcast(pid, 0, MPI_COMM_WORLD);
+  kdist::broadcast(pid, 0, kdist::communicator());
   const std::string tmp = path + ".tmp-" + std::to_string(pid);
   Kokkos::fence();  // the model's last step is complete before its blocks are read
   {
     hdf5::QuietErrors quiet;
-    const auto fapl = hdf5::mpio_access(MPI_COMM_WORLD);
+    const auto fapl = hdf5::mpio_access(kdist::communicator());
     if (write_checksums) {
       // HDF5 1.8's file format: object headers (and the attributes in them) carry a checksum
       // that HDF5 checks when it reads them; h5py and Keras read it.
@@ -480,7 +480,7 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     hdf5::ParallelFile file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
     const std::string why = file.valid() ? std::string() : hdf5::error_text();
     mpi::agree<RuntimeError>(
-        MPI_COMM_WORLD, file.valid(),
+        kdist::communicator(), file.valid(),
         who + ": cannot create '" + tmp + "' (the temporary file of '" + path + "'): HDF5: " + why);
     try {
       body(file.get());
@@ -491,9 +491,10 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     hdf5::check(file.close(), who + ": closing '" + tmp + "'");
   }
   // every process has closed the file (an all-reduce: none goes on before all have come here)
-  mpi::agree<RuntimeError>(MPI_COMM_WORLD, true, "");
+  mpi::agree<RuntimeError>(kdist::communicator(), true, "");
   const std::string failed = kdist::process_id() == 0 ? publish(tmp, path) : std::string();
-  mpi::agree<RuntimeError>(MPI_COMM_WORLD, failed.empty(), who + ": '" + path + "': " + failed);
+  mpi::agree<RuntimeError>(kdist::communicator(), failed.empty(),
+                           who + ": '" + path + "': " + failed);
 }
 
 }  // namespace kdist::detail::checkpoint

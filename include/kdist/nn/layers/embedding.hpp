@@ -192,7 +192,7 @@ class BasicEmbedding {
     Kokkos::View<double*, Kokkos::HostSpace> count("kdist::Embedding::bad", 1);
     count(0) = static_cast<double>(bad.count);
     const Kokkos::DefaultHostExecutionSpace host;
-    all_reduce(host, count, ReduceOp::sum, MPI_COMM_WORLD);
+    all_reduce(host, count, ReduceOp::sum, kdist::communicator());
     if (count(0) == 0) return;
     const std::size_t total = static_cast<std::size_t>(count(0)) / replicas;
     const std::size_t seq = tokens.shape()[1];
@@ -205,7 +205,7 @@ class BasicEmbedding {
       const std::size_t j = tokens.offsets()[1] + bad.first % local_seq;
       first(0) = static_cast<double>(i * seq + j);
     }
-    all_reduce(host, first, ReduceOp::min, MPI_COMM_WORLD);
+    all_reduce(host, first, ReduceOp::min, kdist::communicator());
     // The value from a process holding the first: (is NaN, value), others (0, -inf); max.
     Kokkos::View<double*, Kokkos::HostSpace> value("kdist::Embedding::value", 2);
     value(0) = 0;
@@ -221,7 +221,7 @@ class BasicEmbedding {
         }
       }
     }
-    all_reduce(host, value, ReduceOp::max, MPI_COMM_WORLD);
+    all_reduce(host, value, ReduceOp::max, kdist::communicator());
     const auto at = static_cast<std::size_t>(first(0));
     std::string shown = "nan";
     if (value(0) == 0) {

@@ -3,20 +3,23 @@
 //! How a failing process ends the whole MPI job instead of leaving the others waiting in a
 //! collective (kdist::run and ScopeGuard's terminate handler use it; docs/reliability.md).
 //!
-//! At start-up (ScopeGuard) every process duplicates MPI_COMM_WORLD into an error communicator
-//! that nothing else uses. A process that fails enters a non-blocking barrier on it and waits a
+//! At start-up (ScopeGuard) every process duplicates kdist's communicator (kdist::communicator(),
+//! MPI_COMM_WORLD unless the program gave another) into an error communicator that nothing else
+//! uses. A process that fails enters a non-blocking barrier on it and waits a
 //! short grace period (KDIST_FAILURE_GRACE_SECONDS, default 2):
 //!  - every process failed (an error all processes agreed on, e.g. a bad flag): the barrier
 //!    completes; the messages are gathered to process 0, which prints each distinct one once; the
 //!    job ends normally with exit status 2;
 //!  - some process did not fail (it may be blocked in a collective): the failing process prints
-//!    its message with its rank and calls MPI_Abort, which ends every process of the job.
+//!    its message with its rank and calls MPI_Abort, which ends every process of the job (all of
+//!    MPI_COMM_WORLD: a group of a larger job must not leave the rest waiting for it either).
 
 #include <mpi.h>
 
 #include <kdist/parallel/world.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -31,7 +34,8 @@ inline constexpr int exit_status = 2;
 
 struct State {
   MPI_Comm comm = MPI_COMM_NULL;  // the error communicator
-  int rank = -1;                  // MPI_COMM_WORLD rank, kept for after MPI_Finalize
+  std::uint64_t generation = 0;   // of kdist's communicator it duplicates (world.hpp)
+  int rank = -1;                  // rank in kdist's communicator, kept for after MPI_Finalize
   int size = 0;
   std::terminate_handler previous = nullptr;
   bool handler_installed = false;
@@ -111,7 +115,8 @@ inline void gather_and_print(const std::string& message) {
 }
 
 //! Ends this process' part of the job after an error: returns exit_status when every process
-//! failed (MPI may then be finalised normally), else aborts the whole job. Without MPI (never
+//! failed (MPI may then be finalised normally), else aborts the whole job; so does an error every
+//! process shares when kdist runs on a group of the job (kdist::communicator() is not the world). Without MPI (never
 //! started, or finalised by a failed start-up whose error every process shares) it prints from
 //! process 0 only and returns.
 inline int end_job(const std::string& message) {
@@ -133,6 +138,19 @@ inline int end_job(const std::string& message) {
   }
   if (!done) abort_job(message);
   gather_and_print(message);
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != s.size) {
+    // kdist ran on a group of the job: the job's other processes (a simulation, another training)
+    // cannot know that this group stopped, and may wait for it. End them too.
+    if (s.rank == 0) {
+      print("kdist: ending the MPI job (MPI_Abort): kdist ran on " + std::to_string(s.size) +
+            " of its " + std::to_string(world_size) +
+            " processes, and the others must not be left waiting for them");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as in abort_job
+    MPI_Abort(MPI_COMM_WORLD, exit_status);
+  }
   return exit_status;
 }
 
@@ -158,14 +176,19 @@ inline std::string current_exception_message() {
   std::abort();
 }
 
-//! Collective over MPI_COMM_WORLD (every process, at start-up, after MPI_Init): the error
-//! communicator, this process' rank, and the terminate handler. Safe to call again.
+//! Collective over kdist's communicator (every process, at start-up, after MPI_Init and
+//! use_communicator): the error communicator, this process' rank, and the terminate handler.
+//! Safe to call again; made again when kdist's communicator changed since.
 inline void prepare() {
   State& s = state();
   if (!kdist::detail::mpi_running()) return;
-  MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &s.size);
-  if (s.comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
+  const MPI_Comm processes = kdist::communicator();
+  MPI_Comm_rank(processes, &s.rank);
+  MPI_Comm_size(processes, &s.size);
+  const std::uint64_t generation = kdist::detail::process_group().generation;
+  if (s.comm != MPI_COMM_NULL && s.generation != generation) MPI_Comm_free(&s.comm);
+  if (s.comm == MPI_COMM_NULL) MPI_Comm_dup(processes, &s.comm);
+  s.generation = generation;
   if (!s.handler_installed) {
     s.previous = std::set_terminate(&on_terminate);
     s.handler_installed = true;

@@ -1,7 +1,7 @@
 #pragma once
 //! \file parallel/detail/initialize_arguments.hpp
 //! The checks behind kdist::initialize and kdist::ScopeGuard (runtime.hpp): the Keras settings
-//! (arguments, else the KERAS_DISTRIBUTION_* environment variables) against MPI_COMM_WORLD, agreed
+//! (arguments, else the KERAS_DISTRIBUTION_* environment variables) against kdist's communicator, agreed
 //! over every process, and the `mpiexec -n N <program>` line the errors suggest.
 
 #include <mpi.h>
@@ -150,7 +150,7 @@ struct Setting {
 };
 
 //! A local finding of the initialize() checks: the message and whether it is a ValueError (0) or a
-//! RuntimeError (1); agreed over MPI_COMM_WORLD so that every process throws the same.
+//! RuntimeError (1); agreed over kdist's communicator so that every process throws the same.
 struct InitProblem {
   int kind = 0;
   std::string message;
@@ -158,7 +158,7 @@ struct InitProblem {
 inline constexpr int value_error_kind = 0;
 inline constexpr int runtime_error_kind = 1;
 
-//! Checks the initialize() arguments (environment fallbacks applied) against MPI_COMM_WORLD on
+//! Checks the initialize() arguments (environment fallbacks applied) against kdist's communicator on
 //! this process; returns the first problem found, if any. Local (no communication).
 inline std::optional<InitProblem> check_initialize_arguments(
     std::optional<std::string> job_addresses_arg, std::optional<int> num_processes_arg,
@@ -198,6 +198,15 @@ inline std::optional<InitProblem> check_initialize_arguments(
 
   const int world_size = kdist::process_count();
   const int world_rank = kdist::process_id();
+  // The processes kdist runs on: MPI's world, or the group the program gave kdist.
+  const bool whole_world = kdist::communicator() == MPI_COMM_WORLD;
+  const std::string processes_are = whole_world
+                                        ? ", but MPI's world has "
+                                        : ", but kdist's communicator (given by the program) has ";
+  const auto start_with = [&](int n) {
+    return whole_world ? "; start the program with: " + mpiexec_command(n, argc, argv)
+                       : std::string("; start kdist on a communicator of that size");
+  };
 
   if (num_processes.value && *num_processes.value < 1) {
     return value_error(num_processes.describe("num_processes") + "; it must be at least 1");
@@ -239,37 +248,36 @@ inline std::optional<InitProblem> check_initialize_arguments(
     }
     if (!num_processes.value && count != world_size) {
       return runtime_error("the provided job_addresses \"" + *job_addresses.value + "\" (" +
-                           job_addresses.source + ") has " + std::to_string(count) +
-                           " jobs, but MPI's world has " + std::to_string(world_size) +
-                           (world_size == 1 ? " process" : " processes") +
-                           "; start the program with: " + mpiexec_command(count, argc, argv));
+                           job_addresses.source + ") has " + std::to_string(count) + " jobs" +
+                           processes_are + std::to_string(world_size) +
+                           (world_size == 1 ? " process" : " processes") + start_with(count));
     }
   }
   if (num_processes.value && *num_processes.value != world_size) {
     const int n = *num_processes.value;
-    if (world_size == 1) {
+    if (world_size == 1 && whole_world) {
       return runtime_error(
           num_processes.describe("num_processes") +
           ", but this program runs as a single MPI process (it was started without "
           "mpiexec, or with mpiexec -n 1); start it with: " +
           mpiexec_command(n, argc, argv));
     }
-    return runtime_error(num_processes.describe("num_processes") + ", but MPI's world has " +
+    return runtime_error(num_processes.describe("num_processes") + processes_are +
                          std::to_string(world_size) +
-                         " processes; start the program with: " + mpiexec_command(n, argc, argv) +
+                         (world_size == 1 ? " process" : " processes") + start_with(n) +
                          ", or set num_processes to " + std::to_string(world_size));
   }
   if (process_id.value && *process_id.value != world_rank) {
     return runtime_error(
         process_id.describe("process_id") + ", but this process' MPI rank is " +
         std::to_string(world_rank) +
-        "; kdist's process ids are MPI_COMM_WORLD ranks: leave process_id unset, or give "
+        "; kdist's process ids are the ranks of its communicator: leave process_id unset, or give "
         "each process its rank");
   }
   return std::nullopt;
 }
 
-//! The agreed check behind initialize() and ScopeGuard: collective over MPI_COMM_WORLD, throws on
+//! The agreed check behind initialize() and ScopeGuard: collective over kdist's communicator, throws on
 //! every process the error of the lowest process that found one.
 inline void validate_initialize_arguments(std::optional<std::string> job_addresses,
                                           std::optional<int> num_processes,
@@ -277,7 +285,7 @@ inline void validate_initialize_arguments(std::optional<std::string> job_address
                                           char** argv = nullptr) {
   const auto problem =
       check_initialize_arguments(std::move(job_addresses), num_processes, process_id, argc, argv);
-  const auto failure = mpi::detail::agree_on(MPI_COMM_WORLD, !problem,
+  const auto failure = mpi::detail::agree_on(kdist::communicator(), !problem,
                                              problem ? problem->message : std::string_view{},
                                              problem ? problem->kind : 0);
   if (failure) {

@@ -1,7 +1,8 @@
 #pragma once
 //! \file parallel/detail/initialize_startup.hpp
 //! How kdist::initialize and kdist::ScopeGuard (runtime.hpp) start and stop MPI and Kokkos: each
-//! only when it is not running, MPI first (MPI_THREAD_FUNNELED) with the failure path of
+//! only when it is not running, MPI first (MPI_THREAD_FUNNELED), then kdist's communicator
+//! (kdist::communicator(): MPI_COMM_WORLD or a duplicate of the caller's) with the failure path of
 //! detail/failure.hpp, then Kokkos on this process' device (on a GPU build its node-local rank
 //! modulo the visible GPUs, unless the user chose one); finalised in reverse order, only what was
 //! started. Also the device types of list_devices().
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,7 @@ namespace kdist::detail::runtime {
 struct RuntimeState {
   bool started_mpi = false;
   bool started_kokkos = false;
+  bool set_communicator = false;
   bool exit_hook_registered = false;
 };
 inline RuntimeState& runtime_state() {
@@ -63,15 +66,85 @@ inline bool start_mpi(int* argc, char*** argv) {
   return true;
 }
 
-//! Starts MPI (unless it runs) and prepares the failure path: one process' error ends the job
-//! (detail/failure.hpp). Collective over MPI_COMM_WORLD.
-inline bool start_mpi_and_failure_path(int* argc, char*** argv) {
-  const bool started = start_mpi(argc, argv);
-  failure::prepare();
-  return started;
+//! Makes `comm` kdist's communicator (kdist::communicator(), parallel/world.hpp) unless kdist
+//! already runs; returns whether it did (and the matching stop must release it).
+//! MPI_COMM_WORLD is used as it is; any other communicator as a private duplicate, so that
+//! kdist's messages never mix with the caller's own on `comm`. Collective over `comm`.
+//! Errors: kdist::ValueError for MPI_COMM_NULL; kdist::RuntimeError when kdist already runs on a
+//! communicator with other processes (a second initialize/ScopeGuard must give the same one).
+inline bool use_communicator(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) {
+    throw ValueError(
+        "kdist::initialize: the communicator is MPI_COMM_NULL on process " + std::to_string([] {
+          int r = 0;
+          MPI_Comm_rank(MPI_COMM_WORLD, &r);
+          return r;
+        }()) +
+        " of MPI_COMM_WORLD; give kdist the communicator of the processes that run it "
+        "(MPI_Comm_split gives MPI_COMM_NULL to the processes outside every group: those must "
+        "not start kdist)");
+  }
+  auto& group = kdist::detail::process_group();
+  if (group.in_use) {
+    int relation = MPI_UNEQUAL;
+    mpi::detail::check_mpi(MPI_Comm_compare(comm, kdist::communicator(), &relation),
+                           "kdist: MPI_Comm_compare");
+    if (relation == MPI_IDENT || relation == MPI_CONGRUENT) return false;
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    throw RuntimeError("kdist::initialize: kdist already runs on a communicator of " +
+                       std::to_string(kdist::process_count()) +
+                       " processes, and this call gives one of " + std::to_string(size) +
+                       " with other processes; give the same communicator to every "
+                       "kdist::initialize and kdist::ScopeGuard of the run, or end the first "
+                       "ScopeGuard before starting kdist on another");
+  }
+  MPI_Comm own = MPI_COMM_NULL;
+  if (comm != MPI_COMM_WORLD) {
+    mpi::detail::check_mpi(MPI_Comm_dup(comm, &own), "kdist: MPI_Comm_dup");
+    char name[MPI_MAX_OBJECT_NAME] = {};
+    int length = 0;
+    MPI_Comm_get_name(comm, name, &length);
+    const std::string label = length > 0 ? "kdist (" + std::string(name, std::size_t(length)) + ")"
+                                         : std::string("kdist's communicator");
+    MPI_Comm_set_name(own, label.c_str());
+  }
+  group.comm = own;
+  group.owned = own != MPI_COMM_NULL;
+  group.in_use = true;
+  ++group.generation;
+  return true;
 }
 
-//! Reads KDIST_COLLECTIVE_TIMEOUT (collective_timeout.hpp). Collective over MPI_COMM_WORLD: a bad
+//! Undoes use_communicator: frees kdist's duplicate (while MPI runs); kdist::communicator() is
+//! MPI_COMM_WORLD again.
+inline void release_communicator() noexcept {
+  auto& group = kdist::detail::process_group();
+  if (group.owned && kdist::detail::mpi_running()) MPI_Comm_free(&group.comm);
+  group.comm = MPI_COMM_NULL;
+  group.owned = false;
+  group.in_use = false;
+  ++group.generation;
+}
+
+//! Starts MPI (unless it runs), makes `comm` kdist's communicator and prepares the failure path:
+//! one process' error ends the job (detail/failure.hpp). Collective over `comm`. Returns whether
+//! MPI was started and whether the communicator was set (both to be undone by the stop).
+inline std::pair<bool, bool> start_mpi_and_failure_path(int* argc, char*** argv, MPI_Comm comm) {
+  const bool started = start_mpi(argc, argv);
+  bool set = false;
+  try {
+    set = use_communicator(comm);
+    failure::prepare();
+  } catch (...) {
+    if (set) release_communicator();
+    if (started) MPI_Finalize();
+    throw;
+  }
+  return {started, set};
+}
+
+//! Reads KDIST_COLLECTIVE_TIMEOUT (collective_timeout.hpp). Collective over kdist's communicator: a bad
 //! value on any process is the same kdist::ValueError on every process (mpi::agree), and so is a
 //! watchdog on for some processes and off for others (their collectives would not match: a
 //! watched collective is MPI's non-blocking call, an unwatched one the blocking call).
@@ -87,15 +160,16 @@ inline void read_collective_timeout() {
   auto& settings = watchdog::settings();
   const auto kept = settings;
   settings.timeout_ns = 0;
-  mpi::agree(MPI_COMM_WORLD, problem.empty(), problem);
+  mpi::agree(kdist::communicator(), problem.empty(), problem);
   if (!kept.set_by_program)
     settings.timeout_ns = timeout;
   else
     settings = kept;
   const int on = settings.timeout_ns > 0 ? 1 : 0;
   int extremes[2] = {on, -on};  // min and -max
-  mpi::detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
-                         "kdist: MPI_Allreduce");
+  mpi::detail::check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MIN, kdist::communicator()),
+      "kdist: MPI_Allreduce");
   if (extremes[0] != -extremes[1]) {
     throw ValueError(
         "the stuck-collective watchdog is off on some processes and on on others "
@@ -105,11 +179,11 @@ inline void read_collective_timeout() {
   }
 }
 
-//! This process' rank among the processes of its node (MPI_COMM_TYPE_SHARED).
+//! This process' rank among kdist's processes on its node (MPI_COMM_TYPE_SHARED).
 inline int node_local_rank() {
   MPI_Comm node = MPI_COMM_NULL;
   mpi::detail::check_mpi(
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+      MPI_Comm_split_type(kdist::communicator(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
       "kdist: MPI_Comm_split_type");
   return mpi::Communicator::adopt(node).rank();
 }
@@ -214,36 +288,38 @@ inline bool start_kokkos(int* argc, char** argv) {
 }
 
 //! Finalises, in reverse order, what was started.
-inline void stop_runtime(bool started_mpi, bool started_kokkos) noexcept {
+inline void stop_runtime(bool started_mpi, bool started_kokkos, bool set_communicator) noexcept {
   if (started_kokkos && Kokkos::is_initialized()) {
     Kokkos::finalize();
   }
+  if (set_communicator) release_communicator();
   if (started_mpi && kdist::detail::mpi_is_initialized() && !kdist::detail::mpi_is_finalized()) {
     failure::release();
     MPI_Finalize();
   }
 }
 
-//! kdist::initialize's start: MPI and Kokkos, each unless it runs; what this starts is finalised
-//! when the program exits (one std::atexit hook for the whole program).
-inline void start_until_exit() {
+//! kdist::initialize's start: MPI, kdist's communicator and Kokkos, each unless it runs; what
+//! this starts is finalised when the program exits (one std::atexit hook for the whole program).
+inline void start_until_exit(MPI_Comm comm) {
   auto& state = runtime_state();
-  const bool started_mpi = start_mpi_and_failure_path(nullptr, nullptr);
+  const auto [started_mpi, set_communicator] = start_mpi_and_failure_path(nullptr, nullptr, comm);
   bool started_kokkos = false;
   try {
     read_collective_timeout();
     started_kokkos = start_kokkos(nullptr, nullptr);
   } catch (...) {
-    stop_runtime(started_mpi, false);
+    stop_runtime(started_mpi, false, set_communicator);
     throw;
   }
   state.started_mpi = state.started_mpi || started_mpi;
   state.started_kokkos = state.started_kokkos || started_kokkos;
-  if ((started_mpi || started_kokkos) && !state.exit_hook_registered) {
+  state.set_communicator = state.set_communicator || set_communicator;
+  if ((started_mpi || started_kokkos || set_communicator) && !state.exit_hook_registered) {
     state.exit_hook_registered = true;
     std::atexit([] {
       auto& s = runtime_state();
-      stop_runtime(s.started_mpi, s.started_kokkos);
+      stop_runtime(s.started_mpi, s.started_kokkos, s.set_communicator);
     });
   }
 }
@@ -252,12 +328,14 @@ inline void start_until_exit() {
 struct Started {
   bool mpi = false;
   bool kokkos = false;
+  bool communicator = false;
 };
 
 //! kdist::ScopeGuard's start: MPI, then Kokkos (which reads and removes its options from argc and
 //! argv when given), each unless it runs, then validate_initialize_arguments with the command line
 //! as given. When anything throws, what was started is finalised before the error propagates.
-inline Started start_checked(int* argc, char*** argv, std::optional<std::string> job_addresses,
+inline Started start_checked(int* argc, char*** argv, MPI_Comm comm,
+                             std::optional<std::string> job_addresses,
                              std::optional<int> num_processes, std::optional<int> process_id) {
   // Keep the command line as given, for the mpiexec hint (MPI and Kokkos may edit argv).
   std::vector<std::string> words;
@@ -265,7 +343,7 @@ inline Started start_checked(int* argc, char*** argv, std::optional<std::string>
     words.assign(*argv, *argv + *argc);
   }
   Started started;
-  started.mpi = start_mpi_and_failure_path(argc, argv);
+  std::tie(started.mpi, started.communicator) = start_mpi_and_failure_path(argc, argv, comm);
   try {
     read_collective_timeout();
     started.kokkos = start_kokkos(argc, argv != nullptr ? *argv : nullptr);
@@ -276,7 +354,7 @@ inline Started start_checked(int* argc, char*** argv, std::optional<std::string>
     validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
                                   static_cast<int>(pointers.size()), pointers.data());
   } catch (...) {
-    stop_runtime(started.mpi, started.kokkos);
+    stop_runtime(started.mpi, started.kokkos, started.communicator);
     throw;
   }
   return started;

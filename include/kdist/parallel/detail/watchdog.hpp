@@ -7,7 +7,7 @@
 //! completes or the timeout passes (the clock is read once every 256 polls). Only then, on the
 //! processes that timed out: each sends (collective, sequence number on the communicator,
 //! communicator's members) to every other member of the communicator, point to point on the
-//! failure path's error communicator (detail/failure.hpp, a duplicate of MPI_COMM_WORLD made at
+//! failure path's error communicator (detail/failure.hpp, a duplicate of kdist's communicator made at
 //! start-up, so nothing has to be created while a process is missing), and listens for the
 //! others' messages for a short window (half the timeout, from 0.5 to 5 s). A member whose
 //! message did not come did not arrive; one that sent another collective is waiting elsewhere.
@@ -105,6 +105,10 @@ inline std::string list_processes(const std::vector<int>& world, const std::vect
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (i > 0) out += i + 1 == members.size() ? " and " : ", ";
     const int m = members[i];
+    if (world[static_cast<std::size_t>(m)] == MPI_UNDEFINED) {
+      out += "rank " + std::to_string(m) + " of the communicator (not one of kdist's processes)";
+      continue;
+    }
     out += std::to_string(world[static_cast<std::size_t>(m)]);
     if (world[static_cast<std::size_t>(m)] != m) {
       out += " (rank " + std::to_string(m) + " of the communicator)";
@@ -125,13 +129,13 @@ inline std::string list_processes(const std::vector<int>& world, const std::vect
                         seconds_text(timeout) + " (collective #" + std::to_string(sequence) +
                         " on it), " + current_step_description() + ": ";
 
-  // The members' ranks in MPI_COMM_WORLD (the error communicator's ranks).
+  // The members' process ids: their ranks in kdist's communicator (the error communicator's).
   std::vector<int> world(static_cast<std::size_t>(size));
   {
     MPI_Group group = MPI_GROUP_NULL;
     MPI_Group world_group = MPI_GROUP_NULL;
     MPI_Comm_group(comm, &group);
-    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Comm_group(kdist::communicator(), &world_group);
     std::vector<int> ranks(static_cast<std::size_t>(size));
     for (int i = 0; i < size; ++i) ranks[static_cast<std::size_t>(i)] = i;
     MPI_Group_translate_ranks(group, size, ranks.data(), world_group, world.data());
@@ -155,7 +159,8 @@ inline std::string list_processes(const std::vector<int>& world, const std::vect
   mine[2] = collective_hash;
   std::vector<MPI_Request> sends;
   for (int m = 0; m < size; ++m) {
-    if (m == rank) continue;
+    // A member outside kdist's processes (a collective on a wider communicator) is not asked.
+    if (m == rank || world[static_cast<std::size_t>(m)] == MPI_UNDEFINED) continue;
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Isend(mine, 3, MPI_UINT64_T, world[static_cast<std::size_t>(m)], tag, errors, &r);
     sends.push_back(r);
