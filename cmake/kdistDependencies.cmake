@@ -1,7 +1,45 @@
 # What kdist's headers need; shared by the build tree and by the installed kdistConfig.cmake.
 # All come from Debian packages (see README.md): nothing is vendored or downloaded.
 include_guard(GLOBAL)
+# MPI: KDIST_MPI picks the flavour where several are installed (Debian installs MPICH and Open MPI
+# side by side: mpicxx.mpich / mpicxx.openmpi, mpiexec.mpich / mpiexec.openmpi); empty takes the
+# MPI that CMake's FindMPI finds first (the `mpicxx` on PATH, Debian's alternatives). The parallel
+# HDF5 of kdist::io follows the flavour (cmake/kdistHdf5.cmake). MPI_CXX_COMPILER and
+# MPIEXEC_EXECUTABLE, when given, win.
+set(KDIST_MPI "" CACHE STRING "MPI flavour: mpich, openmpi, or empty (the MPI found first)")
+set_property(CACHE KDIST_MPI PROPERTY STRINGS "" mpich openmpi)
+if(KDIST_MPI)
+  if(NOT KDIST_MPI MATCHES "^(mpich|openmpi)$")
+    message(FATAL_ERROR "kdist: KDIST_MPI is '${KDIST_MPI}'; give mpich, openmpi, or leave it "
+            "empty for the MPI found first")
+  endif()
+  find_program(_kdist_mpicxx mpicxx.${KDIST_MPI} NO_CACHE)
+  find_program(_kdist_mpiexec mpiexec.${KDIST_MPI} NO_CACHE)
+  if(NOT _kdist_mpicxx OR NOT _kdist_mpiexec)
+    set(_kdist_pkgs "mpich libmpich-dev")
+    if(KDIST_MPI STREQUAL "openmpi")
+      set(_kdist_pkgs "openmpi-bin libopenmpi-dev")
+    endif()
+    message(FATAL_ERROR "kdist: KDIST_MPI=${KDIST_MPI}, but mpicxx.${KDIST_MPI} or "
+            "mpiexec.${KDIST_MPI} is not on PATH; install ${_kdist_pkgs} (Debian), or set "
+            "MPI_CXX_COMPILER and MPIEXEC_EXECUTABLE")
+  endif()
+  if(NOT MPI_CXX_COMPILER)
+    set(MPI_CXX_COMPILER "${_kdist_mpicxx}" CACHE FILEPATH "MPI C++ compiler wrapper (KDIST_MPI)")
+  endif()
+  if(NOT MPIEXEC_EXECUTABLE)
+    set(MPIEXEC_EXECUTABLE "${_kdist_mpiexec}" CACHE FILEPATH "MPI launcher (KDIST_MPI)")
+  endif()
+endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
+# The flavour actually found (for HDF5 and the tests' launcher): Open MPI or MPICH-like.
+if(KDIST_MPI)
+  set(KDIST_MPI_FLAVOUR ${KDIST_MPI})
+elseif("${MPI_CXX_LIBRARIES};${MPI_CXX_INCLUDE_DIRS};${MPI_CXX_COMPILER}" MATCHES "openmpi")
+  set(KDIST_MPI_FLAVOUR openmpi)
+else()
+  set(KDIST_MPI_FLAVOUR mpich)
+endif()
 # KDIST_KOKKOS_DIR_HINT: set by the installed kdistConfig.cmake to the Kokkos kdist was built with.
 find_package(Kokkos REQUIRED HINTS ${KDIST_KOKKOS_DIR_HINT})
 kdist_repair_kokkos_target()

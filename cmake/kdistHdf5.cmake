@@ -9,7 +9,11 @@ find_package(PkgConfig REQUIRED)
 # /usr/include/hdf5/mpich, library in /usr/lib/<triplet>/hdf5/mpich; hdf5-openmpi with Open MPI),
 # says where. Only its headers and libhdf5 are taken (MPI comes from MPI::MPI_CXX), and the headers
 # must define H5_HAVE_PARALLEL.
-set(KDIST_HDF5_PKG_CONFIG "hdf5-mpich" CACHE STRING
+# The default follows the MPI found (KDIST_MPI_FLAVOUR, cmake/kdistDependencies.cmake).
+if(NOT KDIST_MPI_FLAVOUR)
+  set(KDIST_MPI_FLAVOUR mpich)
+endif()
+set(KDIST_HDF5_PKG_CONFIG "hdf5-${KDIST_MPI_FLAVOUR}" CACHE STRING
     "pkg-config module of the parallel HDF5 kdist's checkpoints use (hdf5-mpich, hdf5-openmpi)")
 pkg_check_modules(KDIST_HDF5_PC QUIET ${KDIST_HDF5_PKG_CONFIG})
 set(_kdist_hdf5_roots ${HDF5_ROOT} $ENV{HDF5_ROOT})
@@ -22,8 +26,8 @@ find_library(KDIST_HDF5_LIBRARY hdf5 NO_DEFAULT_PATH PATH_SUFFIXES lib lib64
 if(NOT KDIST_HDF5_INCLUDE_DIR OR NOT KDIST_HDF5_LIBRARY)
   message(FATAL_ERROR "kdist: parallel HDF5 not found (pkg-config module '${KDIST_HDF5_PKG_CONFIG}'"
           " and HDF5_ROOT '${_kdist_hdf5_roots}' give no H5FDmpio.h and libhdf5). Install "
-          "libhdf5-mpich-dev (Debian), or set KDIST_HDF5_PKG_CONFIG to your MPI's HDF5 module "
-          "(hdf5-openmpi) or HDF5_ROOT to a parallel HDF5 prefix")
+          "libhdf5-${KDIST_MPI_FLAVOUR}-dev (Debian), or set KDIST_HDF5_PKG_CONFIG to your MPI's "
+          "HDF5 module (hdf5-mpich, hdf5-openmpi) or HDF5_ROOT to a parallel HDF5 prefix")
 endif()
 file(STRINGS "${KDIST_HDF5_INCLUDE_DIR}/H5pubconf.h" _kdist_hdf5_parallel
      REGEX "^#define H5_HAVE_PARALLEL 1")

@@ -5,5 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cmake --build "$KDIST_BUILD" -j "$KDIST_JOBS" --target model_parallel_trainer
-exec mpiexec -n "${KDIST_RANKS:-2}" "$KDIST_BUILD/examples/model_parallel_trainer" \
+# The launcher of the MPI the build uses (Debian may have several: mpiexec.mpich, mpiexec.openmpi).
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$KDIST_BUILD/CMakeCache.txt")
+exec "${mpiexec:-mpiexec}" -n "${KDIST_RANKS:-2}" "$KDIST_BUILD/examples/model_parallel_trainer" \
   --mesh "${KDIST_MESH:-1x2}" --epochs 5 "$@"

@@ -6,16 +6,24 @@ set -euo pipefail
 KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KDIST_BUILD="${KDIST_BUILD:-$KDIST_ROOT/build}"
 
+# The MPI: MPICH (default) or Open MPI (KDIST_MPI=openmpi, scripts/run-openmpi.sh); the parallel
+# HDF5 follows. The build names its flavour (-DKDIST_MPI), so either may be Debian's default.
+KDIST_MPI="${KDIST_MPI:-mpich}"
+case "$KDIST_MPI" in
+  mpich) kdist_mpi_packages=(mpich libmpich-dev libhdf5-mpich-dev) ;;
+  openmpi) kdist_mpi_packages=(openmpi-bin libopenmpi-dev libhdf5-openmpi-dev) ;;
+  *) echo "kdist: KDIST_MPI is '$KDIST_MPI'; give mpich or openmpi" >&2; exit 1 ;;
+esac
 KDIST_PACKAGES=(
   cmake make g++ pkg-config          # toolchain
   libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
-  mpich libmpich-dev                 # MPI
+  "${kdist_mpi_packages[@]}"         # MPI and its parallel HDF5 (checkpoints)
   libeigen3-dev                      # host linear algebra
   libopenblas-serial-dev             # host GEMMs (OpenBLAS, one thread per rank)
   libre2-dev                         # linear-time regular expressions for LayoutMap
   librandom123-dev                   # counter-based random numbers (Philox)
   zlib1g-dev                         # reading the gzip'd dataset
-  libhdf5-mpich-dev hdf5-tools       # parallel HDF5 (checkpoints); h5dump/h5ls for their tests
+  hdf5-tools                         # h5dump/h5ls for the checkpoint tests
   libcli11-dev                       # the example trainers' command-line flags
   nlohmann-json3-dev                 # LayoutMap rules in JSON files (kdist::io)
   libgtest-dev libbenchmark-dev      # tests and benchmarks
@@ -40,6 +48,7 @@ if ((${#missing[@]})); then
 fi
 
 if [ ! -f "$KDIST_BUILD/CMakeCache.txt" ]; then
-  cmake -S "$KDIST_ROOT" -B "$KDIST_BUILD" -DCMAKE_BUILD_TYPE=Release ${KDIST_CMAKE_ARGS:-}
+  cmake -S "$KDIST_ROOT" -B "$KDIST_BUILD" -DCMAKE_BUILD_TYPE=Release -DKDIST_MPI="$KDIST_MPI" \
+    ${KDIST_CMAKE_ARGS:-}
 fi
 KDIST_JOBS="${KDIST_JOBS:-$(nproc)}"

@@ -50,9 +50,10 @@ foreach(_bad soon -1 1e99)
 endforeach()
 
 # A bad value on one process only (MPMD launch): the same error on every process, printed once.
+# Each program's variable is set with `env` (MPICH's -env and Open MPI's -x differ).
 add_test(NAME reliability.watchdog.bad_value_on_one_process.np2
          COMMAND ${CMAKE_COMMAND}
-                 "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|-env|KDIST_COLLECTIVE_TIMEOUT|2|${_wd_prog}|stuck|all_reduce|:|-n|1|-env|KDIST_COLLECTIVE_TIMEOUT|2x|${_wd_prog}|stuck|all_reduce"
+                 "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|env|KDIST_COLLECTIVE_TIMEOUT=2|${_wd_prog}|stuck|all_reduce|:|-n|1|env|KDIST_COLLECTIVE_TIMEOUT=2x|${_wd_prog}|stuck|all_reduce"
                  -DLIMIT=10 "-DEXPECT=error: KDIST_COLLECTIVE_TIMEOUT is '2x', not a number"
                  "-DFORBID=MPI_Abort|process [0-9] of|stops" -P ${_wd_ends})
 set_tests_properties(reliability.watchdog.bad_value_on_one_process.np2 PROPERTIES
@@ -62,7 +63,7 @@ set_tests_properties(reliability.watchdog.bad_value_on_one_process.np2 PROPERTIE
 # The watchdog off on one process and on on the other: their collectives would not match.
 add_test(NAME reliability.watchdog.off_on_one_process.np2
          COMMAND ${CMAKE_COMMAND}
-                 "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|-env|KDIST_COLLECTIVE_TIMEOUT|2|${_wd_prog}|stuck|all_reduce|:|-n|1|-env|KDIST_COLLECTIVE_TIMEOUT|off|${_wd_prog}|stuck|all_reduce"
+                 "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|env|KDIST_COLLECTIVE_TIMEOUT=2|${_wd_prog}|stuck|all_reduce|:|-n|1|env|KDIST_COLLECTIVE_TIMEOUT=off|${_wd_prog}|stuck|all_reduce"
                  -DLIMIT=10 "-DEXPECT=error: the stuck-collective watchdog is off on some processes and on on others"
                  "-DFORBID=MPI_Abort|process [0-9] of|stops" -P ${_wd_ends})
 set_tests_properties(reliability.watchdog.off_on_one_process.np2 PROPERTIES

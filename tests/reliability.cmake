@@ -41,7 +41,7 @@ if(KDIST_ENABLE_EXAMPLES)
   endif()
   add_test(NAME reliability.trainer_dataset_missing_on_one_rank.np2
            COMMAND ${CMAKE_COMMAND}
-                   "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|-env|KDIST_FASHION_MNIST_DIR|${_data}|${_mp}|--mesh|1x2|--epochs|1|:|-n|1|-env|KDIST_FASHION_MNIST_DIR|/nonexistent/on-rank-1|${_mp}|--mesh|1x2|--epochs|1"
+                   "-DCMD=${MPIEXEC_EXECUTABLE}|-n|1|env|KDIST_FASHION_MNIST_DIR=${_data}|${_mp}|--mesh|1x2|--epochs|1|:|-n|1|env|KDIST_FASHION_MNIST_DIR=/nonexistent/on-rank-1|${_mp}|--mesh|1x2|--epochs|1"
                    -DLIMIT=10 "-DEXPECT=error: process 1 of 2 failed: .*/nonexistent/on-rank-1.*MPI_Abort"
                    -P ${_ends})
   set_tests_properties(reliability.trainer_dataset_missing_on_one_rank.np2 PROPERTIES
