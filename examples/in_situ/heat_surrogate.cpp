@@ -191,8 +191,10 @@ void receive_pair(const Options& o, const std::vector<int>& simulators, Pairs& t
   ++to.count;
 }
 
+//! The pairs received so far as a dataset that reads them where they are (no copy): valid until
+//! the next pair arrives (`p` grows).
 kdist::ArrayDataset<float> dataset(const Pairs& p, std::size_t n) {
-  return kdist::ArrayDataset<float>(p.x, {n + 2, n + 2, 1}, p.y, n * n);
+  return kdist::ArrayDataset<float>::borrow(p.x, {n + 2, n + 2, 1}, p.y, n * n);
 }
 
 int train(const Options& o, const std::vector<int>& simulators) {

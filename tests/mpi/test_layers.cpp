@@ -350,7 +350,9 @@ TEST(CustomLayer, TrainsInsideASequentialLikeScaledInputs) {
   for (std::size_t i = 0; i < 32; ++i) {
     for (std::size_t k = 0; k < 8 * 7 * 2; ++k) doubled[i * 112 + k] = 2 * data.example(i)[k];
   }
-  const kdist::ArrayDataset<float> flat(std::move(doubled), {112}, data.labels());
+  const auto labels = data.labels();
+  const kdist::ArrayDataset<float> flat(std::move(doubled), {112},
+                                       std::vector<std::int32_t>(labels.begin(), labels.end()));
   const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .verbose = 0};
   const auto ha = a.fit(data, fit);
   const auto hb = b.fit(flat, fit);

@@ -6,16 +6,23 @@
 //! process its rows of every global batch (kdist::BatchPlan) through a `detail::BatchLoader`,
 //! which gathers them on the host and copies them once to where the model runs.
 //!
+//! A dataset owns its values (the constructors, which take vectors), or borrows the caller's host
+//! memory without copying it (`ArrayDataset<T>::borrow`: a simulation's buffers, a host
+//! `Kokkos::View`'s `data()`). Batches already in the caller's memory, host or device, go to
+//! `model.train_step(x_view, y_view, global_batch)` directly, with no dataset at all.
+//!
 //! \code
 //! std::vector<float> x = ...;                         // 128 x 28 x 28 x 1
 //! std::vector<float> y = ...;                         // 128 x 10
 //! kdist::ArrayDataset<float> data(std::move(x), {28, 28, 1}, std::move(y), 10);
 //! model.fit(data, {.batch_size = 16, .epochs = 3, .shuffle = false});
+//! auto view = kdist::ArrayDataset<float>::borrow(snapshots, {64, 64, 1}, next, 4096);  // no copy
 //! \endcode
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -39,15 +46,7 @@ class ArrayDataset {
   //! `x` that is not N examples, or a negative label.
   ArrayDataset(std::vector<T> x, Shape example_shape, std::vector<std::int32_t> labels)
       : x_(std::move(x)), example_shape_(std::move(example_shape)), targets_(std::move(labels)) {
-    const std::size_t n = std::get<0>(targets_).size();
-    validate(n, "labels");
-    for (std::size_t i = 0; i < n; ++i) {
-      if (std::get<0>(targets_)[i] < 0) {
-        throw ValueError("kdist::ArrayDataset: label " + std::to_string(std::get<0>(targets_)[i]) +
-                         " of example " + std::to_string(i) +
-                         " is negative; labels are class ids 0, 1, ...");
-      }
-    }
+    check_labels();
   }
   //! `x` as above; `targets`: N rows of `target_width` values (regression or one-hot targets).
   //! Errors: as above, and a size of `targets` that is not N * target_width.
@@ -56,31 +55,96 @@ class ArrayDataset {
       : x_(std::move(x)),
         example_shape_(std::move(example_shape)),
         targets_(std::move(targets)),
-        target_width_(target_width) {
-    if (target_width == 0) {
-      throw ValueError("kdist::ArrayDataset: target_width is 0; each example needs >= 1 target");
-    }
-    const auto& t = std::get<1>(targets_);
-    if (t.size() % target_width != 0) {
-      throw ValueError("kdist::ArrayDataset: " + std::to_string(t.size()) +
-                       " target values are not whole rows of target_width " +
-                       std::to_string(target_width));
-    }
-    validate(t.size() / target_width, "target rows");
+        target_width_(target_width),
+        has_labels_(false) {
+    check_targets();
+  }
+
+  //! The caller's examples and labels, borrowed, not copied (zero-copy input). The memory must
+  //! be host-accessible, outlive the dataset and its copies, and not change while fit or evaluate
+  //! read it. Errors: as the owning constructor's.
+  [[nodiscard]] static ArrayDataset borrow(std::span<const T> x, Shape example_shape,
+                                           std::span<const std::int32_t> labels) {
+    ArrayDataset d(x, std::move(example_shape), labels, 1, true);
+    d.check_labels();
+    return d;
+  }
+  //! The caller's examples and target rows, borrowed, not copied; as above.
+  [[nodiscard]] static ArrayDataset borrow(std::span<const T> x, Shape example_shape,
+                                           std::span<const T> targets, std::size_t target_width) {
+    ArrayDataset d(x, std::move(example_shape), targets, target_width, false);
+    d.check_targets();
+    return d;
   }
 
   std::size_t size() const { return n_; }
   const Shape& example_shape() const { return example_shape_; }
   //! Values per example: the product of example_shape.
   std::size_t example_size() const { return example_size_; }
-  bool has_labels() const { return targets_.index() == 0; }
+  bool has_labels() const { return has_labels_; }
   //! Values per target row (1 for labels).
   std::size_t target_width() const { return target_width_; }
-  const T* example(std::size_t i) const { return x_.data() + i * example_size_; }
-  const std::vector<std::int32_t>& labels() const { return std::get<0>(targets_); }
-  const T* target(std::size_t i) const { return std::get<1>(targets_).data() + i * target_width_; }
+  //! True when the values are the caller's memory (borrow), not the dataset's own.
+  bool borrowed() const { return borrowed_; }
+  const T* example(std::size_t i) const { return x_values().data() + i * example_size_; }
+  std::span<const std::int32_t> labels() const {
+    if (borrowed_) return borrowed_labels_;
+    return std::get<0>(targets_);
+  }
+  const T* target(std::size_t i) const { return target_values().data() + i * target_width_; }
 
  private:
+  ArrayDataset(std::span<const T> x, Shape example_shape, std::span<const std::int32_t> labels,
+               std::size_t target_width, bool)
+      : example_shape_(std::move(example_shape)),
+        target_width_(target_width),
+        borrowed_(true),
+        borrowed_x_(x),
+        borrowed_labels_(labels) {}
+  ArrayDataset(std::span<const T> x, Shape example_shape, std::span<const T> targets,
+               std::size_t target_width, bool)
+      : example_shape_(std::move(example_shape)),
+        target_width_(target_width),
+        has_labels_(false),
+        borrowed_(true),
+        borrowed_x_(x),
+        borrowed_targets_(targets) {}
+
+  // The values wherever they live (views recomputed on access, so copies never dangle).
+  std::span<const T> x_values() const {
+    if (borrowed_) return borrowed_x_;
+    return x_;
+  }
+  std::span<const T> target_values() const {
+    if (borrowed_) return borrowed_targets_;
+    return std::get<1>(targets_);
+  }
+
+  void check_labels() {
+    const auto labels = this->labels();
+    const std::size_t n = labels.size();
+    validate(n, "labels");
+    for (std::size_t i = 0; i < n; ++i) {
+      if (labels[i] < 0) {
+        throw ValueError("kdist::ArrayDataset: label " + std::to_string(labels[i]) +
+                         " of example " + std::to_string(i) +
+                         " is negative; labels are class ids 0, 1, ...");
+      }
+    }
+  }
+  void check_targets() {
+    if (target_width_ == 0) {
+      throw ValueError("kdist::ArrayDataset: target_width is 0; each example needs >= 1 target");
+    }
+    const auto t = target_values();
+    if (t.size() % target_width_ != 0) {
+      throw ValueError("kdist::ArrayDataset: " + std::to_string(t.size()) +
+                       " target values are not whole rows of target_width " +
+                       std::to_string(target_width_));
+    }
+    validate(t.size() / target_width_, "target rows");
+  }
+
   void validate(std::size_t n, const char* what) {
     n_ = n;
     if (n == 0) throw ValueError("kdist::ArrayDataset: no examples (0 " + std::string(what) + ")");
@@ -95,8 +159,8 @@ class ArrayDataset {
       throw ValueError("kdist::ArrayDataset: the example shape " +
                        detail::shape_repr(example_shape_) + " holds no values");
     }
-    if (x_.size() != n * example_size_) {
-      throw ValueError("kdist::ArrayDataset: x holds " + std::to_string(x_.size()) +
+    if (x_values().size() != n * example_size_) {
+      throw ValueError("kdist::ArrayDataset: x holds " + std::to_string(x_values().size()) +
                        " values but " + std::to_string(n) + " " + what + " need " +
                        std::to_string(n) + " examples of shape " +
                        detail::shape_repr(example_shape_) + " (" +
@@ -104,12 +168,17 @@ class ArrayDataset {
     }
   }
 
-  std::vector<T> x_;
+  std::vector<T> x_;  // owned values (empty when borrowed)
   Shape example_shape_;
   std::variant<std::vector<std::int32_t>, std::vector<T>> targets_;
   std::size_t target_width_ = 1;
   std::size_t n_ = 0;
   std::size_t example_size_ = 0;
+  bool has_labels_ = true;
+  bool borrowed_ = false;
+  std::span<const T> borrowed_x_;
+  std::span<const std::int32_t> borrowed_labels_;
+  std::span<const T> borrowed_targets_;
 };
 
 namespace detail {
