@@ -108,15 +108,18 @@ TEST(ArrayDataset, CopiesOfAnOwningDatasetOutliveIt) {
 TEST(ArrayDataset, BorrowedSizesThatDoNotAddUpAreValueErrors) {
   const std::vector<float> x(10);
   const std::vector<std::int32_t> labels{0, 1, 2, 3};
-  EXPECT_EQ(error_of([&] { (void)kdist::ArrayDataset<float>::borrow(x, {28, 28, 1}, labels); }),
+  EXPECT_EQ(error_of([&] {
+              (void)kdist::ArrayDataset<float>::borrow(x, {28, 28, 1}, labels);
+            }),
             "kdist::ArrayDataset: x holds 10 values but 4 labels need 4 examples of shape (28, 28, "
             "1) (3136 values)");
   const std::vector<std::int32_t> negative{0, -1};
-  EXPECT_EQ(error_of([&] {
-              (void)kdist::ArrayDataset<float>::borrow(std::span<const float>(x.data(), 2), {1},
-                                                       negative);
-            }),
-            "kdist::ArrayDataset: label -1 of example 1 is negative; labels are class ids 0, 1, ...");
+  EXPECT_EQ(
+      error_of([&] {
+        (void)kdist::ArrayDataset<float>::borrow(std::span<const float>(x.data(), 2), {1},
+                                                 negative);
+      }),
+      "kdist::ArrayDataset: label -1 of example 1 is negative; labels are class ids 0, 1, ...");
   const std::vector<float> targets(7);
   EXPECT_EQ(error_of([&] { (void)kdist::ArrayDataset<float>::borrow(x, {1}, targets, 2); }),
             "kdist::ArrayDataset: 7 target values are not whole rows of target_width 2");

@@ -352,7 +352,7 @@ TEST(CustomLayer, TrainsInsideASequentialLikeScaledInputs) {
   }
   const auto labels = data.labels();
   const kdist::ArrayDataset<float> flat(std::move(doubled), {112},
-                                       std::vector<std::int32_t>(labels.begin(), labels.end()));
+                                        std::vector<std::int32_t>(labels.begin(), labels.end()));
   const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .verbose = 0};
   const auto ha = a.fit(data, fit);
   const auto hb = b.fit(flat, fit);
