@@ -29,6 +29,7 @@ KDIST_PACKAGES=(
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data
   fortunes                           # English text for the GPT trainer (/usr/share/games/fortunes)
+  iproute2 procps                    # ip, tc, ps: the multi-host tests (scripts/netns/cluster.sh)
   ${KDIST_EXTRA_PACKAGES:-}          # what a caller needs besides (run-sanitizers.sh: clang)
 )
 

@@ -66,6 +66,20 @@ inline void print(const std::string& line) {
   std::fflush(stdout);
 }
 
+//! MPI_Abort, with a way out: MPI_Abort waits for the launcher to take the abort, and a process cut
+//! off from it (a host that lost its network link) would wait forever. After 10 s a helper thread
+//! says so and ends the process with `status` itself.
+[[noreturn]] inline void mpi_abort(int status) {
+  std::thread([status] {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    print("kdist: MPI_Abort has not ended process " + std::to_string(state().rank) +
+          " within 10 s (its launcher is unreachable: a lost network link?); it exits itself");
+    std::_Exit(status);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);  // MPI_Abort does not return; in case it does
+}
+
 [[noreturn]] inline void abort_job(const std::string& message) {
   const State& s = state();
   print("error: process " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
@@ -76,8 +90,7 @@ inline void print(const std::string& line) {
   // MPICH's launcher acts on the abort as soon as it arrives and can drop output still in the
   // pipe: give it a moment to forward the message first (1 run in 4 lost it without).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  MPI_Abort(MPI_COMM_WORLD, exit_status);
-  std::_Exit(exit_status);  // MPI_Abort does not return; in case it does
+  mpi_abort(exit_status);
 }
 
 //! Process 0 prints every distinct message once (with the failing ranks when they differ).
@@ -149,7 +162,7 @@ inline int end_job(const std::string& message) {
             " processes, and the others must not be left waiting for them");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as in abort_job
-    MPI_Abort(MPI_COMM_WORLD, exit_status);
+    mpi_abort(exit_status);
   }
   return exit_status;
 }
