@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <kdist/ops/activations.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/random.hpp>
 #include <vector>
@@ -125,6 +126,47 @@ void dense_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+//! Bias + ReLU on a Dense output [batch, units], forward and backward: the separate kernels
+//! (bias_add, relu_inplace; relu_backward_inplace, bias_grad: four passes) against the fused ones
+//! (bias_add_relu; relu_backward_bias_grad: two passes). Arguments: batch, units; arg 2: 1 fused.
+void BM_bias_relu(benchmark::State& state) {
+  const auto m = static_cast<std::size_t>(state.range(0));
+  const auto n = static_cast<std::size_t>(state.range(1));
+  const bool fused = state.range(2) != 0;
+  View z0("z0", m, n), z("z", m, n), d0("d0", m, n), d("d", m, n);
+  Kokkos::View<float*, Kokkos::HostSpace> b("b", n), db("db", n);
+  fill(z0.data(), m * n, "z");
+  fill(d0.data(), m * n, "d");
+  fill(b.data(), n, "b");
+  for (auto _ : state) {
+    state.PauseTiming();
+    Kokkos::deep_copy(z, z0);
+    Kokkos::deep_copy(d, d0);
+    state.ResumeTiming();
+    if (fused) {
+      kdist::ops::bias_add_relu(z, b);
+      kdist::ops::relu_backward_bias_grad(z, d, db);
+    } else {
+      kdist::ops::bias_add(z, b);
+      kdist::ops::relu_inplace(z);
+      kdist::ops::relu_backward_inplace(z, d);
+      kdist::ops::bias_grad(d, db);
+    }
+    benchmark::DoNotOptimize(db.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * double(m * n) * sizeof(float) * (fused ? 5 : 8),
+      benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_bias_relu)
+    ->ArgNames({"batch", "units", "fused"})
+    ->Args({128, 4096, 0})
+    ->Args({128, 4096, 1})
+    ->Args({128, 200, 0})
+    ->Args({128, 200, 1})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_matmul_eigen)->Apply(dense_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_matmul_kdist)->Apply(dense_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_matmul_eigen_xt_dy)

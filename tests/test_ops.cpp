@@ -363,6 +363,45 @@ TYPED_TEST(Ops, BiasAddAndGrad) {
   });
 }
 
+// Bias + ReLU fused (issue 21): bitwise the separate kernels' results, each backend, in both
+// directions, on shapes that are not multiples of a SIMD width.
+TYPED_TEST(Ops, BiasReluFusedIsBitwiseTheSeparateKernels) {
+  using T = TypeParam;
+  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{67, 37}, {128, 200}, {1, 3}}) {
+    auto z0 = random_matrix<T>(rows, cols, "z0");
+    auto d0 = random_matrix<T>(rows, cols, "d0");
+    Vec<T> b("b", cols);
+    for (std::size_t j = 0; j < cols; ++j) b(j) = static_cast<T>(0.01 * double(j % 50) - 0.25);
+    for_each_backend([&](auto backend) {
+      auto separate = clone(z0);
+      ops::bias_add(separate, b, backend);
+      ops::relu_inplace(separate, backend);
+      auto fused = clone(z0);
+      ops::bias_add_relu(fused, b, backend);
+      std::size_t zeros = 0;
+      for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t j = 0; j < cols; ++j) {
+          ASSERT_EQ(fused(i, j), separate(i, j)) << i << "," << j;
+          zeros += fused(i, j) == T(0);
+        }
+      }
+      if (rows * cols > 100) EXPECT_GT(zeros, rows * cols / 10);  // the mask does something
+      auto d_separate = clone(d0);
+      Vec<T> db_separate("db_separate", cols);
+      ops::relu_backward_inplace(separate, d_separate, backend);
+      ops::bias_grad(d_separate, db_separate, backend);
+      auto d_fused = clone(d0);
+      Vec<T> db_fused("db_fused", cols);
+      Kokkos::deep_copy(db_fused, T(123));  // overwritten, not accumulated
+      ops::relu_backward_bias_grad(fused, d_fused, db_fused, backend);
+      for (std::size_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(db_fused(j), db_separate(j)) << j;
+        for (std::size_t i = 0; i < rows; ++i) ASSERT_EQ(d_fused(i, j), d_separate(i, j));
+      }
+    });
+  }
+}
+
 TEST(OpsErrors, ActivationShapeMismatch) {
   Mat<float> x("x", 3, 4), y("y", 4, 3), d("d", 3, 4);
   Vec<float> b("b", 3);
@@ -382,6 +421,12 @@ TEST(OpsErrors, ActivationShapeMismatch) {
   has([&] { ops::softmax_backward(x, d, y); }, "kdist::ops::softmax_backward: dx is 4x3");
   has([&] { ops::bias_add(x, b); }, "kdist::ops::bias_add: the bias has 3 elements, expected 4");
   has([&] { ops::bias_grad(x, b); }, "kdist::ops::bias_grad: db has 3 elements, expected 4");
+  has([&] { ops::bias_add_relu(x, b); },
+      "kdist::ops::bias_add_relu: the bias has 3 elements, expected 4");
+  has([&] { ops::relu_backward_bias_grad(x, y, b); },
+      "kdist::ops::relu_backward_bias_grad: d is 4x3, expected 3x4");
+  has([&] { ops::relu_backward_bias_grad(x, d, b); },
+      "kdist::ops::relu_backward_bias_grad: db has 3 elements, expected 4");
 }
 
 // ---- losses -----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! \file ops/activations.hpp
 //! Local elementwise and row-wise kernels of a Dense layer: ReLU and its backward, GELU (exact, erf
 //! form) and its backward, row-wise softmax (numerically stable) and its backward, bias add and
-//! bias gradient. Views are rank-2 LayoutRight [rows, cols] of float or double (biases rank-1
+//! bias gradient, and bias + ReLU fused both ways. Views are rank-2 LayoutRight [rows, cols] of float or double (biases rank-1
 //! [cols]); host memory through Eigen, other memory spaces through Kokkos kernels (see
 //! ops/backend.hpp); GELU through Kokkos everywhere. Each function documents which arguments may
 //! be the same View (in-place use).
@@ -167,7 +167,7 @@ void bias_add(const YV& y, const BV& b, Backend = {}) {
   }
 }
 
-//! Bias gradient: `db(j) = sum_i dy(i, j)` (column sums; overwrites `db`).
+//! Bias gradient: `db(j) = sum_i dy(i, j)` (column sums, rows added in order; overwrites `db`).
 //! Errors: kdist::ValueError if `db` does not have `dy.extent(1)` elements.
 template <class DYV, class DBV, class Backend = AutoBackend>
 void bias_grad(const DYV& dy, const DBV& db, Backend = {}) {
@@ -180,18 +180,88 @@ void bias_grad(const DYV& dy, const DBV& db, Backend = {}) {
   detail::require_length("bias_grad", "db", db, dy.extent(1));
   const auto rows = static_cast<std::int64_t>(dy.extent(0));
   if constexpr (eigen) {
+    // Rows summed in order (vectorised across columns), as the Kokkos kernel and the fused
+    // relu_backward_bias_grad do: every backend and both forms give the same bits.
     auto dbm = detail::eigen_row(db);
-    if (rows == 0) {
-      dbm.setZero();
-    } else {
-      dbm.noalias() = detail::eigen_map(dy).colwise().sum();
-    }
+    const auto dym = detail::eigen_map(dy);
+    dbm.setZero();
+    for (Eigen::Index i = 0; i < dym.rows(); ++i) dbm += dym.row(i);
   } else {
     Kokkos::parallel_for(
         "kdist::ops::bias_grad", detail::range<DBV>(db.extent(0)),
         KOKKOS_LAMBDA(const std::int64_t j) {
           T s = 0;
           for (std::int64_t i = 0; i < rows; ++i) s += dy(i, j);
+          db(j) = s;
+        });
+  }
+}
+
+// ---- fused: bias and ReLU in one pass ----------------------------------------------------------
+// A Dense layer with a bias and ReLU streams its output once instead of twice in each direction
+// (issue 21: elementwise passes fused where they stream the same data). Same arithmetic, in the same
+// order, as the separate kernels: the results are bitwise those of bias_add + relu_inplace and of
+// relu_backward_inplace + bias_grad.
+
+//! `y = max(y + b, 0)` in place, row by row (bias_add then relu_inplace, one pass).
+//! Errors: kdist::ValueError if `b` does not have `y.extent(1)` elements.
+template <class YV, class BV, class Backend = AutoBackend>
+void bias_add_relu(const YV& y, const BV& b, Backend = {}) {
+  static_assert(detail::check_matrix<YV>() && detail::check_vector<BV>() &&
+                detail::check_same_scalar<YV, BV>());
+  constexpr bool eigen = detail::check_backend<Backend, YV, BV>();
+  using T = detail::scalar_t<YV>;
+  detail::require_length("bias_add_relu", "the bias", b, y.extent(1));
+  if constexpr (eigen) {
+    auto ym = detail::eigen_map(y);
+    const auto bm = detail::eigen_row(b);
+    for (Eigen::Index i = 0; i < ym.rows(); ++i) {
+      ym.row(i) = (ym.row(i) + bm).array().max(T(0)).matrix();
+    }
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::bias_add_relu", detail::md_range<YV>(y.extent(0), y.extent(1)),
+        KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+          const T v = y(i, j) + b(j);
+          y(i, j) = v > T(0) ? v : T(0);
+        });
+  }
+}
+
+//! ReLU backward and the bias gradient in one pass: `d = d * (y > 0)` in place (y: the forward
+//! output) and `db(j) = sum_i d(i, j)` of the masked `d` (overwrites `db`).
+//! Errors: kdist::ValueError if `d` is not shaped as `y` or `db` lacks `y.extent(1)` elements.
+template <class YV, class DV, class DBV, class Backend = AutoBackend>
+void relu_backward_bias_grad(const YV& y, const DV& d, const DBV& db, Backend = {}) {
+  static_assert(detail::check_matrix<YV>() && detail::check_matrix<DV>() &&
+                detail::check_vector<DBV>());
+  static_assert(detail::check_same_scalar<YV, DV>() && detail::check_same_scalar<DV, DBV>());
+  static_assert(!std::is_const_v<typename DBV::value_type>,
+                "kdist::ops::relu_backward_bias_grad: the result View db must not be const");
+  constexpr bool eigen = detail::check_backend<Backend, YV, DV, DBV>();
+  using T = detail::scalar_t<DBV>;
+  detail::require_shape("relu_backward_bias_grad", "d", d, y.extent(0), y.extent(1));
+  detail::require_length("relu_backward_bias_grad", "db", db, y.extent(1));
+  const auto rows = static_cast<std::int64_t>(y.extent(0));
+  if constexpr (eigen) {
+    auto dm = detail::eigen_map(d);
+    const auto ym = detail::eigen_map(y);
+    auto dbm = detail::eigen_row(db);
+    dbm.setZero();
+    for (Eigen::Index i = 0; i < dm.rows(); ++i) {
+      dm.row(i) = (ym.row(i).array() > T(0)).select(dm.row(i).array(), T(0)).matrix();
+      dbm += dm.row(i);
+    }
+  } else {
+    Kokkos::parallel_for(
+        "kdist::ops::relu_backward_bias_grad", detail::range<DBV>(db.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t j) {
+          T s = 0;
+          for (std::int64_t i = 0; i < rows; ++i) {
+            const T v = y(i, j) > T(0) ? d(i, j) : T(0);
+            d(i, j) = v;
+            s += v;
+          }
           db(j) = s;
         });
   }

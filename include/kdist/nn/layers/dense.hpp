@@ -148,11 +148,12 @@ class BasicDense {
       target = RuntimeTensorLayout({target.axes()[0], DimAxes()}, target.device_mesh());
     }
     z = redistribute(z, target);  // resolves a pending sum (all-reduce / reduce-scatter)
-    if (use_bias_) {
-      auto b = bias_block(z);
-      ops::bias_add(z.local(), b);
+    if (use_bias_ && activation_ == Activation::relu) {
+      ops::bias_add_relu(z.local(), bias_block(z));  // one pass over z instead of two
+    } else {
+      if (use_bias_) ops::bias_add(z.local(), bias_block(z));
+      if (activation_ == Activation::relu) ops::relu_inplace(z.local());
     }
-    if (activation_ == Activation::relu) ops::relu_inplace(z.local());
     if (activation_ == Activation::gelu) {
       pre_ = copy_of(z.local());
       ops::gelu_inplace(z.local());
@@ -166,7 +167,11 @@ class BasicDense {
   //! out as x) when `need_input_grad`.
   std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad) {
     Matrix dz = dy;
-    if (activation_ == Activation::relu) {
+    std::optional<typename Vector::view_type> db;
+    if (use_bias_) db.emplace("kdist::Dense::db", dz.local().extent(1));
+    if (activation_ == Activation::relu && use_bias_) {
+      ops::relu_backward_bias_grad(y_.local(), dz.local(), *db);  // one pass over dz
+    } else if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(y_.local(), dz.local());
     } else if (activation_ == Activation::gelu) {
       typename Matrix::view_type d("kdist::Dense::dgelu", dz.local().extent(0),
@@ -191,11 +196,10 @@ class BasicDense {
       kernel_.grad = redistribute(dw, kernel_.value.layout());
     }
     if (use_bias_) {
-      typename Vector::view_type db("kdist::Dense::db", dz.local().extent(1));
-      ops::bias_grad(dz.local(), db);
+      if (activation_ != Activation::relu) ops::bias_grad(dz.local(), *db);
       RuntimeTensorLayout col_layout({dz.layout().axes()[1]}, dz.layout().device_mesh());
       auto partial = dz.layout().axes()[0].names();
-      auto pending = Vector::from_local(db, {units_}, col_layout, partial);
+      auto pending = Vector::from_local(*db, {units_}, col_layout, partial);
       bias_->grad = redistribute(pending, bias_->value.layout());
     }
     if (!need_input_grad) return std::nullopt;
