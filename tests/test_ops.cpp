@@ -367,7 +367,9 @@ TYPED_TEST(Ops, BiasAddAndGrad) {
 // directions, on shapes that are not multiples of a SIMD width.
 TYPED_TEST(Ops, BiasReluFusedIsBitwiseTheSeparateKernels) {
   using T = TypeParam;
-  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{67, 37}, {128, 200}, {1, 3}}) {
+  // (Not a structured binding: clang 14 cannot capture one in the lambdas below.)
+  for (const auto& shape : {std::pair<std::size_t, std::size_t>{67, 37}, {128, 200}, {1, 3}}) {
+    const std::size_t rows = shape.first, cols = shape.second;
     auto z0 = random_matrix<T>(rows, cols, "z0");
     auto d0 = random_matrix<T>(rows, cols, "d0");
     Vec<T> b("b", cols);
