@@ -167,9 +167,10 @@ class BasicDense {
   //! out as x) when `need_input_grad`.
   std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad) {
     Matrix dz = dy;
+    const bool fused = use_bias_ && activation_ == Activation::relu;  // as in forward
     std::optional<typename Vector::view_type> db;
     if (use_bias_) db.emplace("kdist::Dense::db", dz.local().extent(1));
-    if (activation_ == Activation::relu && use_bias_) {
+    if (fused) {
       ops::relu_backward_bias_grad(y_.local(), dz.local(), *db);  // one pass over dz
     } else if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(y_.local(), dz.local());
@@ -196,7 +197,7 @@ class BasicDense {
       kernel_.grad = redistribute(dw, kernel_.value.layout());
     }
     if (use_bias_) {
-      if (activation_ != Activation::relu) ops::bias_grad(dz.local(), *db);
+      if (!fused) ops::bias_grad(dz.local(), *db);
       RuntimeTensorLayout col_layout({dz.layout().axes()[1]}, dz.layout().device_mesh());
       auto partial = dz.layout().axes()[0].names();
       auto pending = Vector::from_local(*db, {units_}, col_layout, partial);
