@@ -20,6 +20,7 @@
 #include <kdist/core/runtime_mesh.hpp>
 
 // parallel/: start-up, processes and devices, communicators, collectives
+#include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/concepts.hpp>
@@ -71,6 +72,7 @@
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
 #include <kdist/nn/gradient_clipping.hpp>
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>

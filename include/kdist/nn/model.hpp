@@ -31,6 +31,7 @@
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
 #include <kdist/nn/gradient_clipping.hpp>
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
@@ -158,6 +159,7 @@ class BasicSequential {
     for (auto& l : layers_) shape = l.build(shape, *dist_, seed_);
     output_shape_ = shape;
     fused_softmax_ = loss_.fuses_softmax() && layers_.back().ends_in_softmax();
+    gradient_sync_.configure(gradient_sync_by_program_);
     slots_.clear();
     const OptimizerSlots declared = optimizer_.slots();
     for_each_variable([&](auto& v) {
@@ -179,6 +181,23 @@ class BasicSequential {
   }
 
   const Distribution& distribution() const { return *dist_; }
+
+  //! How data-parallel gradients are summed (kdist/nn/gradient_sync.hpp): all-reduces that
+  //! overlap the backward pass, small gradients in buckets. Replaces the environment's settings
+  //! (KDIST_GRADIENT_OVERLAP, KDIST_GRADIENT_BUCKET_KB). Collective once compiled (every process
+  //! calls it, with the same options); before compile it takes effect there. Errors:
+  //! kdist::ValueError on every process for options that differ between processes or
+  //! bucket_bytes over GradientSyncOptions::max_bucket_bytes.
+  void set_gradient_sync(const GradientSyncOptions& options) {
+    gradient_sync_by_program_ = options;
+    if (dist_) gradient_sync_.configure(gradient_sync_by_program_);
+  }
+  //! The gradient sync's options in force (after compile: the program's or the environment's).
+  const GradientSyncOptions& gradient_sync() const { return gradient_sync_.options(); }
+  //! What the gradient sync started since reset_gradient_sync_counts() (or compile): the
+  //! non-blocking all-reduces, the gradients that went through buckets, the bytes.
+  const GradientSyncCounts& gradient_sync_counts() const { return gradient_sync_.counts(); }
+  void reset_gradient_sync_counts() { gradient_sync_.reset_counts(); }
   //! Completed training steps (Keras' `optimizer.iterations`): with the seed, what dropout masks
   //! depend on.
   std::int64_t iterations() const { return optimizer_.iterations(); }
@@ -264,10 +283,12 @@ class BasicSequential {
     const auto target = loss_target(targets);
     const double local_sum = loss_sum(out.local(), target, &grad, scale);
     const double correct = count_correct(out.local(), target);
+    // The metrics' sum runs under the backward pass and the update (one wait less per step).
+    auto metrics = start_metrics(out, local_sum, correct);
     backward_layers(
         redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout));
     apply_gradients();
-    return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
+    return finish_metrics(metrics, global_batch, is_labels<YV>());
   }
 
   //! Keras' `model.predict` on this process's rows `x_local` of a global batch of `global_batch`
@@ -295,7 +316,8 @@ class BasicSequential {
     const auto target = loss_target(targets);
     const double local_sum = loss_sum(out.local(), target, nullptr, T(0));
     const double correct = count_correct(out.local(), target);
-    return reduce_metrics(out, local_sum, correct, global_batch, is_labels<YV>());
+    auto metrics = start_metrics(out, local_sum, correct);
+    return finish_metrics(metrics, global_batch, is_labels<YV>());
   }
 
   //! Keras' `model.fit`: `options.epochs` epochs over `data` in global batches of
@@ -392,9 +414,14 @@ class BasicSequential {
   }
   //! Errors: ValueError when a layer that is not the first gives no input gradient (an
   //! Embedding: token ids have none, so it must come first).
+  //! The gradient sync is active meanwhile: layers' gradient all-reduces start as they come
+  //! and complete in apply_gradients.
   void backward_layers(LayerTensor<T> dh) {
+    gradient_sync_.wait_all();  // nothing is left from a step that threw
+    const detail::GradientSyncScope scope(gradient_sync_);
     for (std::size_t i = layers_.size(); i-- > 0;) {
       auto dx = layers_[i].backward(dh, i > 0);
+      gradient_sync_.progress();
       if (dx) {
         dh = std::move(*dx);
       } else if (i > 0) {
@@ -404,6 +431,7 @@ class BasicSequential {
                          "train; put it first (an Embedding takes token ids, which have none)");
       }
     }
+    gradient_sync_.flush();
   }
 
   //! A language model's loss: (batch, sequence, vocabulary) logits against the integer tokens in
@@ -537,26 +565,38 @@ class BasicSequential {
   //! One step of every variable: with the optimizer's global_clipnorm, every gradient scaled by
   //! Keras' clip_by_global_norm first (in place: the gradients stay clipped), then the checks of
   //! kdist::apply_gradient and the optimizer's update_step on the blocks of the variable, its
-  //! gradient and its declared slots, told the variable's path.
+  //! gradient and its declared slots, told the variable's path. The variables go last layer
+  //! first, the order their gradients' all-reduces started: each waits only for its own.
   void apply_gradients() {
     if (const auto clipnorm = optimizer_.global_clipnorm()) {
-      GlobalNorm norm;  // over every shard of every gradient, replicas counted once
+      gradient_sync_.wait_all();  // the norm needs every gradient
+      GlobalNorm norm;            // over every shard of every gradient, replicas counted once
       for_each_variable([&](auto& v) { norm.add(v.grad); });
       const double scale = global_clip_scale(norm.norm(), *clipnorm);
       if (scale != 1.0) for_each_variable([&](auto& v) { detail::scale_block(v.grad, scale); });
     }
-    std::size_t k = 0;
-    std::vector<OptimizerView<T>> slots;
-    for_each_variable([&](auto& v) {
-      detail::check_gradient_for(v.value, v.grad);
-      slots.clear();
-      for (const auto& s : slots_[k]) {
-        slots.push_back(std::visit([](const auto& view) { return flat<T>(view); }, s));
+    std::size_t k = slots_.size();
+    std::vector<OptimizerView<T>>& slots = slot_views_;
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+      auto refs = layers_[l].variables();
+      for (std::size_t r = refs.size(); r-- > 0;) {
+        std::visit(
+            [&](auto* v) {
+              --k;
+              gradient_sync_.wait_for(v->grad.local().data());
+              detail::check_gradient_for(v->value, v->grad);
+              slots.clear();
+              for (const auto& s : slots_[k]) {
+                slots.push_back(std::visit([](const auto& view) { return flat<T>(view); }, s));
+              }
+              optimizer_.update_step(flat<T>(v->value.local()), flat<const T>(v->grad.local()),
+                                     std::span<const OptimizerView<T>>(slots), v->path);
+              gradient_sync_.progress();  // answer the other processes' all-reduce messages
+            },
+            refs[r]);
       }
-      ++k;
-      optimizer_.update_step(flat<T>(v.value.local()), flat<const T>(v.grad.local()),
-                             std::span<const OptimizerView<T>>(slots), v.path);
-    });
+    }
+    gradient_sync_.wait_all();
     optimizer_.finish_step();
   }
   //! A contiguous block's elements as the optimizer sees them.
@@ -565,20 +605,32 @@ class BasicSequential {
     return OptimizerView<S>(view.data(), view.size());
   }
 
-  //! Sums over the processes holding distinct rows (the batch axes), so model replicas count once.
-  Metrics reduce_metrics(const Matrix& out, double local_sum, double correct,
-                         std::size_t global_batch, bool has_accuracy) {
-    double buf[2] = {local_sum, correct};
+  //! The step's loss sum and correct count, summed over the processes holding distinct rows (the
+  //! batch axes) so that model replicas count once: started by start_metrics, read by
+  //! finish_metrics.
+  struct PendingMetrics {
+    CollectiveRequest request;
+  };
+  PendingMetrics start_metrics(const Matrix& out, double local_sum, double correct) {
+    metrics_sums_[0] = local_sum;
+    metrics_sums_[1] = correct;
+    PendingMetrics pending;
     const auto& row_axes = out.layout().axes()[0].names();
     if (!row_axes.empty()) {
       const auto& comm =
           communicators(out.device_mesh()).comm(std::span<const std::string>(row_axes));
       const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sums(
-          buf, 2);
-      all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, ReduceOp::sum, comm);
+          metrics_sums_, 2);
+      pending.request =
+          start_all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, ReduceOp::sum, comm);
     }
+    return pending;
+  }
+  Metrics finish_metrics(PendingMetrics& pending, std::size_t global_batch, bool has_accuracy) {
+    pending.request.wait();
     const double n = static_cast<double>(global_batch);
-    return {buf[0] / n, has_accuracy ? buf[1] / n : 0.0, global_batch, has_accuracy};
+    return {metrics_sums_[0] / n, has_accuracy ? metrics_sums_[1] / n : 0.0, global_batch,
+            has_accuracy};
   }
 
   void check_data(const ArrayDataset<T>& data, const char* what) const {
@@ -669,6 +721,13 @@ class BasicSequential {
   std::size_t input_row_offset_ = 0;
   //! Optimizer state of each variable (the slots its optimizer declares), shaped like its shard.
   std::vector<std::vector<SlotView>> slots_;
+  //! apply_gradients' views of one variable's slots (kept: no allocation per step).
+  std::vector<OptimizerView<T>> slot_views_;
+  //! The data-parallel gradient all-reduces of a step (gradient_sync.hpp) and their settings.
+  detail::GradientSync gradient_sync_;
+  std::optional<GradientSyncOptions> gradient_sync_by_program_;
+  //! The metrics' sums of the step under way (start_metrics), read when their all-reduce is done.
+  double metrics_sums_[2] = {0, 0};
 };
 
 //! Keras' Sequential on float32, the default dtype.

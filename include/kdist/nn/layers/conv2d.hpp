@@ -23,6 +23,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
@@ -153,14 +154,14 @@ class BasicConv2D {
                                   ks[0], ks[1], ks[2], k_.local().extent(3));
     ops::conv2d_backward_kernel(x_.local(), dy.local(), dk);
     auto dk_pending = Images::from_local(dk, ks, *compute_kernel_layout_, batch.names());
-    redistribute_into(dk_pending, kernel_.grad);
+    reduce_gradient_into(dk_pending, kernel_.grad);
     if (use_bias_) {
       typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
                                     dy.local().extent(3));
       ops::bias_grad(as_rows(dy.local()), db);
       auto pending = Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
                                         batch.names());
-      redistribute_into(pending, bias_->grad);
+      reduce_gradient_into(pending, bias_->grad);
     }
     if (!need_input_grad) return std::nullopt;
     // dx: each process holds the part of the sum over its filters: pending over the filter axes.

@@ -30,6 +30,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
@@ -186,13 +187,24 @@ class BasicDense {
       dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     }
     // dW = x^T dz: the batch is the contraction, so data-sharded rows leave a pending sum over
-    // the batch axes, resolved into the kernel's layout (the data-parallel all-reduce).
-    // The product goes into a buffer kept from the last step and the all-reduce into the
-    // gradient's own block: no 600 KB allocation (and page faults) per step.
-    auto dw = matmul(x_, dz, ops::Op::transpose, ops::Op::none, dw_buffer_);
-    dw_buffer_ = dw.local_summand();  // a pending sum over the batch axes, resolved below
+    // the batch axes, resolved into the kernel's layout (the data-parallel all-reduce). The
+    // product goes straight into the gradient's block when it fits there (the all-reduce then
+    // runs in place: no copy, no 600 KB allocation and page faults per step).
+    auto dw = matmul(x_, dz, ops::Op::transpose, ops::Op::none, kernel_.grad.local());
     if (dw.is_partial()) {
-      redistribute_into(dw, kernel_.grad);
+      if (dw.local_summand().data() == kernel_.grad.local().data() &&
+          !(dw.layout() == kernel_.grad.layout())) {
+        // Not a plain all-reduce (a reduce-scatter, say): the summand moves out of the way.
+        if (dw_buffer_.extent(0) != dw.local_summand().extent(0) ||
+            dw_buffer_.extent(1) != dw.local_summand().extent(1)) {
+          dw_buffer_ = typename Matrix::view_type(
+              Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::Dense::dw"),
+              dw.local_summand().extent(0), dw.local_summand().extent(1));
+        }
+        Kokkos::deep_copy(dw_buffer_, dw.local_summand());
+        dw = Matrix::from_local(dw_buffer_, dw.shape(), dw.layout(), dw.partial_axes());
+      }
+      reduce_gradient_into(dw, kernel_.grad);
     } else {
       kernel_.grad = redistribute(dw, kernel_.value.layout());
     }
@@ -201,7 +213,7 @@ class BasicDense {
       RuntimeTensorLayout col_layout({dz.layout().axes()[1]}, dz.layout().device_mesh());
       auto partial = dz.layout().axes()[0].names();
       auto pending = Vector::from_local(*db, {units_}, col_layout, partial);
-      bias_->grad = redistribute(pending, bias_->value.layout());
+      reduce_gradient_into(pending, bias_->grad);
     }
     if (!need_input_grad) return std::nullopt;
     auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose);
@@ -297,13 +309,13 @@ class BasicDense {
                                   kc.local().extent(0), kc.local().extent(1));
     const auto xcl = contiguous(x3c_.local());
     ops::matmul(rows_of(xcl), dzm, dw, ops::Op::transpose, ops::Op::none);
-    redistribute_into(Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes),
-                      kernel_.grad);
+    reduce_gradient_into(Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes),
+                         kernel_.grad);
     if (use_bias_) {
       typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
                                     dzm.extent(1));
       ops::bias_grad(dzm, db);
-      redistribute_into(
+      reduce_gradient_into(
           Vector::from_local(db, {units_}, RuntimeTensorLayout({kc_layout_->axes()[1]}, mesh),
                              row_axes),
           bias_->grad);

@@ -27,6 +27,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/embedding.hpp>
 #include <kdist/ops/random.hpp>
@@ -160,7 +161,7 @@ class BasicEmbedding {
     std::vector<std::string> partial = rows_layout_->axes()[0].names();
     for (const auto& a : rows_layout_->axes()[1].names()) partial.push_back(a);
     auto pending = Table::from_local(dt, g.shape(), *compute_layout_, partial);
-    redistribute_into(pending, table_.grad);
+    reduce_gradient_into(pending, table_.grad);
   }
 
  private:

@@ -20,6 +20,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/layer_norm.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -230,10 +231,12 @@ class BasicLayerNormalization {
     ops::layer_norm_backward_params(x_rows_, dy_rows, mean_, rstd_, dgamma, dbeta);
     RuntimeTensorLayout replicated({DimAxes()}, mesh);
     if (gamma_) {
-      redistribute_into(Vector::from_local(dgamma, {features_}, replicated, partial), gamma_->grad);
+      reduce_gradient_into(Vector::from_local(dgamma, {features_}, replicated, partial),
+                           gamma_->grad);
     }
     if (beta_) {
-      redistribute_into(Vector::from_local(dbeta, {features_}, replicated, partial), beta_->grad);
+      reduce_gradient_into(Vector::from_local(dbeta, {features_}, replicated, partial),
+                           beta_->grad);
     }
     if (!need_input_grad) return std::nullopt;
     auto dx = alloc_like(name_ + "/dx", dy.local());

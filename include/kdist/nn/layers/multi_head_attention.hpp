@@ -43,6 +43,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
@@ -393,7 +394,7 @@ class BasicMultiHeadAttention {
   //! Resolves a gradient (maybe a pending sum) into the variable's gradient, in its layout.
   template <class DataType>
   static void set_grad(Variable<DataType>& v, const DistributedTensor<DataType>& g) {
-    redistribute_into(g, v.grad);
+    reduce_gradient_into(g, v.grad);
   }
 
   std::size_t num_heads_, key_dim_;

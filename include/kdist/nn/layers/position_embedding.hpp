@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <kdist/core/error.hpp>
+#include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/ops/elementwise.hpp>
@@ -125,7 +126,8 @@ class BasicPositionEmbedding {
     typename Table::view_type dp(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dp"),
                                  dy.local().extent(1), dy.local().extent(2));
     ops::sum_over_batch(dy.local(), dp);
-    redistribute_into(Table::from_local(dp, table_.value.shape(), table_layout, over), table_.grad);
+    reduce_gradient_into(Table::from_local(dp, table_.value.shape(), table_layout, over),
+                         table_.grad);
     if (!need_input_grad) return std::nullopt;
     return dy;
   }

@@ -1,0 +1,382 @@
+#pragma once
+//! \file nn/gradient_sync.hpp
+//! How the gradients of data-parallel replicas are summed while the backward pass goes on (PyTorch
+//! DDP's buckets): `kdist::reduce_gradient_into(pending, variable.grad)`, which layers call with a
+//! gradient that is a pending sum over the batch axes, and the `kdist::GradientSyncOptions` of
+//! kdist::Sequential (`set_gradient_sync`).
+//!
+//! Inside Sequential's backward pass (a detail::GradientSyncScope), a pending sum that resolves
+//! into the gradient by a plain all-reduce, on host memory, is not reduced on the spot:
+//! - a gradient of at least `bucket_bytes` starts its own non-blocking all-reduce
+//!   (kdist::start_all_reduce), from the summand into the gradient's block;
+//! - smaller ones are copied into a bucket (one per communicator and type), and the bucket's
+//!   all-reduce starts once it holds `bucket_bytes` (the rest at the end of the backward pass);
+//! - after each layer MPI is given a chance to progress (MPI_Test);
+//! - the optimizer waits for each variable's gradient just before updating it, in the order
+//!   the gradients became ready (the last layer's first), so it updates the first variables while
+//!   the last all-reduces are still under way.
+//! With `overlap` off every all-reduce starts after the backward pass (the same buckets). Any
+//! other case (no scope, device memory, a reduce-scatter into a sharded gradient) is the
+//! blocking kdist::redistribute_into. The sums are those of the blocking path bit for bit on 2
+//! processes; on more, MPI may add the summands in another order for another message size.
+//! The settings must be the same on every process (checked when Sequential compiles).
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <kdist/core/error.hpp>
+#include <kdist/parallel/collective_request.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
+#include <kdist/parallel/world.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/tensor.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kdist {
+
+//! How kdist::Sequential sums data-parallel gradients (gradient_sync.hpp). Defaults: the
+//! environment's (from_environment), else overlap on and 256 KiB buckets.
+struct GradientSyncOptions {
+  //! Start each all-reduce as soon as its gradients are ready, during the backward pass; false:
+  //! start them all after it (`KDIST_GRADIENT_OVERLAP=0`).
+  bool overlap = true;
+  //! Gradients under this many bytes share buckets of about this size; larger ones are reduced
+  //! on their own, in place. 0: every gradient on its own (`KDIST_GRADIENT_BUCKET_KB`, KiB).
+  std::size_t bucket_bytes = std::size_t{256} << 10;
+
+  //! The largest bucket_bytes accepted (1 GiB).
+  static constexpr std::size_t max_bucket_bytes = std::size_t{1} << 30;
+
+  //! The defaults with `KDIST_GRADIENT_OVERLAP` (0/1, off/on) and `KDIST_GRADIENT_BUCKET_KB`
+  //! (0 to 1048576) applied. Errors: kdist::ValueError for a value that is not one of those.
+  static GradientSyncOptions from_environment() {
+    GradientSyncOptions o;
+    if (const char* v = std::getenv("KDIST_GRADIENT_OVERLAP"); v != nullptr && *v != '\0') {
+      const std::string s(v);
+      if (s == "1" || s == "on") {
+        o.overlap = true;
+      } else if (s == "0" || s == "off") {
+        o.overlap = false;
+      } else {
+        throw ValueError("KDIST_GRADIENT_OVERLAP is '" + s +
+                         "', not 0, 1, off or on (whether data-parallel gradient all-reduces "
+                         "overlap the backward pass)");
+      }
+    }
+    if (const char* v = std::getenv("KDIST_GRADIENT_BUCKET_KB"); v != nullptr && *v != '\0') {
+      const std::string s(v);
+      char* end = nullptr;
+      const unsigned long long kb = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || s.find('-') != std::string::npos ||
+          kb > (max_bucket_bytes >> 10)) {
+        throw ValueError("KDIST_GRADIENT_BUCKET_KB is '" + s +
+                         "', not a whole number of KiB from 0 to " +
+                         std::to_string(max_bucket_bytes >> 10) +
+                         " (the size of a data-parallel gradient bucket; 0: no buckets)");
+      }
+      o.bucket_bytes = static_cast<std::size_t>(kb) << 10;
+    }
+    return o;
+  }
+};
+
+//! What kdist::Sequential's gradient sync started since its last reset (for tests and
+//! benchmarks: Sequential::gradient_sync_counts).
+struct GradientSyncCounts {
+  std::size_t all_reduces = 0;         //!< non-blocking all-reduces started
+  std::size_t bucketed_gradients = 0;  //!< gradients that went through a bucket
+  std::size_t bytes = 0;               //!< bytes all-reduced
+};
+
+namespace detail {
+
+//! The all-reduces of one backward pass (see the file's comment). Copying one copies only its
+//! options: what it tracks lives within a step.
+class GradientSync {
+ public:
+  GradientSync() = default;
+  GradientSync(const GradientSync& other) : options_(other.options_) {}
+  GradientSync& operator=(const GradientSync& other) {
+    if (this != &other) {
+      wait_all();
+      options_ = other.options_;
+    }
+    return *this;
+  }
+  ~GradientSync() = default;  // each CollectiveRequest still running waits for itself
+
+  const GradientSyncOptions& options() const noexcept { return options_; }
+
+  //! Sets the options: `by_program`, else the environment's (GradientSyncOptions::
+  //! from_environment). Collective over kdist's communicator: a bad value on any process, or
+  //! options that differ between processes (their all-reduces would not match), are the same
+  //! kdist::ValueError on every process.
+  void configure(const std::optional<GradientSyncOptions>& by_program) {
+    wait_all();
+    GradientSyncOptions o;
+    std::string problem;
+    if (by_program) {
+      o = *by_program;
+    } else {
+      try {
+        o = GradientSyncOptions::from_environment();
+      } catch (const ValueError& e) {
+        problem = e.what();
+      }
+    }
+    if (problem.empty() && o.bucket_bytes > GradientSyncOptions::max_bucket_bytes) {
+      problem = "kdist::GradientSyncOptions: bucket_bytes is " + std::to_string(o.bucket_bytes) +
+                ", more than the limit of 1 GiB";
+    }
+    mpi::agree(kdist::communicator(), problem.empty(), problem);
+    long long v[4] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0, 0, 0};
+    v[2] = -v[0];
+    v[3] = -v[1];
+    mpi::detail::check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_LONG_LONG, MPI_MIN, kdist::communicator()),
+        "kdist::GradientSyncOptions: MPI_Allreduce");
+    if (v[0] != -v[2] || v[1] != -v[3]) {
+      throw ValueError(
+          "kdist::GradientSyncOptions differ between processes (bucket_bytes from " +
+          std::to_string(v[0]) + " to " + std::to_string(-v[2]) + ", overlap " +
+          (v[1] == -v[3] ? std::string(v[1] ? "on" : "off") : std::string("on and off")) +
+          "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP or "
+          "Sequential::set_gradient_sync alike on every process, or their all-reduces would not "
+          "match");
+    }
+    options_ = o;
+  }
+
+  //! Sums `summand` over `comm` into `gradient` (same size and rank, contiguous, host memory),
+  //! now or later (see the file's comment). wait_for(gradient.data()) waits for it.
+  template <class SummandView, class GradientView>
+  void submit(const SummandView& summand, const GradientView& gradient, MPI_Comm comm) {
+    using T = typename GradientView::non_const_value_type;
+    wait_for(gradient.data());  // the same gradient twice in a step: the first sum lands first
+    const std::size_t bytes = gradient.size() * sizeof(T);
+    if (options_.bucket_bytes == 0 || bytes >= options_.bucket_bytes) {
+      Launch launch;
+      launch.bytes = bytes;
+      // The Views hold references: the summand and the gradient live until the step ends.
+      launch.start = [s = summand, g = gradient, comm] {
+        return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), s, g, ReduceOp::sum, comm);
+      };
+      launches_.push_back(std::move(launch));
+      targets_.push_back({gradient.data(), launches_.size() - 1, 0, 0});
+      if (options_.overlap) start(launches_.back());
+      return;
+    }
+    const std::size_t b = open_bucket(comm, mpi::datatype<T>());
+    Bucket& bucket = buckets_[b];
+    const std::size_t offset = bucket.used;
+    auto& storage = pool_[bucket.storage];
+    if (storage.size() < offset + bytes)
+      storage.resize(std::max(offset + bytes, 2 * storage.size()));
+    std::memcpy(storage.data() + offset, summand.data(), bytes);
+    bucket.used = offset + bytes;
+    targets_.push_back({gradient.data(), kOpen, offset, bytes});
+    bucket.targets.push_back(targets_.size() - 1);
+    if (bucket.used >= options_.bucket_bytes) close_bucket(b);
+  }
+
+  //! Lets MPI progress the started all-reduces (between layers of the backward pass).
+  void progress() {
+    for (auto& l : launches_) {
+      if (l.started && !l.done && l.request.test()) finish(l);
+    }
+  }
+
+  //! The end of the backward pass: every bucket closes, every all-reduce starts.
+  void flush() {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      if (buckets_[b].open) close_bucket(b);
+    }
+    for (auto& l : launches_) {
+      if (!l.started) start(l);
+    }
+  }
+
+  //! Waits for the all-reduce that writes the gradient at `target`, if there is one.
+  void wait_for(const void* target) {
+    for (const auto& t : targets_) {
+      if (t.gradient != target) continue;
+      if (t.launch == kOpen) flush();
+      Launch& l = launches_[t.launch];
+      if (!l.started) start(l);
+      if (!l.done) {
+        l.request.wait();
+        finish(l);
+      }
+    }
+  }
+
+  //! Waits for every all-reduce and forgets them (the end of the step).
+  void wait_all() {
+    flush();
+    for (auto& l : launches_) {
+      if (!l.done) {
+        l.request.wait();
+        finish(l);
+      }
+    }
+    launches_.clear();
+    targets_.clear();
+    buckets_.clear();
+    pool_used_ = 0;
+  }
+
+  //! What the steps since the last reset_counts() started.
+  const GradientSyncCounts& counts() const noexcept { return counts_; }
+  void reset_counts() noexcept { counts_ = {}; }
+
+ private:
+  static constexpr std::size_t kOpen = static_cast<std::size_t>(-1);
+
+  struct Launch {
+    std::function<CollectiveRequest()> start;  // a gradient on its own; empty for a bucket
+    std::size_t bucket = kOpen;                // a bucket: its index in buckets_
+    std::size_t bytes = 0;
+    CollectiveRequest request;
+    bool started = false;
+    bool done = false;
+  };
+  struct Target {
+    const void* gradient;
+    std::size_t launch;  // kOpen while its bucket fills
+    std::size_t offset;  // in the bucket
+    std::size_t bytes;
+  };
+  struct Bucket {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    std::size_t storage = 0;  // its memory: pool_[storage], kept from step to step
+    std::size_t used = 0;
+    bool open = true;
+    std::vector<std::size_t> targets;  // indices into targets_
+  };
+  std::byte* memory(const Bucket& b) { return pool_[b.storage].data(); }
+
+  //! The open bucket of (comm, type), made when there is none.
+  std::size_t open_bucket(MPI_Comm comm, MPI_Datatype type) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      if (buckets_[b].open && buckets_[b].comm == comm && buckets_[b].type == type) return b;
+    }
+    Bucket bucket;
+    bucket.comm = comm;
+    bucket.type = type;
+    if (pool_used_ == pool_.size()) pool_.emplace_back();
+    bucket.storage = pool_used_++;
+    buckets_.push_back(std::move(bucket));
+    return buckets_.size() - 1;
+  }
+
+  void close_bucket(std::size_t b) {
+    Launch launch;
+    launch.bucket = b;
+    launch.bytes = buckets_[b].used;
+    launches_.push_back(std::move(launch));
+    buckets_[b].open = false;
+    for (auto t : buckets_[b].targets) targets_[t].launch = launches_.size() - 1;
+    if (options_.overlap) start(launches_.back());
+  }
+
+  void start(Launch& l) {
+    if (l.bucket == kOpen) {
+      l.request = l.start();
+    } else {
+      const Bucket& b = buckets_[l.bucket];
+      l.request = b.type == mpi::datatype<float>() ? start_bucket<float>(memory(b), b)
+                                                   : start_bucket<double>(memory(b), b);
+      counts_.bucketed_gradients += b.targets.size();
+    }
+    l.started = true;
+    ++counts_.all_reduces;
+    counts_.bytes += l.bytes;
+    if (l.request.test()) finish(l);
+  }
+  template <class T>
+  static CollectiveRequest start_bucket(std::byte* data, const Bucket& b) {
+    const Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
+        reinterpret_cast<T*>(data), b.used / sizeof(T));
+    return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, b.comm);
+  }
+
+  //! A completed all-reduce: a bucket's sums go back to their gradients.
+  void finish(Launch& l) {
+    l.done = true;
+    if (l.bucket == kOpen) return;
+    const Bucket& b = buckets_[l.bucket];
+    for (auto t : b.targets) {
+      const Target& target = targets_[t];
+      std::memcpy(const_cast<void*>(target.gradient), memory(b) + target.offset, target.bytes);
+    }
+  }
+
+  GradientSyncOptions options_;
+  std::vector<Launch> launches_;
+  std::vector<Target> targets_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::vector<std::byte>> pool_;  // bucket memory, reused step after step
+  std::size_t pool_used_ = 0;
+  GradientSyncCounts counts_;
+};
+
+//! The GradientSync of the backward pass under way on this thread (none outside one).
+inline GradientSync*& active_gradient_sync() noexcept {
+  static thread_local GradientSync* active = nullptr;
+  return active;
+}
+
+//! Makes `sync` the active one for its lifetime (Sequential's backward pass).
+class GradientSyncScope {
+ public:
+  explicit GradientSyncScope(GradientSync& sync) noexcept
+      : previous_(std::exchange(active_gradient_sync(), &sync)) {}
+  GradientSyncScope(const GradientSyncScope&) = delete;
+  GradientSyncScope& operator=(const GradientSyncScope&) = delete;
+  ~GradientSyncScope() { active_gradient_sync() = previous_; }
+
+ private:
+  GradientSync* previous_;
+};
+
+}  // namespace detail
+
+//! Writes the sum of the pending sum `pending` into `gradient`, a variable's gradient block in the
+//! variable's layout: kdist::redistribute_into, except inside kdist::Sequential's backward pass,
+//! where a plain all-reduce on host memory is started without blocking and completed before the
+//! optimizer reads the gradient (gradient_sync.hpp). Errors: those of kdist::redistribute_into.
+template <class DataType, class MemorySpace>
+void reduce_gradient_into(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& pending,
+    DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& gradient) {
+  detail::GradientSync* sync = detail::active_gradient_sync();
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
+    if (sync != nullptr && pending.is_partial() && !gradient.is_partial() &&
+        pending.shape() == gradient.shape()) {
+      detail::check_same_mesh(pending, gradient.layout());
+      const RedistributePlan plan = detail::plan_for(pending, gradient.layout());
+      if (plan.steps.size() == 1 && plan.steps.front().kind == RedistributeStep::Kind::all_reduce) {
+        const auto& comm = communicators(pending.device_mesh())
+                               .comm(std::span<const std::string>(plan.steps.front().axes));
+        sync->submit(pending.local_summand(), gradient.local(), comm.get());
+        return;
+      }
+    }
+  }
+  if (sync != nullptr) sync->wait_for(gradient.local().data());
+  redistribute_into(pending, gradient);
+}
+
+}  // namespace kdist
