@@ -159,14 +159,7 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
                          {"the element count", static_cast<long long>(recv.size())}},
                         [&] {
                           dc::check_non_blocking_op(op, who);
-                          dc::check_contiguous(send, who, "send");
-                          dc::check_contiguous(recv, who, "recv");
-                          if (send.size() != recv.size()) [[unlikely]] {
-                            dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                                           " elements but recv has " +
-                                                           std::to_string(recv.size()) +
-                                                           "; they must have the same number");
-                          }
+                          dc::check_elementwise_pair(send, recv, who);
                         });
     using T = typename RecvView::non_const_value_type;
     const int count = dc::to_count(recv.size(), who);

@@ -65,16 +65,7 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
     dc::check_arguments(dc::raw(comm), who,
                         {{"the reduction", static_cast<long long>(op)},
                          {"the element count", static_cast<long long>(recv.size())}},
-                        [&] {
-                          dc::check_contiguous(send, who, "send");
-                          dc::check_contiguous(recv, who, "recv");
-                          if (send.size() != recv.size()) [[unlikely]] {
-                            dc::throw_value_error(who, "send has " + std::to_string(send.size()) +
-                                                           " elements but recv has " +
-                                                           std::to_string(recv.size()) +
-                                                           "; they must have the same number");
-                          }
-                        });
+                        [&] { dc::check_elementwise_pair(send, recv, who); });
     const int size = op == ReduceOp::mean ? dc::size_of(comm) : 1;
     dc::with_staging<SendView, RecvView>([&](auto stage_s, auto stage_r) {
       dc::all_reduce<decltype(stage_s)::value, decltype(stage_r)::value>(space, send, recv, op,

@@ -154,6 +154,17 @@ inline void check_contiguous(const V& v, const char* who, const char* name) {
   }
 }
 
+//! An element-wise pair (all_reduce, start_all_reduce): both contiguous, of the same size.
+template <class S, class R>
+inline void check_elementwise_pair(const S& send, const R& recv, const char* who) {
+  check_contiguous(send, who, "send");
+  check_contiguous(recv, who, "recv");
+  if (send.size() != recv.size()) [[unlikely]] {
+    throw_value_error(who, "send has " + std::to_string(send.size()) + " elements but recv has " +
+                               std::to_string(recv.size()) + "; they must have the same number");
+  }
+}
+
 //! The element count as MPI's int; kdist::ValueError when it does not fit.
 inline int to_count(std::size_t n, const char* who) {
   if (n > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
