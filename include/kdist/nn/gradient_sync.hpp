@@ -177,7 +177,7 @@ class GradientSync {
       if (options_.overlap) start(launches_.back());
       return;
     }
-    const std::size_t b = open_bucket(comm, mpi::datatype<T>());
+    const std::size_t b = open_bucket<T>(comm);
     Bucket& bucket = buckets_[b];
     const std::size_t offset = bucket.used;
     auto& storage = pool_[bucket.storage];
@@ -241,18 +241,19 @@ class GradientSync {
   void reset_counts() noexcept { counts_ = {}; }
 
  private:
-  static constexpr std::size_t kOpen = static_cast<std::size_t>(-1);
+  static constexpr std::size_t kOpen = static_cast<std::size_t>(-1);  // Target: bucket filling
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // Launch: no bucket
 
   struct Launch {
     std::function<CollectiveRequest()> start;  // a gradient on its own; empty for a bucket
-    std::size_t bucket = kOpen;                // a bucket: its index in buckets_
+    std::size_t bucket = kNone;                // a bucket: its index in buckets_
     std::size_t bytes = 0;
     CollectiveRequest request;
     bool started = false;
     bool done = false;
   };
   struct Target {
-    const void* gradient;
+    void* gradient;
     std::size_t launch;  // kOpen while its bucket fills
     std::size_t offset;  // in the bucket
     std::size_t bytes;
@@ -260,6 +261,8 @@ class GradientSync {
   struct Bucket {
     MPI_Comm comm = MPI_COMM_NULL;
     MPI_Datatype type = MPI_DATATYPE_NULL;
+    //! Starts the all-reduce of `bytes` at `data` as elements of the bucket's type.
+    CollectiveRequest (*start)(std::byte* data, std::size_t bytes, MPI_Comm comm) = nullptr;
     std::size_t storage = 0;  // its memory: pool_[storage], kept from step to step
     std::size_t used = 0;
     bool open = true;
@@ -267,14 +270,17 @@ class GradientSync {
   };
   std::byte* memory(const Bucket& b) { return pool_[b.storage].data(); }
 
-  //! The open bucket of (comm, type), made when there is none.
-  std::size_t open_bucket(MPI_Comm comm, MPI_Datatype type) {
+  //! The open bucket of (comm, T), made when there is none.
+  template <class T>
+  std::size_t open_bucket(MPI_Comm comm) {
+    const MPI_Datatype type = mpi::datatype<T>();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       if (buckets_[b].open && buckets_[b].comm == comm && buckets_[b].type == type) return b;
     }
     Bucket bucket;
     bucket.comm = comm;
     bucket.type = type;
+    bucket.start = &start_bucket<T>;
     if (pool_used_ == pool_.size()) pool_.emplace_back();
     bucket.storage = pool_used_++;
     buckets_.push_back(std::move(bucket));
@@ -292,12 +298,11 @@ class GradientSync {
   }
 
   void start(Launch& l) {
-    if (l.bucket == kOpen) {
+    if (l.bucket == kNone) {
       l.request = l.start();
     } else {
       const Bucket& b = buckets_[l.bucket];
-      l.request = b.type == mpi::datatype<float>() ? start_bucket<float>(memory(b), b)
-                                                   : start_bucket<double>(memory(b), b);
+      l.request = b.start(memory(b), b.used, b.comm);
       counts_.bucketed_gradients += b.targets.size();
     }
     l.started = true;
@@ -306,20 +311,20 @@ class GradientSync {
     if (l.request.test()) finish(l);
   }
   template <class T>
-  static CollectiveRequest start_bucket(std::byte* data, const Bucket& b) {
+  static CollectiveRequest start_bucket(std::byte* data, std::size_t bytes, MPI_Comm comm) {
     const Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
-        reinterpret_cast<T*>(data), b.used / sizeof(T));
-    return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, b.comm);
+        reinterpret_cast<T*>(data), bytes / sizeof(T));
+    return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
   }
 
   //! A completed all-reduce: a bucket's sums go back to their gradients.
   void finish(Launch& l) {
     l.done = true;
-    if (l.bucket == kOpen) return;
+    if (l.bucket == kNone) return;
     const Bucket& b = buckets_[l.bucket];
     for (auto t : b.targets) {
       const Target& target = targets_[t];
-      std::memcpy(const_cast<void*>(target.gradient), memory(b) + target.offset, target.bytes);
+      std::memcpy(target.gradient, memory(b) + target.offset, target.bytes);
     }
   }
 
