@@ -5,7 +5,9 @@
 # Not used by the tests or the README commands. Needs a venv with keras and jax; one core, like
 # one kdist process:
 #   KERAS_BACKEND=jax XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
-#     taskset -c 1 python benchmarks/keras_mlp_step.py [hidden] [steps]
+#     taskset -c 1 python benchmarks/keras_mlp_step.py [hidden] [steps] [hidden_layers]
+# hidden_layers 2 is 784-4096-4096-10 (the second hidden Dense without dropout), as
+# benchmarks/bench_mlp_step.cpp's BM_mlp_step/2/*. Whole machine: leave XLA_FLAGS and taskset out.
 import os
 import sys
 import time
@@ -16,6 +18,7 @@ import numpy as np
 
 hidden = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+hidden_layers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 rng = np.random.default_rng(0)
 x = rng.random((128, 784), dtype=np.float32)
 y = keras.utils.to_categorical(rng.integers(0, 10, 128), 10)
@@ -23,6 +26,7 @@ model = keras.Sequential([
     keras.Input((784,)),
     keras.layers.Dense(hidden, activation="relu"),
     keras.layers.Dropout(0.4),
+    *[keras.layers.Dense(hidden, activation="relu") for _ in range(hidden_layers - 1)],
     keras.layers.Dense(10, activation="softmax"),
 ])
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy")
@@ -34,5 +38,6 @@ for _ in range(steps):
     model.train_on_batch(x, y)
     times.append(time.perf_counter() - t)
 times.sort()
-print(f"784-{hidden}-10, batch 128, Adam, dropout 0.4: median {1e3 * times[len(times) // 2]:.1f} ms/step, "
+widths = "-".join([str(hidden)] * hidden_layers)
+print(f"784-{widths}-10, batch 128, Adam, dropout 0.4: median {1e3 * times[len(times) // 2]:.1f} ms/step, "
       f"min {1e3 * times[0]:.1f} ms ({steps} steps, keras {keras.__version__})")

@@ -49,7 +49,7 @@ pkg_check_modules(KDIST_RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
 # Random123 (librandom123-dev) is header-only and ships no CMake config.
 find_path(KDIST_RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED
           DOC "Random123 headers (Debian: librandom123-dev)")
-# Host GEMMs: OpenBLAS (Debian: libopenblas-serial-dev, or any variant), found by pkg-config,
+# Host GEMMs: OpenBLAS (Debian: libopenblas-openmp-dev, or any variant), found by pkg-config,
 # else Eigen's GEMM (kdist/ops/detail/cblas.hpp). KDIST_ENABLE_BLAS=OFF keeps Eigen's.
 option(KDIST_ENABLE_BLAS "host GEMMs through OpenBLAS when pkg-config finds it" ON)
 if(KDIST_ENABLE_BLAS)

@@ -19,7 +19,7 @@ KDIST_PACKAGES=(
   libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
   "${kdist_mpi_packages[@]}"         # MPI and its parallel HDF5 (checkpoints)
   libeigen3-dev                      # host linear algebra
-  libopenblas-serial-dev             # host GEMMs (OpenBLAS, one thread per rank)
+  libopenblas-openmp-dev             # host GEMMs (OpenBLAS; threads per rank: OMP_NUM_THREADS)
   libre2-dev                         # linear-time regular expressions for LayoutMap
   librandom123-dev                   # counter-based random numbers (Philox)
   zlib1g-dev                         # reading the gzip'd dataset

@@ -115,3 +115,8 @@ kdist_add_guide_examples(04-tensors guide_04)
 kdist_add_guide_examples(06-custom-training guide_06)
 kdist_add_guide_examples(05-training guide_05)
 kdist_add_guide_examples(08-inside-an-hpc-code guide_08)
+
+# ---- threads per rank (issue 21): OMP_NUM_THREADS=2 gives a rank's host GEMMs two threads -------
+add_test(NAME test_ops.threads_per_rank COMMAND test_ops --gtest_filter=ThreadsPerRank.*)
+set_tests_properties(test_ops.threads_per_rank PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2"
+  PROCESSORS 2 SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" TIMEOUT 60)

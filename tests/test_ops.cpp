@@ -114,10 +114,40 @@ TEST(Backend, HostGemmLibraryIsTheOneKdistWasBuiltWith) {
 #if defined(OPENBLAS_VERSION)
   if (!std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
     EXPECT_EQ(openblas_get_num_threads(), 1);
+    EXPECT_EQ(ops::host_gemm_threads(), 1);
   }
 #endif
 #else
   EXPECT_EQ(ops::host_gemm_library(), "Eigen");
+#endif
+}
+
+// Threads per rank (test_ops.threads_per_rank runs this with OMP_NUM_THREADS=2): OpenBLAS' OpenMP
+// variant gives the rank's GEMMs that many threads, and the product is the one-thread product.
+TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp == nullptr || std::getenv("OPENBLAS_NUM_THREADS") != nullptr) {
+    GTEST_SKIP() << "runs as test_ops.threads_per_rank, with OMP_NUM_THREADS=2";
+  }
+#if defined(KDIST_ENABLE_CBLAS) && defined(OPENBLAS_VERSION)
+  if (openblas_get_parallel() == 0) {
+    GTEST_SKIP() << "OpenBLAS is its serial variant: threads per rank need "
+                    "libopenblas-openmp-dev (or -pthread-dev)";
+  }
+  const int asked = std::atoi(omp);
+  EXPECT_EQ(ops::host_gemm_threads(), std::min(asked, openblas_get_num_procs()));
+  Mat<float> A("A", 301, 257), B("B", 257, 263), C("C", 301, 263), C1("C1", 301, 263);
+  for (std::size_t i = 0; i < A.size(); ++i) A.data()[i] = float(int(i * 37 % 101) - 50) / 64.0f;
+  for (std::size_t i = 0; i < B.size(); ++i) B.data()[i] = float(int(i * 53 % 97) - 48) / 64.0f;
+  ops::matmul(A, B, C);
+  openblas_set_num_threads(1);
+  ops::matmul(A, B, C1);
+  openblas_set_num_threads(asked);
+  for (std::size_t i = 0; i < C.size(); ++i) {
+    ASSERT_NEAR(C.data()[i], C1.data()[i], 1e-4f * (1.0f + std::abs(C1.data()[i]))) << i;
+  }
+#else
+  EXPECT_EQ(ops::host_gemm_threads(), 1);
 #endif
 }
 

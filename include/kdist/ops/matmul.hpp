@@ -190,4 +190,16 @@ inline std::string host_gemm_library() {
 #endif
 }
 
+//! How many threads this process's host GEMMs use: OpenBLAS' count once kdist has applied its
+//! one-per-rank default (`OMP_NUM_THREADS` / `OPENBLAS_NUM_THREADS` raise it, in OpenBLAS' OpenMP
+//! or pthread variant; the serial variant and Eigen use 1).
+inline int host_gemm_threads() {
+#if defined(KDIST_ENABLE_CBLAS) && defined(OPENBLAS_VERSION)
+  detail::limit_blas_threads_once();
+  return openblas_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
 }  // namespace kdist::ops

@@ -1,7 +1,7 @@
 #pragma once
 //! \file ops/detail/cblas.hpp
 //! The optimised BLAS behind `kdist::ops::matmul` on host memory: CBLAS sgemm/dgemm (OpenBLAS
-//! from Debian's libopenblas-serial-dev; any CBLAS works). Measured 2.3-2.6x Eigen's GEMM on the
+//! from Debian's libopenblas-openmp-dev; any CBLAS works). Measured 2.3-2.6x Eigen's GEMM on the
 //! Dense and GPT shapes on one core (docs/benchmarks.md, "Host GEMM"): OpenBLAS picks its kernels
 //! for the CPU at run time, Eigen's are the ones the compiler flags allow (SSE2 without -march).
 //!
