@@ -55,6 +55,13 @@ option(KDIST_ENABLE_BLAS "host GEMMs through OpenBLAS when pkg-config finds it" 
 if(KDIST_ENABLE_BLAS)
   pkg_check_modules(KDIST_OPENBLAS IMPORTED_TARGET GLOBAL openblas)
 endif()
+# Threads per rank for the host's elementwise kernels (kdist/ops/detail/host_threads.hpp): OpenMP
+# where the compiler has it (GCC; clang needs libomp-dev). Used only when OMP_NUM_THREADS is set.
+# Not under Kokkos CUDA, whose host compiler flags go through nvcc.
+option(KDIST_ENABLE_OPENMP "host elementwise kernels threaded by OpenMP (OMP_NUM_THREADS)" ON)
+if(KDIST_ENABLE_OPENMP AND NOT Kokkos_ENABLE_CUDA)
+  find_package(OpenMP COMPONENTS CXX QUIET)
+endif()
 # Kokkos with CUDA: device GEMMs go to cuBLAS (kdist/ops/detail/cublas.hpp). The CUDA toolkit
 # that built Kokkos has it.
 if(Kokkos_ENABLE_CUDA)

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
@@ -20,6 +21,10 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace {
 
@@ -148,6 +153,39 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
   }
 #else
   EXPECT_EQ(ops::host_gemm_threads(), 1);
+#endif
+#if defined(_OPENMP)
+  // The elementwise kernels (Adam's update, dropout forward and backward) share their blocks
+  // among the threads and give the one-thread bits.
+  EXPECT_EQ(ops::detail::host_kernel_threads(), asked);
+  const auto x = random_matrix<float>(512, 1024, "x");
+  const auto grad = random_matrix<float>(512, 1024, "grad");
+  const ops::DropoutParams params{1337, kdist::stream_id("dropout"), 3, 0.4};
+  using Mask = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  struct Out {
+    Mat<float> param, y, dx;
+    Mask mask;
+  };
+  const auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    Out o{clone(x), Mat<float>("y", 512, 1024), Mat<float>("dx", 512, 1024),
+          Mask("mask", 512 * 1024)};
+    kdist::Adam adam;
+    auto m = kdist::make_slot(o.param, "m"), v = kdist::make_slot(o.param, "v");
+    for (int s = 0; s < 2; ++s) {
+      adam.update(o.param, grad, m, v);
+      adam.finish_step();
+    }
+    ops::dropout(x, o.y, o.mask, params);
+    ops::dropout_backward(grad, o.dx, o.mask, 0.4);
+    return o;
+  };
+  const Out one = run(1);
+  const Out many = run(asked);
+  EXPECT_EQ(max_diff(one.param, many.param), 0.0);
+  EXPECT_EQ(max_diff(one.y, many.y), 0.0);
+  EXPECT_EQ(max_diff(one.dx, many.dx), 0.0);
+  EXPECT_EQ(std::memcmp(one.mask.data(), many.mask.data(), one.mask.size()), 0);
 #endif
 }
 

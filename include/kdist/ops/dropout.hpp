@@ -12,12 +12,14 @@
 //! (batch, sequence, features) or NHWC one), keyed by the same row-major global flat index.
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <kdist/ops/random.hpp>
 #include <string>
@@ -138,8 +140,14 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
   if constexpr (host) {
     const bool flat = cols == global_cols && x.span_is_contiguous() && y.span_is_contiguous();
     if (flat) {
-      dropout_run_host<Mask>(key, threshold, keep_prob, row0 * global_cols, rows * cols, x.data(),
-                             y.data(), mask_data);
+      // Every element's draw depends on its global index alone: blocks (shared by the rank's
+      // threads, ops/detail/host_threads.hpp) give the same bits as one run.
+      const T* xd = x.data();
+      T* yd = y.data();
+      for_host_blocks(rows * cols, 16384, [&](std::uint64_t begin, std::uint64_t count) {
+        dropout_run_host<Mask>(key, threshold, keep_prob, row0 * global_cols + begin, count,
+                               xd + begin, yd + begin, Mask ? mask_data + begin : nullptr);
+      });
     } else {
       for (std::uint64_t i = 0; i < rows; ++i) {
         dropout_run_host<Mask>(key, threshold, keep_prob, (row0 + i) * global_cols + col0, cols,
@@ -262,9 +270,12 @@ void dropout_backward(const DYV& dy, const DXV& dx, const MV& mask, double rate,
     const std::uint64_t rows = dy.extent(0), cols = dy.extent(1);
     if (rows == 0 || cols == 0) return;
     if constexpr (host) {
-      for (std::uint64_t i = 0; i < rows; ++i) {
-        detail::dropout_masked_host(keep_prob, cols, &dy(i, 0), &dx(i, 0), mp + i * cols);
-      }
+      const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, 16384 / cols);
+      detail::for_host_blocks(rows, rows_per_block, [&](std::uint64_t r0, std::uint64_t count) {
+        for (std::uint64_t i = r0; i < r0 + count; ++i) {
+          detail::dropout_masked_host(keep_prob, cols, &dy(i, 0), &dx(i, 0), mp + i * cols);
+        }
+      });
     } else {
       Kokkos::parallel_for(
           "kdist::ops::dropout_backward", detail::md_range<DXV>(rows, cols),
@@ -282,7 +293,9 @@ void dropout_backward(const DYV& dy, const DXV& dx, const MV& mask, double rate,
     const T* dyp = dy.data();
     T* dxp = dx.data();
     if constexpr (host) {
-      detail::dropout_masked_host(keep_prob, n, dyp, dxp, mp);
+      detail::for_host_blocks(n, 16384, [&](std::uint64_t begin, std::uint64_t count) {
+        detail::dropout_masked_host(keep_prob, count, dyp + begin, dxp + begin, mp + begin);
+      });
     } else {
       Kokkos::parallel_for(
           "kdist::ops::dropout_backward", detail::range<DXV>(n),

@@ -1,0 +1,52 @@
+#pragma once
+//! \file ops/detail/host_threads.hpp
+//! Threads per rank for the host's elementwise kernels (Adam's update, dropout): the same rule as
+//! the host GEMMs (ops/detail/cblas.hpp). An MPI job runs a process per core, so a rank uses one
+//! thread unless the user gives it more with `OMP_NUM_THREADS`; then, when kdist's target was
+//! compiled with OpenMP (`_OPENMP`; kdist's CMake adds it where the compiler has it), long kernels
+//! split into blocks that the threads share. Every block does what the single thread did for
+//! those elements, so results do not depend on the thread count.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace kdist::ops::detail {
+
+//! The threads a rank's host elementwise kernels use: `omp_get_max_threads()` (which
+//! `omp_set_num_threads` changes) when `OMP_NUM_THREADS` is set and kdist was compiled with
+//! OpenMP, else 1.
+inline int host_kernel_threads() {
+#if defined(_OPENMP)
+  static const bool asked = std::getenv("OMP_NUM_THREADS") != nullptr;
+  return asked ? omp_get_max_threads() : 1;
+#else
+  return 1;
+#endif
+}
+
+//! Calls `f(begin, count)` for consecutive blocks of `block` elements covering [0, n) (the last
+//! may be shorter), spread over host_kernel_threads() threads when there are at least two blocks
+//! per thread. Blocks keep each pass of a multi-statement kernel in cache, so n elements stream
+//! from memory once. `block` must not be 0.
+template <class F>
+void for_host_blocks(std::uint64_t n, std::uint64_t block, const F& f) {
+  const std::uint64_t blocks = (n + block - 1) / block;
+  const auto run = [&](std::uint64_t b) { f(b * block, std::min(block, n - b * block)); };
+#if defined(_OPENMP)
+  const int threads = host_kernel_threads();
+  if (threads > 1 && blocks >= 2 * static_cast<std::uint64_t>(threads) && !omp_in_parallel()) {
+    const auto count = static_cast<std::int64_t>(blocks);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t b = 0; b < count; ++b) run(static_cast<std::uint64_t>(b));
+    return;
+  }
+#endif
+  for (std::uint64_t b = 0; b < blocks; ++b) run(b);
+}
+
+}  // namespace kdist::ops::detail
