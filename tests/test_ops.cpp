@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <kdist/ops/activations.hpp>
+#include <kdist/ops/attention.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
@@ -20,6 +21,7 @@
 #include <kdist/ops/random.hpp>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -155,29 +157,51 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
   EXPECT_EQ(ops::host_gemm_threads(), 1);
 #endif
 #if defined(_OPENMP)
-  // The elementwise kernels (Adam's update, dropout forward and backward) share their blocks
-  // among the threads and give the one-thread bits.
+  // The host kernels that share their blocks among the threads (Adam's update, dropout, GELU,
+  // attention's heads) give the one-thread bits.
   EXPECT_EQ(ops::detail::host_kernel_threads(), asked);
   const auto x = random_matrix<float>(512, 1024, "x");
   const auto grad = random_matrix<float>(512, 1024, "grad");
   const ops::DropoutParams params{1337, kdist::stream_id("dropout"), 3, 0.4};
   using Mask = Kokkos::View<std::uint8_t*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using Heads = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  const auto heads = [](const char* name) {  // (batch 2, seq 48, heads 4, head_dim 16)
+    Heads h(std::string(name), 2, 48, 4, 16);
+    const auto key = kdist::random_key(5, kdist::stream_id(name));
+    for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = kdist::uniform01(key, i) - 0.5f;
+    return h;
+  };
+  const Heads q = heads("q"), k = heads("k"), v = heads("v"), dout = heads("dout");
   struct Out {
-    Mat<float> param, y, dx;
+    Mat<float> param, y, dx, gelu, dgelu;
     Mask mask;
+    Heads probs, out, dq, dk, dv;
   };
   const auto run = [&](int threads) {
     omp_set_num_threads(threads);
-    Out o{clone(x), Mat<float>("y", 512, 1024), Mat<float>("dx", 512, 1024),
-          Mask("mask", 512 * 1024)};
+    Out o{clone(x),
+          Mat<float>("y", 512, 1024),
+          Mat<float>("dx", 512, 1024),
+          Mat<float>("gelu", 512, 1024),
+          Mat<float>("dgelu", 512, 1024),
+          Mask("mask", 512 * 1024),
+          Heads("probs", 2, 4, 48, 48),
+          Heads("out", 2, 48, 4, 16),
+          Heads("dq", 2, 48, 4, 16),
+          Heads("dk", 2, 48, 4, 16),
+          Heads("dv", 2, 48, 4, 16)};
     kdist::Adam adam;
-    auto m = kdist::make_slot(o.param, "m"), v = kdist::make_slot(o.param, "v");
+    auto m_slot = kdist::make_slot(o.param, "m"), v_slot = kdist::make_slot(o.param, "v");
     for (int s = 0; s < 2; ++s) {
-      adam.update(o.param, grad, m, v);
+      adam.update(o.param, grad, m_slot, v_slot);
       adam.finish_step();
     }
     ops::dropout(x, o.y, o.mask, params);
     ops::dropout_backward(grad, o.dx, o.mask, 0.4);
+    ops::gelu(x, o.gelu);
+    ops::gelu_backward(x, grad, o.dgelu);
+    ops::attention_forward(q, k, v, o.probs, o.out, 0.25f, true);
+    ops::attention_backward(q, k, v, o.probs, dout, o.dq, o.dk, o.dv, 0.25f, true);
     return o;
   };
   const Out one = run(1);
@@ -186,6 +210,13 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
   EXPECT_EQ(max_diff(one.y, many.y), 0.0);
   EXPECT_EQ(max_diff(one.dx, many.dx), 0.0);
   EXPECT_EQ(std::memcmp(one.mask.data(), many.mask.data(), one.mask.size()), 0);
+  EXPECT_EQ(max_diff(one.gelu, many.gelu), 0.0);
+  EXPECT_EQ(max_diff(one.dgelu, many.dgelu), 0.0);
+  for (auto [a, b] :
+       {std::pair{one.probs, many.probs}, std::pair{one.out, many.out}, std::pair{one.dq, many.dq},
+        std::pair{one.dk, many.dk}, std::pair{one.dv, many.dv}}) {
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << a.label();
+  }
 #endif
 }
 

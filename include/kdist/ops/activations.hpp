@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <unsupported/Eigen/SpecialFunctions>  // vectorised erf: gelu on the host
@@ -311,8 +312,15 @@ void gelu(const XV& x, const YV& y, Backend = {}) {
   detail::require_shape("gelu", "y", y, x.extent(0), x.extent(1));
   if constexpr (eigen) {
     auto ym = detail::eigen_map(y);
-    const auto xa = detail::eigen_map(x).array();
-    ym = (T(0.5) * xa * (T(1) + (xa * T(0.70710678118654752440)).erf())).matrix();
+    const auto xm = detail::eigen_map(x);
+    // Row blocks of ~16 K elements, shared by the rank's threads (ops/detail/host_threads.hpp).
+    detail::for_host_blocks(
+        y.extent(0), detail::rows_per_block(y.extent(1)), [&](std::uint64_t r, std::uint64_t n) {
+          const auto r0 = static_cast<Eigen::Index>(r), rn = static_cast<Eigen::Index>(n);
+          const auto xa = xm.middleRows(r0, rn).array();
+          ym.middleRows(r0, rn) =
+              (T(0.5) * xa * (T(1) + (xa * T(0.70710678118654752440)).erf())).matrix();
+        });
     return;
   }
   Kokkos::parallel_for(
@@ -342,10 +350,16 @@ void gelu_backward(const XV& x, const DYV& dy, const DXV& dx, Backend = {}) {
   detail::require_shape("gelu_backward", "dx", dx, x.extent(0), x.extent(1));
   if constexpr (eigen) {
     auto dxm = detail::eigen_map(dx);
-    const auto xa = detail::eigen_map(x).array();
-    const auto cdf = T(0.5) * (T(1) + (xa * T(0.70710678118654752440)).erf());
-    const auto pdf = (T(-0.5) * xa * xa).exp() * T(0.39894228040143267794);
-    dxm = (detail::eigen_map(dy).array() * (cdf + xa * pdf)).matrix();
+    const auto xm = detail::eigen_map(x);
+    const auto dym = detail::eigen_map(dy);
+    detail::for_host_blocks(
+        dx.extent(0), detail::rows_per_block(dx.extent(1)), [&](std::uint64_t r, std::uint64_t n) {
+          const auto r0 = static_cast<Eigen::Index>(r), rn = static_cast<Eigen::Index>(n);
+          const auto xa = xm.middleRows(r0, rn).array();
+          const auto cdf = T(0.5) * (T(1) + (xa * T(0.70710678118654752440)).erf());
+          const auto pdf = (T(-0.5) * xa * xa).exp() * T(0.39894228040143267794);
+          dxm.middleRows(r0, rn) = (dym.middleRows(r0, rn).array() * (cdf + xa * pdf)).matrix();
+        });
     return;
   }
   Kokkos::parallel_for(

@@ -27,6 +27,7 @@
 #include <Eigen/Core>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 
@@ -115,21 +116,22 @@ void attention_forward_eigen(const QV& q, const KV& k, const VV& v, const PV& pr
                              scalar_t<OV> scale, bool causal) {
   const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2);
   Kokkos::fence();  // the Views' producers have finished
-  for (std::size_t b = 0; b < B; ++b) {
-    for (std::size_t h = 0; h < H; ++h) {
-      auto p = square_map(probs, b, h);
-      p.noalias() = (head_map(q, b, h) * scale) * head_map(k, b, h).transpose();
-      for (std::size_t i = 0; i < S; ++i) {
-        const std::size_t n = causal ? i + 1 : S;
-        auto row = p.row(static_cast<Eigen::Index>(i));
-        auto live = row.head(static_cast<Eigen::Index>(n));
-        live = (live.array() - live.maxCoeff()).exp().matrix();
-        live /= live.sum();
-        row.tail(static_cast<Eigen::Index>(S - n)).setZero();
-      }
-      head_map(out, b, h).noalias() = p * head_map(v, b, h);
+  limit_eigen_threads_once();
+  // Every (batch, head) writes its own slices: the rank's threads share them.
+  for_host_blocks(B * H, 1, [&](std::uint64_t bh, std::uint64_t) {
+    const std::size_t b = bh / H, h = bh % H;
+    auto p = square_map(probs, b, h);
+    p.noalias() = (head_map(q, b, h) * scale) * head_map(k, b, h).transpose();
+    for (std::size_t i = 0; i < S; ++i) {
+      const std::size_t n = causal ? i + 1 : S;
+      auto row = p.row(static_cast<Eigen::Index>(i));
+      auto live = row.head(static_cast<Eigen::Index>(n));
+      live = (live.array() - live.maxCoeff()).exp().matrix();
+      live /= live.sum();
+      row.tail(static_cast<Eigen::Index>(S - n)).setZero();
     }
-  }
+    head_map(out, b, h).noalias() = p * head_map(v, b, h);
+  });
 }
 
 //! attention_backward on host memory: per (batch, head) dP = dO V^T, dS = P o (dP - rowsum(P o
@@ -141,20 +143,20 @@ void attention_backward_eigen(const QV& q, const KV& k, const VV& v, const PV& p
                               const DVV& dv, scalar_t<DQV> scale, bool) {
   const std::size_t B = q.extent(0), H = q.extent(2);
   Kokkos::fence();
-  for (std::size_t b = 0; b < B; ++b) {
-    for (std::size_t h = 0; h < H; ++h) {
-      const auto p = square_map(probs, b, h);
-      const auto d_out = head_map(dout, b, h);
-      auto ds = square_map(scratch, b, h);
-      ds.noalias() = d_out * head_map(v, b, h).transpose();  // dP
-      // dS = P o (dP - rowsum(P o dP)) * scale; masked entries have P = 0, so dS = 0
-      const auto rows = (p.array() * ds.array()).rowwise().sum().eval();
-      ds = (p.array() * (ds.array().colwise() - rows) * scale).matrix();
-      head_map(dq, b, h).noalias() = ds * head_map(k, b, h);
-      head_map(dk, b, h).noalias() = ds.transpose() * head_map(q, b, h);
-      head_map(dv, b, h).noalias() = p.transpose() * d_out;
-    }
-  }
+  limit_eigen_threads_once();
+  for_host_blocks(B * H, 1, [&](std::uint64_t bh, std::uint64_t) {
+    const std::size_t b = bh / H, h = bh % H;
+    const auto p = square_map(probs, b, h);
+    const auto d_out = head_map(dout, b, h);
+    auto ds = square_map(scratch, b, h);
+    ds.noalias() = d_out * head_map(v, b, h).transpose();  // dP
+    // dS = P o (dP - rowsum(P o dP)) * scale; masked entries have P = 0, so dS = 0
+    const auto rows = (p.array() * ds.array()).rowwise().sum().eval();
+    ds = (p.array() * (ds.array().colwise() - rows) * scale).matrix();
+    head_map(dq, b, h).noalias() = ds * head_map(k, b, h);
+    head_map(dk, b, h).noalias() = ds.transpose() * head_map(q, b, h);
+    head_map(dv, b, h).noalias() = p.transpose() * d_out;
+  });
 }
 
 }  // namespace detail

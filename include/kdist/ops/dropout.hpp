@@ -270,12 +270,12 @@ void dropout_backward(const DYV& dy, const DXV& dx, const MV& mask, double rate,
     const std::uint64_t rows = dy.extent(0), cols = dy.extent(1);
     if (rows == 0 || cols == 0) return;
     if constexpr (host) {
-      const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, 16384 / cols);
-      detail::for_host_blocks(rows, rows_per_block, [&](std::uint64_t r0, std::uint64_t count) {
-        for (std::uint64_t i = r0; i < r0 + count; ++i) {
-          detail::dropout_masked_host(keep_prob, cols, &dy(i, 0), &dx(i, 0), mp + i * cols);
-        }
-      });
+      detail::for_host_blocks(
+          rows, detail::rows_per_block(cols), [&](std::uint64_t r0, std::uint64_t count) {
+            for (std::uint64_t i = r0; i < r0 + count; ++i) {
+              detail::dropout_masked_host(keep_prob, cols, &dy(i, 0), &dx(i, 0), mp + i * cols);
+            }
+          });
     } else {
       Kokkos::parallel_for(
           "kdist::ops::dropout_backward", detail::md_range<DXV>(rows, cols),

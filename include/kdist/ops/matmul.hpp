@@ -16,6 +16,7 @@
 #include <kdist/ops/detail/blas_arguments.hpp>
 #include <kdist/ops/detail/cblas.hpp>
 #include <kdist/ops/detail/cublas.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <string>
 
@@ -56,6 +57,7 @@ void gemm_eigen(const AM& a, const BM& b, CM& c, Op op_a, Op op_b, T alpha, T be
 
 template <class AV, class BV, class CV, class T>
 void matmul_eigen(const AV& A, const BV& B, const CV& C, Op op_a, Op op_b, T alpha, T beta) {
+  limit_eigen_threads_once();
   if (is_packed(A) && is_packed(B) && is_packed(C)) {
     auto c = eigen_map_packed(C);
     gemm_eigen(eigen_map_packed(A), eigen_map_packed(B), c, op_a, op_b, alpha, beta);

@@ -1,15 +1,17 @@
 #pragma once
 //! \file ops/detail/host_threads.hpp
-//! Threads per rank for the host's elementwise kernels (Adam's update, dropout): the same rule as
-//! the host GEMMs (ops/detail/cblas.hpp). An MPI job runs a process per core, so a rank uses one
+//! Threads per rank for the host's elementwise kernels (Adam's update, dropout, attention's heads)
+//! and Eigen's products: the same rule as the host GEMMs (ops/detail/cblas.hpp). An MPI job runs a process per core, so a rank uses one
 //! thread unless the user gives it more with `OMP_NUM_THREADS`; then, when kdist's target was
 //! compiled with OpenMP (`_OPENMP`; kdist's CMake adds it where the compiler has it), long kernels
 //! split into blocks that the threads share. Every block does what the single thread did for
 //! those elements, so results do not depend on the thread count.
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <numeric>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -26,6 +28,20 @@ inline int host_kernel_threads() {
   return asked ? omp_get_max_threads() : 1;
 #else
   return 1;
+#endif
+}
+
+//! Eigen parallelises its products with OpenMP when compiled with it, on omp_get_max_threads()
+//! threads (every core) by default: held to one unless `OMP_NUM_THREADS` is set, so that an MPI
+//! job's ranks do not each start a thread per core. Called before kdist's Eigen products; it sets
+//! Eigen's global count, so the program's own Eigen products follow the same rule.
+inline void limit_eigen_threads_once() {
+#if defined(_OPENMP)
+  static const bool limited = [] {
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) Eigen::setNbThreads(1);
+    return true;
+  }();
+  (void)limited;
 #endif
 }
 
@@ -47,6 +63,16 @@ void for_host_blocks(std::uint64_t n, std::uint64_t block, const F& f) {
   }
 #endif
   for (std::uint64_t b = 0; b < blocks; ++b) run(b);
+}
+
+//! Rows per block for a kernel over rows of `cols` columns: about 16 K elements, and a multiple
+//! of 16 elements, so that Eigen's SIMD packets (up to 16 floats) fall on the same elements as in
+//! one pass over the whole matrix: the same bits for any block or thread count.
+inline std::uint64_t rows_per_block(std::uint64_t cols) {
+  cols = std::max<std::uint64_t>(1, cols);
+  const std::uint64_t step = 16 / std::gcd<std::uint64_t>(cols, 16);
+  const std::uint64_t rows = std::max<std::uint64_t>(1, 16384 / cols);
+  return (rows + step - 1) / step * step;
 }
 
 }  // namespace kdist::ops::detail
