@@ -12,7 +12,6 @@
 //! (batch, sequence, features) or NHWC one), keyed by the same row-major global flat index.
 
 #include <Kokkos_Core.hpp>
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
