@@ -20,13 +20,18 @@
 
 namespace kdist::ops::detail {
 
+//! Whether the user gave this rank threads (`OMP_NUM_THREADS` in the environment, read once).
+inline bool omp_threads_asked() {
+  static const bool asked = std::getenv("OMP_NUM_THREADS") != nullptr;
+  return asked;
+}
+
 //! The threads a rank's host elementwise kernels use: `omp_get_max_threads()` (which
 //! `omp_set_num_threads` changes) when `OMP_NUM_THREADS` is set and kdist was compiled with
 //! OpenMP, else 1.
 inline int host_kernel_threads() {
 #if defined(_OPENMP)
-  static const bool asked = std::getenv("OMP_NUM_THREADS") != nullptr;
-  return asked ? omp_get_max_threads() : 1;
+  return omp_threads_asked() ? omp_get_max_threads() : 1;
 #else
   return 1;
 #endif
@@ -39,7 +44,7 @@ inline int host_kernel_threads() {
 inline void limit_eigen_threads_once() {
 #if defined(_OPENMP)
   static const bool limited = [] {
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) Eigen::setNbThreads(1);
+    if (!omp_threads_asked()) Eigen::setNbThreads(1);
     return true;
   }();
   (void)limited;
