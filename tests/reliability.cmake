@@ -1,7 +1,8 @@
 # One failing process ends the whole job, fast, with its message (docs/reliability.md). Each test
 # bounds the job's wall time: a hang is a failure, not a CTest timeout.
 add_executable(reliability_rank_fails ${CMAKE_CURRENT_SOURCE_DIR}/reliability/rank_fails.cpp)
-target_link_libraries(reliability_rank_fails PRIVATE kdist::kdist kdist_warnings)
+target_link_libraries(reliability_rank_fails PRIVATE kdist::kdist kdist_warnings
+                      kdist_test_optimization)
 set(_ends ${CMAKE_CURRENT_SOURCE_DIR}/reliability/expect_job_ends.cmake)
 set(_prog $<TARGET_FILE:reliability_rank_fails>)
 

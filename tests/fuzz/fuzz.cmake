@@ -1,6 +1,7 @@
 # libFuzzer targets: tests/fuzz/fuzz_<name>.cpp, each defining LLVMFuzzerTestOneInput.
-# - Every build (g++ too) replays tests/fuzz/corpus/<name>/ through the target without libFuzzer
-#   (fuzz.<name>.corpus): the seeds and the inputs that once crashed kdist, as regression tests.
+# - Every build (g++ too) replays tests/fuzz/corpus/<name>/ through the target (fuzz.<name>.corpus):
+#   the seeds and the inputs that once crashed kdist, as regression tests. Without libFuzzer a
+#   small main (replay_main.cpp) feeds the files; with it, the fuzzer binary runs them.
 # - Where the compiler has libFuzzer (clang with libclang-rt-14-dev; scripts/run-sanitizers.sh
 #   builds with it), the target is also a fuzzer under ASan+UBSan, run for KDIST_FUZZ_SECONDS per
 #   target in CTest (fuzz.<name>.smoke) and for as long as you like by scripts/fuzz.sh.
@@ -25,13 +26,15 @@ foreach(_src IN LISTS _fuzz_targets)
   string(REGEX REPLACE "^fuzz_" "" _short ${_name})
   set(_corpus ${_fuzz_dir}/corpus/${_short})
 
-  add_executable(${_name}_replay ${_src} ${_fuzz_dir}/replay_main.cpp)
-  target_link_libraries(${_name}_replay PRIVATE kdist_test_deps)
-  add_test(NAME fuzz.${_short}.corpus COMMAND ${_name}_replay ${_corpus})
-  set_tests_properties(fuzz.${_short}.corpus PROPERTIES PASS_REGULAR_EXPRESSION "no crash"
-                       TIMEOUT 120)
-
-  if(KDIST_HAVE_LIBFUZZER)
+  if(NOT KDIST_HAVE_LIBFUZZER)
+    add_executable(${_name}_replay ${_src} ${_fuzz_dir}/replay_main.cpp)
+    target_link_libraries(${_name}_replay PRIVATE kdist_test_deps)
+    add_test(NAME fuzz.${_short}.corpus COMMAND ${_name}_replay ${_corpus})
+    set_tests_properties(fuzz.${_short}.corpus PROPERTIES PASS_REGULAR_EXPRESSION "no crash"
+                         TIMEOUT 120)
+  else()
+    # The fuzzer itself replays the corpus (libFuzzer runs the files it is given once each), so
+    # the same source is not compiled a second time under the sanitizers.
     add_executable(${_name} ${_src})
     target_link_libraries(${_name} PRIVATE kdist_test_deps)
     # ASan+UBSan here even in a build without KDIST_SANITIZE: a fuzzer finds memory errors.
@@ -50,6 +53,10 @@ foreach(_src IN LISTS _fuzz_targets)
                      -artifact_prefix=${_work}/artifacts/ ${_work}/corpus ${_corpus})
     set_tests_properties(fuzz.${_short}.smoke PROPERTIES
                          TIMEOUT 300 PASS_REGULAR_EXPRESSION "Done [0-9]+ runs")
+    file(GLOB _corpus_files CONFIGURE_DEPENDS ${_corpus}/*)
+    add_test(NAME fuzz.${_short}.corpus COMMAND ${_name} ${_corpus_files})
+    set_tests_properties(fuzz.${_short}.corpus PROPERTIES
+                         PASS_REGULAR_EXPRESSION "fuzzing was not performed" TIMEOUT 120)
   endif()
 endforeach()
 if(NOT KDIST_HAVE_LIBFUZZER)
