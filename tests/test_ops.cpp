@@ -15,10 +15,12 @@
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
 #include <kdist/ops/dropout.hpp>
+#include <kdist/ops/layer_norm.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/ops/random.hpp>
+#include <kdist/ops/sparse_cross_entropy.hpp>
 #include <limits>
 #include <string>
 #include <utility>
@@ -158,7 +160,7 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
 #endif
 #if defined(_OPENMP)
   // The host kernels that share their blocks among the threads (Adam's update, dropout, GELU,
-  // attention's heads) give the one-thread bits.
+  // attention's heads, layer norm, the cross-entropy's row kernels) give the one-thread bits.
   EXPECT_EQ(ops::detail::host_kernel_threads(), asked);
   const auto x = random_matrix<float>(512, 1024, "x");
   const auto grad = random_matrix<float>(512, 1024, "grad");
@@ -172,8 +174,15 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
     return h;
   };
   const Heads q = heads("q"), k = heads("k"), v = heads("v"), dout = heads("dout");
+  using Vec = Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  const auto gamma = random_matrix<float>(1, 1024, "gamma");
+  const auto beta = random_matrix<float>(1, 1024, "beta");
+  const Vec gamma_v(gamma.data(), 1024), beta_v(beta.data(), 1024);
+  Kokkos::View<int*, Kokkos::HostSpace> targets("targets", 512);
+  for (std::size_t i = 0; i < 512; ++i) targets(i) = int(i * 131 % 1500);  // some off this block
   struct Out {
-    Mat<float> param, y, dx, gelu, dgelu;
+    Mat<float> param, y, dx, gelu, dgelu, norm, dnorm, st, dlogits;
+    Vec mean, rstd, dgamma, dbeta, row_max;
     Mask mask;
     Heads probs, out, dq, dk, dv;
   };
@@ -184,6 +193,15 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
           Mat<float>("dx", 512, 1024),
           Mat<float>("gelu", 512, 1024),
           Mat<float>("dgelu", 512, 1024),
+          Mat<float>("norm", 512, 1024),
+          Mat<float>("dnorm", 512, 1024),
+          Mat<float>("st", 512, 2),
+          Mat<float>("dlogits", 512, 1024),
+          Vec("mean", 512),
+          Vec("rstd", 512),
+          Vec("dgamma", 1024),
+          Vec("dbeta", 1024),
+          Vec("row_max", 512),
           Mask("mask", 512 * 1024),
           Heads("probs", 2, 4, 48, 48),
           Heads("out", 2, 48, 4, 16),
@@ -202,6 +220,12 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
     ops::gelu_backward(x, grad, o.dgelu);
     ops::attention_forward(q, k, v, o.probs, o.out, 0.25f, true);
     ops::attention_backward(q, k, v, o.probs, dout, o.dq, o.dk, o.dv, 0.25f, true);
+    ops::layer_norm_forward(x, gamma_v, beta_v, 1e-5, o.norm, o.mean, o.rstd);
+    ops::layer_norm_backward_input(x, grad, gamma_v, o.mean, o.rstd, o.dnorm);
+    ops::layer_norm_backward_params(x, grad, o.mean, o.rstd, o.dgamma, o.dbeta);
+    ops::row_max(x, o.row_max);
+    ops::sum_exp_and_target(x, o.row_max, targets, 100, o.st);
+    ops::sparse_xent_grad(x, o.row_max, o.st, targets, 100, 0.5f, o.dlogits);
     return o;
   };
   const Out one = run(1);
@@ -212,6 +236,15 @@ TEST(ThreadsPerRank, OmpNumThreadsSetsTheHostGemmThreads) {
   EXPECT_EQ(std::memcmp(one.mask.data(), many.mask.data(), one.mask.size()), 0);
   EXPECT_EQ(max_diff(one.gelu, many.gelu), 0.0);
   EXPECT_EQ(max_diff(one.dgelu, many.dgelu), 0.0);
+  EXPECT_EQ(max_diff(one.norm, many.norm), 0.0);
+  EXPECT_EQ(max_diff(one.dnorm, many.dnorm), 0.0);
+  EXPECT_EQ(max_diff(one.st, many.st), 0.0);
+  EXPECT_EQ(max_diff(one.dlogits, many.dlogits), 0.0);
+  for (auto [a, b] : {std::pair{one.mean, many.mean}, std::pair{one.rstd, many.rstd},
+                      std::pair{one.dgamma, many.dgamma}, std::pair{one.dbeta, many.dbeta},
+                      std::pair{one.row_max, many.row_max}}) {
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << a.label();
+  }
   for (auto [a, b] :
        {std::pair{one.probs, many.probs}, std::pair{one.out, many.out}, std::pair{one.dq, many.dq},
         std::pair{one.dk, many.dk}, std::pair{one.dv, many.dv}}) {

@@ -8,12 +8,16 @@
 //!   `dx_ij = rstd_i (g_ij - mean_j(g_ij) - xhat_ij mean_j(g_ij xhat_ij))`;
 //! - parameter gradients over the rows given: `dgamma_j = sum_i dy_ij xhat_ij`,
 //!   `dbeta_j = sum_i dy_ij` (one thread per column: no atomics).
-//! Any memory space: plain Kokkos kernels in the Views' execution space, one thread per row.
+//! Any memory space: plain Kokkos kernels in the Views' execution space, one thread per row; on
+//! the host, blocks of rows (of columns for the parameter gradients) shared by the rank's threads
+//! (ops/detail/host_threads.hpp), with the same bits for any thread count.
 
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <kdist/core/error.hpp>
+#include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <string>
@@ -42,8 +46,9 @@ void layer_norm_forward(const XV& x, const GV& gamma, const BV& beta, double eps
   if (d == 0) throw ValueError("kdist::ops::layer_norm_forward: rows of 0 features");
   const auto cols = static_cast<std::int64_t>(d);
   const T eps = static_cast<T>(epsilon);
-  Kokkos::parallel_for(
-      "kdist::ops::layer_norm_forward", detail::range<YV>(n), KOKKOS_LAMBDA(const std::int64_t i) {
+  detail::for_each_index<YV>(
+      "kdist::ops::layer_norm_forward", n, detail::rows_per_block(d),
+      KOKKOS_LAMBDA(const std::int64_t i) {
         T sum = 0;
         for (std::int64_t j = 0; j < cols; ++j) sum += x(i, j);
         const T mu = sum / static_cast<T>(cols);
@@ -75,8 +80,8 @@ void layer_norm_backward_input(const XV& x, const DYV& dy, const GV& gamma, cons
   detail::require_length("layer_norm_backward_input", "mean", mean, n);
   detail::require_length("layer_norm_backward_input", "rstd", rstd, n);
   const auto cols = static_cast<std::int64_t>(d);
-  Kokkos::parallel_for(
-      "kdist::ops::layer_norm_backward_input", detail::range<DXV>(n),
+  detail::for_each_index<DXV>(
+      "kdist::ops::layer_norm_backward_input", n, detail::rows_per_block(d),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const T mu = mean(i), r = rstd(i);
         T sum_g = 0, sum_gx = 0;
@@ -113,6 +118,28 @@ void layer_norm_backward_params(const XV& x, const DYV& dy, const MV& mean, cons
   detail::require_length("layer_norm_backward_params", "dgamma", dgamma, d);
   detail::require_length("layer_norm_backward_params", "dbeta", dbeta, d);
   const auto rows = static_cast<std::int64_t>(n);
+  if constexpr (runs_on_host_v<XV> && runs_on_host_v<DYV> && runs_on_host_v<DGV> &&
+                runs_on_host_v<DBV>) {
+    // Blocks of columns, each swept row by row (contiguous reads, not a column's stride) with
+    // its sums kept per column: every column adds its rows in the same order as the kernel below.
+    constexpr std::size_t block = 64;
+    detail::for_host_blocks(d, block, [&](std::uint64_t j0, std::uint64_t count) {
+      T sg[block] = {}, sb[block] = {};
+      const auto jn = static_cast<std::int64_t>(count), jb = static_cast<std::int64_t>(j0);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const T mu = mean(i), r = rstd(i);
+        for (std::int64_t j = 0; j < jn; ++j) {
+          sg[j] += dy(i, jb + j) * (x(i, jb + j) - mu) * r;
+          sb[j] += dy(i, jb + j);
+        }
+      }
+      for (std::int64_t j = 0; j < jn; ++j) {
+        dgamma(jb + j) = sg[j];
+        dbeta(jb + j) = sb[j];
+      }
+    });
+    return;
+  }
   Kokkos::parallel_for(
       "kdist::ops::layer_norm_backward_params", detail::range<DGV>(d),
       KOKKOS_LAMBDA(const std::int64_t j) {

@@ -16,11 +16,15 @@
 //!
 //! Views: logits and gradient rank-2 LayoutRight [rows, block columns] of float or double; m
 //! rank-1 [rows]; st rank-2 LayoutRight [rows, 2] of the logits' scalar type; targets rank-1
-//! [rows] of integers. Kokkos kernels in the Views' execution space (host or device).
+//! [rows] of integers. Kokkos kernels in the Views' execution space (host or device); on the host,
+//! blocks of rows shared by the rank's threads (ops/detail/host_threads.hpp), the same bits for
+//! any thread count.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kdist/core/error.hpp>
+#include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <limits>
@@ -40,8 +44,9 @@ void row_max(const ZV& z, const MV& m) {
   detail::require_length("row_max", "m", m, z.extent(0));
   const auto cols = static_cast<std::int64_t>(z.extent(1));
   const T lowest = -std::numeric_limits<T>::infinity();
-  Kokkos::parallel_for(
-      "kdist::ops::row_max", detail::range<MV>(z.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+  detail::for_each_index<MV>(
+      "kdist::ops::row_max", z.extent(0), detail::rows_per_block(z.extent(1)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
         T mx = lowest;
         for (std::int64_t j = 0; j < cols; ++j) mx = z(i, j) > mx ? z(i, j) : mx;
         m(i) = mx;
@@ -62,8 +67,8 @@ void sum_exp_and_target(const ZV& z, const MV& m, const LV& targets, std::int64_
   detail::require_length("sum_exp_and_target", "targets", targets, z.extent(0));
   detail::require_shape("sum_exp_and_target", "st", st, z.extent(0), 2);
   const auto cols = static_cast<std::int64_t>(z.extent(1));
-  Kokkos::parallel_for(
-      "kdist::ops::sum_exp_and_target", detail::range<SV>(z.extent(0)),
+  detail::for_each_index<SV>(
+      "kdist::ops::sum_exp_and_target", z.extent(0), detail::rows_per_block(z.extent(1)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const T mx = m(i);
         T s = 0;
@@ -110,13 +115,21 @@ void sparse_xent_grad(const ZV& z, const MV& m, const SV& st, const LV& targets,
   detail::require_length("sparse_xent_grad", "targets", targets, z.extent(0));
   detail::require_shape("sparse_xent_grad", "st", st, z.extent(0), 2);
   detail::require_shape("sparse_xent_grad", "the gradient", g, z.extent(0), z.extent(1));
-  Kokkos::parallel_for(
-      "kdist::ops::sparse_xent_grad", detail::md_range<GV>(g.extent(0), g.extent(1)),
-      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
-        const T p = kdist::detail::kmath::exp(z(i, j) - m(i)) / st(i, 0);
-        const bool hit = static_cast<std::int64_t>(targets(i)) == col_offset + j;
-        g(i, j) = scale * (hit ? p - T(1) : p);
-      });
+  const auto element = KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+    const T p = kdist::detail::kmath::exp(z(i, j) - m(i)) / st(i, 0);
+    const bool hit = static_cast<std::int64_t>(targets(i)) == col_offset + j;
+    g(i, j) = scale * (hit ? p - T(1) : p);
+  };
+  if constexpr (runs_on_host_v<ZV> && runs_on_host_v<GV>) {
+    const auto cols = static_cast<std::int64_t>(g.extent(1));
+    detail::for_each_index<GV>("kdist::ops::sparse_xent_grad", g.extent(0),
+                               detail::rows_per_block(g.extent(1)), [&](const std::int64_t i) {
+                                 for (std::int64_t j = 0; j < cols; ++j) element(i, j);
+                               });
+  } else {
+    Kokkos::parallel_for("kdist::ops::sparse_xent_grad",
+                         detail::md_range<GV>(g.extent(0), g.extent(1)), element);
+  }
 }
 
 //! The number of targets outside `[0, classes)`.

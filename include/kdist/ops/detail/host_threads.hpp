@@ -1,7 +1,7 @@
 #pragma once
 //! \file ops/detail/host_threads.hpp
-//! Threads per rank for the host's elementwise kernels (Adam's update, dropout, GELU, attention's
-//! heads) and Eigen's products: the same rule as the host GEMMs (ops/detail/cblas.hpp). An MPI job
+//! Threads per rank for the host's elementwise and row kernels (Adam's update, dropout, GELU,
+//! attention's heads, layer norm, cross-entropy) and Eigen's products: the same rule as the host GEMMs (ops/detail/cblas.hpp). An MPI job
 //! runs a process per core, so a rank uses one thread unless the user gives it more with
 //! `OMP_NUM_THREADS`; then, when kdist's target was compiled with OpenMP (`_OPENMP`; kdist's CMake
 //! adds it where the compiler has it), long kernels split into blocks that the threads share.
@@ -9,6 +9,7 @@
 //! the thread count. docs/ops.md, "Threads per rank".
 
 #include <Eigen/Core>
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -79,6 +80,29 @@ inline std::uint64_t rows_per_block(std::uint64_t cols) {
   const std::uint64_t step = 16 / std::gcd<std::uint64_t>(cols, 16);
   const std::uint64_t rows = std::max<std::uint64_t>(1, 16384 / cols);
   return (rows + step - 1) / step * step;
+}
+
+//! Runs `f(i)` for every i in [0, n) where View type `V`'s kernels run: on the host, in blocks of
+//! `block` indices that the rank's threads share (for_host_blocks); elsewhere as one Kokkos kernel
+//! named `label`. `f` is a KOKKOS_LAMBDA that does the same work for an index either way, so the
+//! results do not depend on the thread count. For the row kernels (layer norm, cross-entropy)
+//! that a Kokkos Serial build would run on one thread.
+template <class V, class F>
+void for_each_index(const char* label, std::uint64_t n, std::uint64_t block, const F& f) {
+  using Exec = typename V::execution_space;
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
+                Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                           typename V::memory_space>::accessible) {
+    for_host_blocks(n, block, [&](std::uint64_t begin, std::uint64_t count) {
+      const auto end = static_cast<std::int64_t>(begin + count);
+      for (auto i = static_cast<std::int64_t>(begin); i < end; ++i) f(i);
+    });
+  } else {
+    Kokkos::parallel_for(
+        label,
+        Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, static_cast<std::int64_t>(n)),
+        f);
+  }
 }
 
 }  // namespace kdist::ops::detail
