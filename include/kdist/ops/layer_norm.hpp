@@ -118,8 +118,8 @@ void layer_norm_backward_params(const XV& x, const DYV& dy, const MV& mean, cons
   detail::require_length("layer_norm_backward_params", "dgamma", dgamma, d);
   detail::require_length("layer_norm_backward_params", "dbeta", dbeta, d);
   const auto rows = static_cast<std::int64_t>(n);
-  if constexpr (runs_on_host_v<XV> && runs_on_host_v<DYV> && runs_on_host_v<DGV> &&
-                runs_on_host_v<DBV>) {
+  if constexpr (runs_on_host_v<XV> && runs_on_host_v<DYV> && runs_on_host_v<MV> &&
+                runs_on_host_v<RV> && runs_on_host_v<DGV> && runs_on_host_v<DBV>) {
     // Blocks of columns, each swept row by row (contiguous reads, not a column's stride) with
     // its sums kept per column: every column adds its rows in the same order as the kernel below.
     constexpr std::size_t block = 64;

@@ -1,10 +1,11 @@
 #pragma once
 //! \file ops/detail/host_threads.hpp
 //! Threads per rank for the host's elementwise and row kernels (Adam's update, dropout, GELU,
-//! attention's heads, layer norm, cross-entropy) and Eigen's products: the same rule as the host GEMMs (ops/detail/cblas.hpp). An MPI job
-//! runs a process per core, so a rank uses one thread unless the user gives it more with
-//! `OMP_NUM_THREADS`; then, when kdist's target was compiled with OpenMP (`_OPENMP`; kdist's CMake
-//! adds it where the compiler has it), long kernels split into blocks that the threads share.
+//! attention's heads, layer norm, cross-entropy) and Eigen's products: the same rule as the host
+//! GEMMs (ops/detail/cblas.hpp). An MPI job runs a process per core, so a rank uses one thread
+//! unless the user gives it more with `OMP_NUM_THREADS`; then, when kdist's target was compiled
+//! with OpenMP (`_OPENMP`; kdist's CMake adds it where the compiler has it), long kernels split
+//! into blocks that the threads share.
 //! Every block does what the single thread did for those elements, so results do not depend on
 //! the thread count. docs/ops.md, "Threads per rank".
 
