@@ -6,7 +6,8 @@
 //
 //   build/benchmarks/bench_gpt                    # 1 process
 //   mpiexec -n 2 build/benchmarks/bench_gpt       # (1,2) tensor parallel, (2,1) data parallel,
-//                                                 # (2,1) FSDP, (1,2) sequence parallel
+//                                                 # (2,1) FSDP, (1,2) sequence parallel, (2,1)
+//                                                 # data parallel with ZeRO-1 optimizer state
 //   ... --benchmark_filter=BM_gpt_step            # only the timings
 //
 // BM_gpt_step/<config>: one train_step per iteration, its time the slowest rank's (manual time);
@@ -251,12 +252,13 @@ struct Config {
   const char* name;
   std::size_t data, model;
   bool fsdp, sequence_parallel;
+  bool shard_state = false;  // GradientSyncOptions::shard_optimizer_state (ZeRO-1)
 };
 const std::vector<Config>& configs() {
   static const std::vector<Config> c{
       {"1proc", 1, 1, false, false},  {"tp_1x2", 1, 2, false, false},
       {"dp_2x1", 2, 1, false, false}, {"fsdp_2x1", 2, 1, true, false},
-      {"sp_1x2", 1, 2, false, true},
+      {"sp_1x2", 1, 2, false, true},  {"zero1_2x1", 2, 1, false, false, true},
   };
   return c;
 }
@@ -277,6 +279,11 @@ struct GptStep {
   std::vector<std::int32_t> targets;  // host copy, (rows, seq)
 
   explicit GptStep(const Config& c) {
+    if (c.shard_state) {
+      auto options = kdist::GradientSyncOptions::from_environment();
+      options.shard_optimizer_state = true;
+      model.set_gradient_sync(options);
+    }
     model.compile(make_dist(c), kdist::Loss::sparse_categorical_crossentropy, kdist::AdamW(1e-3),
                   kSeed);
     const std::vector<std::size_t> shape{global, cfg.sequence};
@@ -314,7 +321,11 @@ StateBytes state_bytes(Model& model) {
     const double sz = sizeof(typename std::decay_t<decltype(v.value)>::value_type);
     b.weights += sz * static_cast<double>(v.value.local().size());
     b.grads += sz * static_cast<double>(v.grad.local().size());
-    for (const auto& s : slots) b.slots += sz * static_cast<double>(s.local().size());
+    // A sharded optimizer state (ZeRO-1) holds this process's part; the slots here are gathered.
+    const auto part = model.optimizer_state_part(v.path);
+    for (const auto& s : slots) {
+      b.slots += sz * static_cast<double>(part ? part->second : s.local().size());
+    }
     b.global += sz * static_cast<double>(v.value.global_size() * (1 + slots.size()));
   });
   return b;

@@ -17,7 +17,10 @@
 // N ranks: BM_data_parallel_throughput/256: DataParallel on mesh (N,), examples/s;
 //          BM_model_parallel_memory/256: ModelParallel on mesh (1, N): bytes per rank of the local
 //          blocks of every variable and its two Adam slots, and that over the 1-rank figure (on 1
-//          rank every block is the whole variable, so the 1-rank figure is the global size).
+//          rank every block is the whole variable, so the 1-rank figure is the global size);
+//          BM_data_parallel_sharded_state/256: DataParallel with the optimizer state sharded
+//          (ZeRO-1) and with all-reduced gradients, alternating step by step: median ms, speed-up
+//          and Adam's bytes per rank for both.
 #include <benchmark/benchmark.h>
 
 #include <mpi.h>
@@ -29,6 +32,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,7 +107,14 @@ struct KdistStep {
   Kokkos::View<float**, Kokkos::LayoutRight> x;
   Kokkos::View<std::int32_t*, Kokkos::LayoutRight> y;
   std::size_t global;
-  KdistStep(bool model_parallel, const Batch& batch) : global(batch.rows) {
+  //! `shard_state`: GradientSyncOptions::shard_optimizer_state (else the environment's setting).
+  KdistStep(bool model_parallel, const Batch& batch, std::optional<bool> shard_state = {})
+      : global(batch.rows) {
+    if (shard_state) {
+      auto options = kdist::GradientSyncOptions::from_environment();
+      options.shard_optimizer_state = *shard_state;
+      model.set_gradient_sync(options);
+    }
     model.compile(make_dist(model_parallel), kdist::Loss::categorical_crossentropy,
                   kdist::Adam(0.001), kSeed);
     const auto layout = model.input_layout(global);
@@ -182,6 +193,37 @@ void data_parallel_throughput(benchmark::State& state) {
   state.counters["ranks"] = world_size();
 }
 
+//! This process's bytes of Adam's two slots over every variable of `model`: the local block of
+//! each, or its part where the optimizer state is sharded.
+double adam_state_bytes(kdist::Sequential& model) {
+  double bytes = 0;
+  model.for_each_variable([&](auto& v) {
+    using T = typename std::decay_t<decltype(v.value)>::value_type;
+    const auto part = model.optimizer_state_part(v.path);
+    bytes += 2.0 * static_cast<double>((part ? part->second : v.value.local().size()) * sizeof(T));
+  });
+  return bytes;
+}
+
+//! DataParallel with the optimizer state sharded over the processes (ZeRO-1: reduce-scatter,
+//! update of this process's part, all-gather) against the same model with all-reduced gradients
+//! and whole state, steps alternating in one run: median per-step times (slowest rank), their
+//! ratio, and Adam's state bytes on the largest process for both.
+void data_parallel_sharded_state(benchmark::State& state) {
+  const Batch batch(static_cast<std::size_t>(state.range(0)));
+  KdistStep whole(false, batch, false);
+  KdistStep sharded(false, batch, true);
+  const auto m = kdist::bench::paired_medians(state, whole, sharded);
+  state.counters["all_reduce_ms"] = m.base * 1e3;
+  state.counters["sharded_ms"] = m.lib * 1e3;
+  state.counters["speedup"] = m.base / m.lib;
+  double bytes[2] = {adam_state_bytes(whole.model), adam_state_bytes(sharded.model)};
+  MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  state.counters["adam_bytes_whole"] = bytes[0];
+  state.counters["adam_bytes_sharded"] = bytes[1];
+  state.counters["ranks"] = world_size();
+}
+
 void model_parallel_memory(benchmark::State& state) {
   const Batch batch(static_cast<std::size_t>(state.range(0)));
   KdistStep op(true, batch);
@@ -223,6 +265,9 @@ void register_all() {
   }
   reg("BM_data_parallel_throughput", data_parallel_throughput, 256, kRepetitions);
   reg("BM_model_parallel_memory", model_parallel_memory, 256, 1);
+  if (world_size() > 1) {
+    reg("BM_data_parallel_sharded_state", data_parallel_sharded_state, 256, 1);
+  }
 }
 
 // Rank 0: the console table, then a summary of the ratios against the targets.

@@ -94,6 +94,13 @@ add_test(NAME trainer.checkpoint_resume_on_another_mesh
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_resume.cmake)
 set_tests_properties(trainer.checkpoint_resume_on_another_mesh PROPERTIES
   PASS_REGULAR_EXPRESSION "resume agrees" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
+# The same from a checkpoint saved with the optimizer state sharded (ZeRO-1, docs/multihost.md).
+add_test(NAME trainer.checkpoint_resume_sharded_state
+         COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR}/resume_sharded_test -DSHARDED=ON
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/run_resume.cmake)
+set_tests_properties(trainer.checkpoint_resume_sharded_state PROPERTIES
+  PASS_REGULAR_EXPRESSION "resume agrees" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
 # Keras weights files (docs/checkpoints.md): saved by one run, evaluated by another on another mesh.
 add_test(NAME trainer.keras_weights_on_another_mesh
          COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTRAINER=${_mp}

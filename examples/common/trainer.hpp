@@ -98,7 +98,12 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
     std::cout << title << " on " << dist->device_mesh() << "\n";
     for (const auto& v : model.variables()) {
       std::cout << "  " << v.path << " " << kdist::detail::shape_repr(v.shape) << " "
-                << v.layout.axes_repr() << "\n";
+                << v.layout.axes_repr();
+      if (const auto part = model.optimizer_state_part(v.path)) {  // KDIST_SHARD_OPTIMIZER_STATE
+        std::cout << ", optimizer state sharded: elements [" << part->first << ", "
+                  << part->first + part->second << ") of its block here";
+      }
+      std::cout << "\n";
     }
     std::cout << "global batch " << o.batch_size << ", " << plan.local_batch_size()
               << " rows per data shard, " << plan.steps_per_epoch() << " steps per epoch\n";

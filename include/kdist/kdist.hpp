@@ -87,6 +87,7 @@
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/optimizer_state_shards.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>

@@ -1,9 +1,10 @@
 // kdist-mpi-ranks: 1 2 4
 // Non-blocking collectives and the data-parallel gradient sync (issue 21, kdist/nn/
 // gradient_sync.hpp): kdist::start_all_reduce sums while other work runs and reports bad
-// arguments; Sequential's gradient all-reduces, bucketed or not, overlapped or not, train to the
-// same weights (bit for bit where the summation order cannot change), start as many all-reduces
-// as the buckets say, and bad settings are the same ValueError on every process.
+// arguments; Sequential's gradient all-reduces, bucketed or not, overlapped or not, and its
+// optimizer state sharded over the processes (ZeRO-1) or not, train to the same weights (bit for
+// bit where the summation order cannot change), start as many collectives as the buckets and
+// shards say, and bad settings are the same ValueError on every process.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,6 +13,7 @@
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/world.hpp>
 #include <kdist/strategy/data_parallel.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,11 +95,11 @@ struct Trained {
   std::map<std::string, std::vector<float>> state;
   kdist::GradientSyncCounts per_step;
 };
-Trained train_with(const kdist::GradientSyncOptions& options) {
+Trained train_with(const kdist::GradientSyncOptions& options,
+                   kdist::Adam adam = kdist::Adam(0.01)) {
   auto m = kdist::test::small_model();
   m.set_gradient_sync(options);
-  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
-            kdist::Adam(0.01), 5);
+  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error, adam, 5);
   EXPECT_EQ(m.gradient_sync().bucket_bytes, options.bucket_bytes);
   EXPECT_EQ(m.gradient_sync().overlap, options.overlap);
   m.reset_gradient_sync_counts();
@@ -106,7 +108,21 @@ Trained train_with(const kdist::GradientSyncOptions& options) {
   EXPECT_EQ(steps, 6U);
   const auto& c = m.gradient_sync_counts();
   return {kdist::test::state_of(m),
-          {c.all_reduces / steps, c.bucketed_gradients / steps, c.bytes / steps}};
+          {c.all_reduces / steps, c.bucketed_gradients / steps, c.bytes / steps,
+           c.reduce_scatters / steps, c.all_gathers / steps}};
+}
+
+// The same weights and optimizer state, bit for bit on up to 2 processes (a sum of two summands
+// does not depend on the order); on more MPI may sum in another order for another collective.
+void expect_same_state(const Trained& got, const Trained& want, const std::string& what) {
+  if (world_size() <= 2) {
+    kdist::test::expect_bitwise_equal(got.state, want.state, what);
+    return;
+  }
+  ASSERT_EQ(got.state.size(), want.state.size()) << what;
+  for (const auto& [path, w] : want.state) {
+    EXPECT_LT(kdist::test::worst_relative(got.state.at(path), w), 1e-5) << what << " " << path;
+  }
 }
 
 TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
@@ -143,6 +159,126 @@ TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
   }
 }
 
+TEST(ShardedOptimizerState, TrainsToTheSameWeightsAndState) {
+  // ZeRO-1: each process keeps Adam's m and v for its part of each replicated variable only.
+  const std::size_t many = world_size() > 1 ? 1 : 0;
+  const auto base = train_with({.overlap = true, .bucket_bytes = 0});
+  for (const bool overlap : {true, false}) {
+    // Every variable sharded: 4 reduce-scatters and 4 all-gathers a step, no all-reduce.
+    const auto all =
+        train_with({.overlap = overlap, .bucket_bytes = 0, .shard_optimizer_state = true});
+    expect_same_state(all, base, overlap ? "all sharded" : "all sharded, overlap off");
+    EXPECT_EQ(all.per_step.reduce_scatters, 4 * many);
+    EXPECT_EQ(all.per_step.all_gathers, 4 * many);
+    EXPECT_EQ(all.per_step.all_reduces, 0U);
+  }
+  // 1 KiB buckets: d1/kernel (2560 bytes) sharded, the three small ones whole, in one bucket.
+  const auto big =
+      train_with({.overlap = true, .bucket_bytes = 1024, .shard_optimizer_state = true});
+  expect_same_state(big, base, "d1/kernel sharded");
+  EXPECT_EQ(big.per_step.reduce_scatters, 1 * many);
+  EXPECT_EQ(big.per_step.all_gathers, 1 * many);
+  EXPECT_EQ(big.per_step.all_reduces, 1 * many);
+  EXPECT_EQ(big.per_step.bucketed_gradients, 3 * many);
+
+  // Keras' global_clipnorm: the norm sums each part once (a limit low enough to clip).
+  const auto clipped = kdist::Adam(0.01).with_global_clipnorm(0.05);
+  const auto clipped_base = train_with({.overlap = true, .bucket_bytes = 0}, clipped);
+  const auto clipped_sharded =
+      train_with({.overlap = true, .bucket_bytes = 0, .shard_optimizer_state = true}, clipped);
+  // The norm sums the parts separately: the same within rounding, not bit for bit.
+  for (const auto& [path, w] : clipped_base.state) {
+    EXPECT_LT(kdist::test::worst_relative(clipped_sharded.state.at(path), w), 1e-5) << path;
+  }
+  bool clip_changed_something = false;
+  for (const auto& [path, w] : base.state) {
+    clip_changed_something |= clipped_base.state.at(path) != w;
+  }
+  EXPECT_TRUE(clip_changed_something);
+}
+
+TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {
+  auto m = kdist::test::small_model();
+  m.set_gradient_sync({.bucket_bytes = 1024, .shard_optimizer_state = true});
+  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+            kdist::Adam(0.01), 5);
+  const auto part = m.optimizer_state_part("d1/kernel");
+  EXPECT_FALSE(m.optimizer_state_part("d1/bias"));  // 40 bytes: under the bucket size
+  if (world_size() == 1) {
+    EXPECT_FALSE(part);  // no other process to share it with
+  } else {
+    // 640 elements in parts of 640 / P, in rank order.
+    ASSERT_TRUE(part);
+    const std::size_t size = 640 / static_cast<std::size_t>(world_size());
+    EXPECT_EQ(part->second, size);
+    EXPECT_EQ(part->first, static_cast<std::size_t>(world_rank()) * size);
+  }
+  // Parts in whole 64-byte lines: d2/kernel's 100 floats are 7 lines, 4 + 3 on 2 processes, 2 +
+  // 2 + 2 + 1 on 4 (the last one 4 floats).
+  m.set_gradient_sync({.bucket_bytes = 0, .shard_optimizer_state = true});
+  const auto d2 = m.optimizer_state_part("d2/kernel");
+  EXPECT_EQ(d2.has_value(), world_size() > 1);
+  if (world_size() == 2) {
+    EXPECT_EQ(*d2, (world_rank() == 0 ? std::pair<std::size_t, std::size_t>{0, 64}
+                                      : std::pair<std::size_t, std::size_t>{64, 36}));
+  } else if (world_size() == 4) {
+    const std::size_t r = static_cast<std::size_t>(world_rank());
+    EXPECT_EQ(*d2, (std::pair<std::size_t, std::size_t>{32 * r, r == 3 ? 4 : 32}));
+  }
+  const auto unknown = message_of<kdist::ValueError>([&] { (void)m.optimizer_state_part("d9"); });
+  EXPECT_TRUE(contains(unknown, "no variable is at 'd9'")) << unknown;
+}
+
+TEST(ShardedOptimizerState, SwitchedAfterCompileKeepsTheState) {
+  // 3 steps whole, 3 sharded, 3 whole again: the state moves into the parts and back.
+  auto run = [](bool switching) {
+    auto m = kdist::test::small_model();
+    m.set_gradient_sync({.bucket_bytes = 0});
+    m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+              kdist::Adam(0.01), 5);
+    const auto data = kdist::test::small_data();
+    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+    if (switching) m.set_gradient_sync({.bucket_bytes = 0, .shard_optimizer_state = true});
+    const auto mid = kdist::test::state_of(m);  // gathered from the parts when sharded
+    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+    if (switching) m.set_gradient_sync({.bucket_bytes = 0});
+    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+    return std::pair{mid, Trained{kdist::test::state_of(m), {}}};
+  };
+  const auto [mid_whole, whole] = run(false);
+  const auto [mid_switched, switched] = run(true);
+  kdist::test::expect_bitwise_equal(mid_switched, mid_whole, "gathered after resharding");
+  expect_same_state(switched, whole, "switched on and off");
+}
+
+TEST(ShardedOptimizerState, SlotsWrittenAsWholeBlocksLandInTheParts) {
+  // What a checkpoint's or a Keras file's load does: write whole slots through
+  // for_each_variable_with_slots; each process keeps its part, and the state reads back whole.
+  auto m = kdist::test::small_model();
+  m.set_gradient_sync({.bucket_bytes = 0, .shard_optimizer_state = true});
+  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+            kdist::Adam(0.01), 5);
+  float next = 1;
+  std::map<std::string, std::vector<float>> written;
+  m.for_each_variable_with_slots([&](auto& v, auto& slots) {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      auto& w = written[v.path + "/slot" + std::to_string(i)];
+      auto local = slots[i].local();  // the whole tensor: DataParallel replicates variables
+      for (std::size_t e = 0; e < local.size(); ++e) {
+        w.push_back(next);
+        local.data()[e] = next++;
+      }
+    }
+  });
+  const auto sharded = kdist::test::state_of(m);
+  m.set_gradient_sync({.bucket_bytes = 0});
+  const auto whole = kdist::test::state_of(m);
+  for (const auto& [path, w] : written) {
+    EXPECT_EQ(sharded.at(path), w) << path;
+    EXPECT_EQ(whole.at(path), w) << path;
+  }
+}
+
 // A setting: the message every process got from compile with it (and the environment as set).
 std::string compile_error(const std::optional<kdist::GradientSyncOptions>& options) {
   auto m = kdist::test::small_model();
@@ -159,36 +295,51 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   const auto big = compile_error(kdist::GradientSyncOptions{.bucket_bytes = std::size_t{2} << 30});
   EXPECT_TRUE(contains(big, "bucket_bytes is 2147483648, more than the limit of 1 GiB")) << big;
 
-  ::setenv("KDIST_GRADIENT_BUCKET_KB", "12x", 1);
-  const auto env = compile_error(std::nullopt);
+  // Environment variable `name` set to `value` for one compile: the message.
+  auto env_error = [](const char* name, const char* value) {
+    ::setenv(name, value, 1);
+    const auto message = compile_error(std::nullopt);
+    ::unsetenv(name);
+    return message;
+  };
+  const auto env = env_error("KDIST_GRADIENT_BUCKET_KB", "12x");
   EXPECT_TRUE(contains(env,
                        "KDIST_GRADIENT_BUCKET_KB is '12x', not a whole number of KiB from 0 "
                        "to 1048576"))
       << env;
-  ::setenv("KDIST_GRADIENT_BUCKET_KB", "-1", 1);
-  EXPECT_TRUE(contains(compile_error(std::nullopt), "KDIST_GRADIENT_BUCKET_KB is '-1'"));
-  ::unsetenv("KDIST_GRADIENT_BUCKET_KB");
-  ::setenv("KDIST_GRADIENT_OVERLAP", "maybe", 1);
-  const auto overlap = compile_error(std::nullopt);
+  EXPECT_TRUE(
+      contains(env_error("KDIST_GRADIENT_BUCKET_KB", "-1"), "KDIST_GRADIENT_BUCKET_KB is '-1'"));
+  const auto overlap = env_error("KDIST_GRADIENT_OVERLAP", "maybe");
   EXPECT_TRUE(contains(overlap, "KDIST_GRADIENT_OVERLAP is 'maybe', not 0, 1, off or on"))
       << overlap;
-  ::unsetenv("KDIST_GRADIENT_OVERLAP");
+  const auto shard = env_error("KDIST_SHARD_OPTIMIZER_STATE", "yes");
+  EXPECT_TRUE(contains(shard,
+                       "KDIST_SHARD_OPTIMIZER_STATE is 'yes', not 0, 1, off or on (whether the "
+                       "optimizer state is sharded"))
+      << shard;
 
   // The environment's settings when the program sets none; the program's replace them.
-  ::setenv("KDIST_GRADIENT_BUCKET_KB", "3", 1);
+  ::setenv("KDIST_GRADIENT_BUCKET_KB", "2", 1);
   ::setenv("KDIST_GRADIENT_OVERLAP", "off", 1);
+  ::setenv("KDIST_SHARD_OPTIMIZER_STATE", "on", 1);
   {
     auto m = kdist::test::small_model();
     m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
               kdist::Adam(), 1);
-    EXPECT_EQ(m.gradient_sync().bucket_bytes, 3072U);
+    EXPECT_EQ(m.gradient_sync().bucket_bytes, 2048U);
     EXPECT_FALSE(m.gradient_sync().overlap);
+    EXPECT_TRUE(m.gradient_sync().shard_optimizer_state);
+    EXPECT_EQ(m.optimizer_state_part("d1/kernel").has_value(), world_size() > 1);  // 2560 bytes
+    EXPECT_FALSE(m.optimizer_state_part("d1/bias").has_value());
     m.set_gradient_sync({.overlap = true, .bucket_bytes = 0});
     EXPECT_EQ(m.gradient_sync().bucket_bytes, 0U);
     EXPECT_TRUE(m.gradient_sync().overlap);
+    EXPECT_FALSE(m.gradient_sync().shard_optimizer_state);
+    EXPECT_FALSE(m.optimizer_state_part("d1/kernel").has_value());
   }
   ::unsetenv("KDIST_GRADIENT_BUCKET_KB");
   ::unsetenv("KDIST_GRADIENT_OVERLAP");
+  ::unsetenv("KDIST_SHARD_OPTIMIZER_STATE");
 
   if (world_size() == 1) return;
   // Settings that differ between processes: their all-reduces would not match.
@@ -196,15 +347,21 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
       .overlap = world_rank() != 0, .bucket_bytes = world_rank() == 0 ? 0U : 4096U});
   EXPECT_TRUE(contains(differ,
                        "kdist::GradientSyncOptions differ between processes (bucket_bytes "
-                       "from 0 to 4096, overlap on and off)"))
+                       "from 0 to 4096, overlap on and off, shard_optimizer_state off)"))
       << differ;
+  const auto shard_differs = compile_error(
+      kdist::GradientSyncOptions{.bucket_bytes = 0, .shard_optimizer_state = world_rank() == 1});
+  EXPECT_TRUE(contains(shard_differs,
+                       "(bucket_bytes from 0 to 0, overlap on, shard_optimizer_state on and off)"))
+      << shard_differs;
   if (world_rank() == 1) ::setenv("KDIST_GRADIENT_OVERLAP", "0", 1);
   const auto one_env = compile_error(std::nullopt);
   ::unsetenv("KDIST_GRADIENT_OVERLAP");
   EXPECT_TRUE(contains(one_env, "differ between processes")) << one_env;
   EXPECT_TRUE(contains(one_env,
-                       "set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP or "
-                       "Sequential::set_gradient_sync alike on every process"))
+                       "set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, "
+                       "KDIST_SHARD_OPTIMIZER_STATE or Sequential::set_gradient_sync alike on "
+                       "every process"))
       << one_env;
 }
 

@@ -15,10 +15,12 @@
 //! const double norm = kdist::clip_by_global_norm(1.0, dw1, db1, dw2);  // collective
 //! \endcode
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <Kokkos_Core.hpp>
@@ -42,35 +44,42 @@ Kokkos::RangePolicy<typename View::execution_space, Kokkos::IndexType<std::int64
 }
 
 //! Whether this process's block of `t` is the one that counts in a global sum: the replica at
-//! coordinate 0 along every mesh axis that no dimension of the layout uses.
+//! coordinate 0 along every mesh axis that no dimension of the layout uses, but `part_axes` (the
+//! processes along those hold different parts of the block: a sharded optimizer state's).
 template <class DataType, class MemorySpace>
-bool counts_in_global_sum(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
+bool counts_in_global_sum(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                          std::span<const std::size_t> part_axes = {}) {
   const auto coords = t.device_mesh().coords_of(t.device());
   for (const std::size_t a : t.layout().replicated_mesh_axes()) {
+    if (std::find(part_axes.begin(), part_axes.end(), a) != part_axes.end()) continue;
     if (coords[a] != 0) return false;
   }
   return true;
 }
 
 //! The sum of the squares of the elements of this process's block, in double (0 for a block
-//! that is a replica of one counted elsewhere). Errors: kdist::ValueError for a pending sum.
+//! that is a replica of one counted elsewhere), or of its elements [begin, begin + count) when
+//! the processes along `part_axes` hold parts of it (GlobalNorm::add_part). Errors:
+//! kdist::ValueError for a pending sum.
 template <class DataType, class MemorySpace>
 double counted_squared_sum(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
-                           const char* who) {
+                           const char* who, std::size_t begin = 0,
+                           std::optional<std::size_t> count = std::nullopt,
+                           std::span<const std::size_t> part_axes = {}) {
   if (t.is_partial()) {
     throw ValueError(std::string(who) + ": " + t.to_string() +
                      " is a pending sum; its norm is not the norm of its summands. Sum it first: "
                      "kdist::redistribute(t, t.layout())");
   }
-  if (!counts_in_global_sum(t)) return 0.0;
+  if (!counts_in_global_sum(t, part_axes)) return 0.0;
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
   using T = typename View::non_const_value_type;
   const auto& local = t.local();
-  const std::size_t n = local.size();
+  const std::size_t n = count.value_or(local.size() - begin);
   if (n == 0) return 0.0;
   const Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace,
                      Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      flat(local.data(), n);
+      flat(local.data() + begin, n);
   double sum = 0.0;
   Kokkos::parallel_reduce(
       "kdist::global_norm", block_range<View>(n),
@@ -109,6 +118,16 @@ class GlobalNorm {
   template <class DataType, class MemorySpace>
   void add(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
     local_ += detail::counted_squared_sum(t, "kdist::global_norm");
+    if (!mesh_) mesh_ = t.device_mesh();
+  }
+  //! Adds the squares of elements [begin, begin + count) of this process's block of `t`: its
+  //! part of a block whose parts the processes along mesh axes `part_axes` hold (a sharded
+  //! optimizer state's gradient, kdist/nn/optimizer_state_shards.hpp), once per replica along the
+  //! other axes. Errors: kdist::ValueError for a pending sum.
+  template <class DataType, class MemorySpace>
+  void add_part(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                std::size_t begin, std::size_t count, std::span<const std::size_t> part_axes) {
+    local_ += detail::counted_squared_sum(t, "kdist::global_norm", begin, count, part_axes);
     if (!mesh_) mesh_ = t.device_mesh();
   }
   //! This process's part of the squared norm.

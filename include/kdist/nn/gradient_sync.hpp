@@ -15,6 +15,9 @@
 //! - the optimizer waits for each variable's gradient just before updating it, in the order
 //!   the gradients became ready (the last layer's first), so it updates the first variables while
 //!   the last all-reduces are still under way.
+//! With `shard_optimizer_state` (ZeRO-1, kdist/nn/optimizer_state_shards.hpp) a gradient whose
+//! optimizer state is sharded is reduce-scattered instead (never bucketed), and the optimizer
+//! all-gathers the variable's updated parts (all_gather_parts), waited for at the step's end.
 //! With `overlap` off every all-reduce starts after the backward pass (the same buckets). Any
 //! other case (no scope, device memory, a reduce-scatter into a sharded gradient) is the
 //! blocking kdist::redistribute_into. The sums are those of the blocking path bit for bit on 2
@@ -31,6 +34,7 @@
 #include <cstring>
 #include <functional>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/optimizer_state_shards.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
@@ -54,26 +58,28 @@ struct GradientSyncOptions {
   //! Gradients under this many bytes share buckets of about this size; larger ones are reduced
   //! on their own, in place. 0: every gradient on its own (`KDIST_GRADIENT_BUCKET_KB`, KiB).
   std::size_t bucket_bytes = std::size_t{256} << 10;
+  //! ZeRO stage 1 (kdist/nn/optimizer_state_shards.hpp): each of the P processes along the batch
+  //! axis keeps the optimizer state of 1/P of every replicated variable of at least
+  //! `bucket_bytes` (all of them when that is 0), its gradient reduce-scattered, its part
+  //! updated, the parts all-gathered (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory
+  //! only.
+  bool shard_optimizer_state = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
   static constexpr std::size_t max_bucket_bytes = std::size_t{1} << 30;
 
-  //! The defaults with `KDIST_GRADIENT_OVERLAP` (0/1, off/on) and `KDIST_GRADIENT_BUCKET_KB`
-  //! (0 to 1048576) applied. Errors: kdist::ValueError for a value that is not one of those.
+  //! The defaults with `KDIST_GRADIENT_OVERLAP`, `KDIST_SHARD_OPTIMIZER_STATE` (0/1, off/on) and
+  //! `KDIST_GRADIENT_BUCKET_KB` (0 to 1048576) applied. Errors: kdist::ValueError for a value
+  //! that is not one of those.
   static GradientSyncOptions from_environment() {
     GradientSyncOptions o;
-    if (const char* v = std::getenv("KDIST_GRADIENT_OVERLAP"); v != nullptr && *v != '\0') {
-      const std::string s(v);
-      if (s == "1" || s == "on") {
-        o.overlap = true;
-      } else if (s == "0" || s == "off") {
-        o.overlap = false;
-      } else {
-        throw ValueError("KDIST_GRADIENT_OVERLAP is '" + s +
-                         "', not 0, 1, off or on (whether data-parallel gradient all-reduces "
-                         "overlap the backward pass)");
-      }
-    }
+    switch_from_environment("KDIST_GRADIENT_OVERLAP",
+                            "whether data-parallel gradient all-reduces overlap the backward pass",
+                            o.overlap);
+    switch_from_environment("KDIST_SHARD_OPTIMIZER_STATE",
+                            "whether the optimizer state is sharded over the data-parallel "
+                            "processes, ZeRO stage 1",
+                            o.shard_optimizer_state);
     if (const char* v = std::getenv("KDIST_GRADIENT_BUCKET_KB"); v != nullptr && *v != '\0') {
       const std::string s(v);
       char* end = nullptr;
@@ -89,6 +95,21 @@ struct GradientSyncOptions {
     }
     return o;
   }
+
+ private:
+  //! `value` from the environment variable `name` when set: 0/off or 1/on.
+  static void switch_from_environment(const char* name, const char* what, bool& value) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return;
+    const std::string s(v);
+    if (s == "1" || s == "on") {
+      value = true;
+    } else if (s == "0" || s == "off") {
+      value = false;
+    } else {
+      throw ValueError(std::string(name) + " is '" + s + "', not 0, 1, off or on (" + what + ")");
+    }
+  }
 };
 
 //! What kdist::Sequential's gradient sync started since its last reset (for tests and
@@ -97,6 +118,8 @@ struct GradientSyncCounts {
   std::size_t all_reduces = 0;         //!< non-blocking all-reduces started
   std::size_t bucketed_gradients = 0;  //!< gradients that went through a bucket
   std::size_t bytes = 0;               //!< bytes all-reduced
+  std::size_t reduce_scatters = 0;     //!< of gradients whose optimizer state is sharded
+  std::size_t all_gathers = 0;         //!< of the variables they update
 };
 
 namespace detail {
@@ -106,11 +129,12 @@ namespace detail {
 class GradientSync {
  public:
   GradientSync() = default;
-  GradientSync(const GradientSync& other) : options_(other.options_) {}
+  GradientSync(const GradientSync& other) : options_(other.options_), shards_(other.shards_) {}
   GradientSync& operator=(const GradientSync& other) {
     if (this != &other) {
       wait_all();
       options_ = other.options_;
+      shards_ = other.shards_;
     }
     return *this;
   }
@@ -140,22 +164,39 @@ class GradientSync {
                 ", more than the limit of 1 GiB";
     }
     mpi::agree(kdist::communicator(), problem.empty(), problem);
-    long long v[4] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0, 0, 0};
-    v[2] = -v[0];
-    v[3] = -v[1];
+    long long v[6] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0,
+                      o.shard_optimizer_state ? 1 : 0};
+    for (int i = 0; i < 3; ++i) v[3 + i] = -v[i];
     mpi::detail::check_mpi(
-        MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_LONG_LONG, MPI_MIN, kdist::communicator()),
+        MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_LONG_LONG, MPI_MIN, kdist::communicator()),
         "kdist::GradientSyncOptions: MPI_Allreduce");
-    if (v[0] != -v[2] || v[1] != -v[3]) {
+    const auto on_off = [&](int i) {
+      return v[i] == -v[3 + i] ? std::string(v[i] ? "on" : "off") : std::string("on and off");
+    };
+    if (v[0] != -v[3] || v[1] != -v[4] || v[2] != -v[5]) {
       throw ValueError(
           "kdist::GradientSyncOptions differ between processes (bucket_bytes from " +
-          std::to_string(v[0]) + " to " + std::to_string(-v[2]) + ", overlap " +
-          (v[1] == -v[3] ? std::string(v[1] ? "on" : "off") : std::string("on and off")) +
-          "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP or "
-          "Sequential::set_gradient_sync alike on every process, or their all-reduces would not "
-          "match");
+          std::to_string(v[0]) + " to " + std::to_string(-v[3]) + ", overlap " + on_off(1) +
+          ", shard_optimizer_state " + on_off(2) +
+          "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, KDIST_SHARD_OPTIMIZER_STATE "
+          "or Sequential::set_gradient_sync alike on every process, or their collectives would "
+          "not match");
     }
     options_ = o;
+  }
+
+  //! The gradients whose optimizer state is sharded (Sequential's, from compile): each one's
+  //! block address and its part. Replaces the previous ones.
+  void set_state_shards(std::vector<std::pair<const void*, StateShard>> shards) {
+    wait_all();
+    shards_ = std::move(shards);
+  }
+  //! The part of the gradient at `gradient` when its optimizer state is sharded, else null.
+  const StateShard* state_shard(const void* gradient) const {
+    for (const auto& [g, s] : shards_) {
+      if (g == gradient) return &s;
+    }
+    return nullptr;
   }
 
   //! Sums `summand` over `comm` into `gradient` (same size and rank, contiguous, host memory),
@@ -165,6 +206,22 @@ class GradientSync {
     using T = typename GradientView::non_const_value_type;
     wait_for(gradient.data());  // the same gradient twice in a step: the first sum lands first
     const std::size_t bytes = gradient.size() * sizeof(T);
+    if (const StateShard* shard = state_shard(gradient.data());
+        shard != nullptr && shard->comm == comm) {
+      Launch launch;
+      launch.bytes = bytes;
+      launch.reduce_scatter = true;
+      launch.start = [s = summand, g = gradient, shard] {
+        return start_reduce_scatter_part(s.data(), g.data(), *shard);
+      };
+      if (static_cast<const void*>(summand.data()) == static_cast<const void*>(gradient.data())) {
+        launch.finish = [g = gradient, shard] { move_part_into_place(g.data(), *shard); };
+      }
+      launches_.push_back(std::move(launch));
+      targets_.push_back({gradient.data(), launches_.size() - 1, 0, 0});
+      if (options_.overlap) start(launches_.back());
+      return;
+    }
     if (options_.bucket_bytes == 0 || bytes >= options_.bucket_bytes) {
       Launch launch;
       launch.bytes = bytes;
@@ -188,6 +245,18 @@ class GradientSync {
     targets_.push_back({gradient.data(), kOpen, offset, bytes});
     bucket.targets.push_back(targets_.size() - 1);
     if (bucket.used >= options_.bucket_bytes) close_bucket(b);
+  }
+
+  //! Starts gathering the updated parts of the variable block `value` (its optimizer state
+  //! sharded as `shard` says) into every process's block; wait_all() completes it.
+  template <class T>
+  void all_gather_parts(T* value, const StateShard& shard) {
+    Launch launch;
+    launch.bytes = shard.block_size() * sizeof(T);
+    launch.all_gather = true;
+    launch.start = [value, &shard] { return start_all_gather_parts(value, shard); };
+    launches_.push_back(std::move(launch));
+    start(launches_.back());
   }
 
   //! Lets MPI progress the started all-reduces (between layers of the backward pass).
@@ -246,8 +315,11 @@ class GradientSync {
 
   struct Launch {
     std::function<CollectiveRequest()> start;  // a gradient on its own; empty for a bucket
+    std::function<void()> finish;              // after completion (an in-place reduce-scatter)
     std::size_t bucket = kNone;                // a bucket: its index in buckets_
     std::size_t bytes = 0;
+    bool reduce_scatter = false;  // a sharded gradient's part (else an all-reduce)...
+    bool all_gather = false;      // ...or a sharded variable's parts
     CollectiveRequest request;
     bool started = false;
     bool done = false;
@@ -306,8 +378,14 @@ class GradientSync {
       counts_.bucketed_gradients += b.targets.size();
     }
     l.started = true;
-    ++counts_.all_reduces;
-    counts_.bytes += l.bytes;
+    if (l.reduce_scatter) {
+      ++counts_.reduce_scatters;
+    } else if (l.all_gather) {
+      ++counts_.all_gathers;
+    } else {
+      ++counts_.all_reduces;
+      counts_.bytes += l.bytes;
+    }
     if (l.request.test()) finish(l);
   }
   template <class T>
@@ -320,6 +398,7 @@ class GradientSync {
   //! A completed all-reduce: a bucket's sums go back to their gradients.
   void finish(Launch& l) {
     l.done = true;
+    if (l.finish) l.finish();
     if (l.bucket == kNone) return;
     const Bucket& b = buckets_[l.bucket];
     for (auto t : b.targets) {
@@ -329,6 +408,7 @@ class GradientSync {
   }
 
   GradientSyncOptions options_;
+  std::vector<std::pair<const void*, StateShard>> shards_;
   std::vector<Launch> launches_;
   std::vector<Target> targets_;
   std::vector<Bucket> buckets_;

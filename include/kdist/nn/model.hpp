@@ -4,7 +4,8 @@
 //! satisfies `kdist::Layer` (kdist/nn/layer.hpp): the library's Dense, Dropout, Flatten and Conv2D,
 //! or the user's own. Variables have Keras paths ("d1/kernel") and are created sharded from the
 //! start by the distribution; the loss is the mean over the GLOBAL batch; the optimizer's state is
-//! sharded like its variable. Losses and optimizers are open sets too: anything that satisfies
+//! sharded like its variable (and over the data-parallel processes too with
+//! GradientSyncOptions::shard_optimizer_state, ZeRO-1). Losses and optimizers are open sets too: anything that satisfies
 //! `kdist::LossFunction` (kdist/nn/loss.hpp) or `kdist::Optimizer` (kdist/nn/optimizer.hpp); the
 //! model creates each variable's slots from what its optimizer declares (`slots()`). `fit` and `evaluate` run whole epochs over an in-memory
 //! `kdist::ArrayDataset`, each process reading only its rows of each global batch; with no
@@ -13,6 +14,7 @@
 //! losses on every mesh.
 
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -38,6 +41,7 @@
 #include <kdist/nn/layers/flatten.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/optimizer_state_shards.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/ops/losses.hpp>
@@ -161,13 +165,22 @@ class BasicSequential {
     fused_softmax_ = loss_.fuses_softmax() && layers_.back().ends_in_softmax();
     gradient_sync_.configure(gradient_sync_by_program_);
     slots_.clear();
+    state_shards_ = plan_state_shards();
+    gradient_sync_.set_state_shards(state_shard_registry());
     const OptimizerSlots declared = optimizer_.slots();
+    std::size_t k = 0;
     for_each_variable([&](auto& v) {
       std::vector<SlotView> s;
       for (const auto& name : declared.names) {
-        s.push_back(make_slot(v.value.local(), v.path + "/" + name));
+        const std::string label = v.path + "/" + name;
+        if (const auto& shard = state_shards_[k]) {
+          s.push_back(typename DistributedTensor<T*>::view_type(label, shard->size()));
+        } else {
+          s.push_back(make_slot(v.value.local(), label));
+        }
       }
       slots_.push_back(std::move(s));
+      ++k;
     });
   }
   //! Keras' `model.compile(loss=..., optimizer=...)`: with the current distribution
@@ -190,7 +203,30 @@ class BasicSequential {
   //! bucket_bytes over GradientSyncOptions::max_bucket_bytes.
   void set_gradient_sync(const GradientSyncOptions& options) {
     gradient_sync_by_program_ = options;
-    if (dist_) gradient_sync_.configure(gradient_sync_by_program_);
+    if (!dist_) return;
+    gradient_sync_.configure(gradient_sync_by_program_);
+    reshard_optimizer_state(plan_state_shards());
+  }
+  //! Whether the optimizer state of the variable at `path` is sharded over the data-parallel
+  //! processes (GradientSyncOptions::shard_optimizer_state), and this process's part of its block
+  //! then: {first element, element count}. Errors: kdist::ValueError for a path that is no
+  //! variable's.
+  std::optional<std::pair<std::size_t, std::size_t>> optimizer_state_part(std::string_view path) {
+    require_compiled("optimizer_state_part");
+    std::size_t k = 0;
+    std::optional<std::optional<std::pair<std::size_t, std::size_t>>> found;
+    for_each_variable([&](auto& v) {
+      if (v.path == path && state_shards_.size() > k) {
+        found.emplace();
+        if (const auto& shard = state_shards_[k]) *found = std::pair{shard->begin(), shard->size()};
+      }
+      ++k;
+    });
+    if (!found) {
+      throw ValueError("kdist::Sequential::optimizer_state_part: no variable is at '" +
+                       std::string(path) + "'");
+    }
+    return *found;
   }
   //! The gradient sync's options in force (after compile: the program's or the environment's).
   const GradientSyncOptions& gradient_sync() const { return gradient_sync_.options(); }
@@ -217,18 +253,26 @@ class BasicSequential {
   //! of that variable (as many as `optimizer().slots()` declares, in its order) as distributed
   //! tensors laid out like the variable and sharing the model's blocks (writing into one writes
   //! the model's state).
+  //! With the optimizer state sharded (GradientSyncOptions::shard_optimizer_state) the slots are
+  //! whole-block copies gathered from the processes' parts, and what f writes into them goes back
+  //! into this process's part: then **collective** (every process of the data axis calls it).
   template <class F>
   void for_each_variable_with_slots(F&& f) {
     std::size_t k = 0;
     for_each_variable([&](auto& v) {
       using Tensor = std::decay_t<decltype(v.value)>;
-      using View = typename Tensor::view_type;
       std::vector<Tensor> slots;
-      for (auto& s : slots_.at(k)) {
-        slots.push_back(Tensor::from_local(std::get<View>(s), v.value.shape(), v.value.layout()));
+      for (std::size_t i = 0; i < slots_.at(k).size(); ++i) {
+        slots.push_back(Tensor::from_local(whole_slot(v.value.local(), k, i), v.value.shape(),
+                                           v.value.layout()));
+      }
+      f(v, slots);
+      if (state_shards_[k]) {
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+          copy_part(flat<T>(slots[i].local()), slot_part(k, i), *state_shards_[k], true);
+        }
       }
       ++k;
-      f(v, slots);
     });
   }
   const Shape& input_shape() const { return input_shape_; }
@@ -571,7 +615,14 @@ class BasicSequential {
     if (const auto clipnorm = optimizer_.global_clipnorm()) {
       gradient_sync_.wait_all();  // the norm needs every gradient
       GlobalNorm norm;            // over every shard of every gradient, replicas counted once
-      for_each_variable([&](auto& v) { norm.add(v.grad); });
+      std::size_t k = 0;
+      for_each_variable([&](auto& v) {
+        if (const auto& shard = state_shards_[k++]) {  // only its part is summed
+          norm.add_part(v.grad, shard->begin(), shard->size(), shard->mesh_axes);
+        } else {
+          norm.add(v.grad);
+        }
+      });
       const double scale = global_clip_scale(norm.norm(), *clipnorm);
       if (scale != 1.0) for_each_variable([&](auto& v) { detail::scale_block(v.grad, scale); });
     }
@@ -589,8 +640,16 @@ class BasicSequential {
               for (const auto& s : slots_[k]) {
                 slots.push_back(std::visit([](const auto& view) { return flat<T>(view); }, s));
               }
-              optimizer_.update_step(flat<T>(v->value.local()), flat<const T>(v->grad.local()),
-                                     std::span<const OptimizerView<T>>(slots), v->path);
+              auto param = flat<T>(v->value.local());
+              auto grad = flat<const T>(v->grad.local());
+              const auto& shard = state_shards_[k];
+              if (shard) {  // this process's part only; the parts are gathered below
+                param = OptimizerView<T>(param.data() + shard->begin(), shard->size());
+                grad = OptimizerView<const T>(grad.data() + shard->begin(), shard->size());
+              }
+              optimizer_.update_step(param, grad, std::span<const OptimizerView<T>>(slots),
+                                     v->path);
+              if (shard) gradient_sync_.all_gather_parts(v->value.local().data(), *shard);
               gradient_sync_.progress();  // answer the other processes' all-reduce messages
             },
             refs[r]);
@@ -599,6 +658,103 @@ class BasicSequential {
     gradient_sync_.wait_all();
     optimizer_.finish_step();
   }
+  //! Which variables' optimizer state is sharded, and how (GradientSyncOptions::
+  //! shard_optimizer_state): those replicated over the batch axis, in host memory, of at least
+  //! bucket_bytes (smaller ones share buckets). Errors: kdist::ValueError for the setting on
+  //! device memory.
+  std::vector<std::optional<detail::StateShard>> plan_state_shards() {
+    std::vector<std::optional<detail::StateShard>> out;
+    const GradientSyncOptions& o = gradient_sync_.options();
+    const auto& batch = dist_->batch_dim_name();
+    for_each_variable([&](auto& v) {
+      std::optional<detail::StateShard> shard;
+      const RuntimeDeviceMesh& mesh = v.value.device_mesh();
+      const auto axis = batch ? mesh.find_axis(*batch) : std::nullopt;
+      const auto copies_along = v.value.layout().replicated_mesh_axes();
+      const std::size_t n = v.value.local().size();
+      if (o.shard_optimizer_state && axis && mesh.shape()[*axis] > 1 &&
+          std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end() &&
+          (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes)) {
+        using Memory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
+        if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
+          shard = detail::make_state_shard(n, sizeof(T), communicators(mesh).comm(*batch).get(),
+                                           {*axis});
+        } else {
+          throw ValueError(
+              "kdist::GradientSyncOptions::shard_optimizer_state (KDIST_SHARD_OPTIMIZER_STATE) "
+              "is not available for variables in device memory yet (" +
+              v.path + "); turn it off");
+        }
+      }
+      out.push_back(std::move(shard));
+    });
+    return out;
+  }
+  //! The gradient sync's copy of the shards, keyed by each gradient block's address.
+  std::vector<std::pair<const void*, detail::StateShard>> state_shard_registry() {
+    std::vector<std::pair<const void*, detail::StateShard>> out;
+    std::size_t k = 0;
+    for_each_variable([&](auto& v) {
+      if (const auto& shard = state_shards_[k]) out.emplace_back(v.grad.local().data(), *shard);
+      ++k;
+    });
+    return out;
+  }
+  //! Slot `i` of variable `k` when its state is sharded: its part.
+  OptimizerView<T> slot_part(std::size_t k, std::size_t i) {
+    return std::visit([](const auto& view) { return flat<T>(view); }, slots_[k][i]);
+  }
+  //! Copies the part `shard` says between a whole block and a part: into the part (to_part), or
+  //! out of it into its place in the block.
+  static void copy_part(const OptimizerView<T>& block, const OptimizerView<T>& part,
+                        const detail::StateShard& shard, bool to_part) {
+    const auto range = std::pair{shard.begin(), shard.begin() + shard.size()};
+    if (to_part) {
+      Kokkos::deep_copy(part, Kokkos::subview(block, range));
+    } else {
+      Kokkos::deep_copy(Kokkos::subview(block, range), part);
+    }
+  }
+  //! Slot `i` of variable `k` (block `local`) as a whole block: the slot itself, or when its
+  //! state is sharded a new block gathered from every process's part (collective).
+  template <class View>
+  View whole_slot(const View& local, std::size_t k, std::size_t i) {
+    const auto& shard = state_shards_[k];
+    if (!shard) return std::get<View>(slots_[k][i]);
+    View whole = make_slot(local, std::string(local.label()) + "/slot");
+    copy_part(flat<T>(whole), slot_part(k, i), *shard, false);
+    detail::start_all_gather_parts(whole.data(), *shard).wait();
+    return whole;
+  }
+  //! Changes which variables' optimizer state is sharded (set_gradient_sync after compile),
+  //! keeping its values. Collective.
+  void reshard_optimizer_state(std::vector<std::optional<detail::StateShard>> next) {
+    std::size_t k = 0;
+    for_each_variable([&](auto& v) {
+      const auto& now = state_shards_[k];
+      const auto& then = next[k];
+      const bool same = (!now && !then) ||
+                        (now && then && now->counts == then->counts && now->comm == then->comm);
+      if (!same) {
+        using View = typename std::decay_t<decltype(v.value)>::view_type;
+        for (std::size_t i = 0; i < slots_[k].size(); ++i) {
+          View whole = whole_slot(v.value.local(), k, i);
+          if (then) {
+            typename DistributedTensor<T*>::view_type part(std::string(whole.label()),
+                                                           then->size());
+            copy_part(flat<T>(whole), flat<T>(part), *then, true);
+            slots_[k][i] = part;
+          } else {
+            slots_[k][i] = whole;
+          }
+        }
+      }
+      ++k;
+    });
+    state_shards_ = std::move(next);
+    gradient_sync_.set_state_shards(state_shard_registry());
+  }
+
   //! A contiguous block's elements as the optimizer sees them.
   template <class S, class View>
   static OptimizerView<S> flat(const View& view) {
@@ -719,8 +875,11 @@ class BasicSequential {
   bool fused_softmax_ = false;
   //! The global row of this process's first input row in the last forward pass.
   std::size_t input_row_offset_ = 0;
-  //! Optimizer state of each variable (the slots its optimizer declares), shaped like its shard.
+  //! Optimizer state of each variable (the slots its optimizer declares), shaped like its shard,
+  //! or rank-1 Views of its part where state_shards_ has one.
   std::vector<std::vector<SlotView>> slots_;
+  //! Each variable's part when its optimizer state is sharded (ZeRO-1), in variable order.
+  std::vector<std::optional<detail::StateShard>> state_shards_;
   //! apply_gradients' views of one variable's slots (kept: no allocation per step).
   std::vector<OptimizerView<T>> slot_views_;
   //! The data-parallel gradient all-reduces of a step (gradient_sync.hpp) and their settings.

@@ -1,0 +1,118 @@
+#pragma once
+//! \file nn/optimizer_state_shards.hpp
+//! Optimizer state sharded over the data-parallel processes (ZeRO stage 1; PyTorch's
+//! ZeroRedundancyOptimizer, DeepSpeed's `zero_optimization.stage = 1`): a variable replicated over
+//! the batch axis keeps its full value on every process, but each of the P processes along that
+//! axis holds the optimizer state (Adam's m and v) of one part of its block only, 1/P of it. A
+//! step then
+//! 1. reduce-scatters the gradient (each process receives the sum of its part only, the same bytes
+//!    on the wire as half an all-reduce),
+//! 2. updates its part of the variable with its part of the state (1/P of the optimizer's work),
+//! 3. all-gathers the updated parts, so that every replica holds the whole variable again.
+//!
+//! `detail::StateShard` is one process's part of one block: the parts are contiguous runs of the
+//! block's elements in memory order, in rank order along the communicator, as equal as possible
+//! in whole 64-byte lines (16 floats): each part starts on a cache line, so the optimizer's
+//! vectorised loop splits a part into the same vector body and scalar ends as it splits the whole
+//! block (the same bits: GCC contracts the scalar ends into FMAs, the vector body not), and no two
+//! processes' parts share a line. kdist::Sequential decides which variables are
+//! sharded and keeps their state (kdist/nn/model.hpp); the gradient sync starts the collectives
+//! (kdist/nn/gradient_sync.hpp).
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <kdist/core/error.hpp>
+#include <kdist/parallel/collective_request.hpp>
+#include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kdist::detail {
+
+//! One process's part of a variable's block whose optimizer state is sharded over `comm`.
+struct StateShard {
+  MPI_Comm comm = MPI_COMM_NULL;
+  //! The mesh axes `comm` spans: the parts of a block are counted once per replica of the block
+  //! along the other axes (the global norm of clipping).
+  std::vector<std::size_t> mesh_axes;
+  std::vector<int> counts;   //!< elements of each process's part, in rank order
+  std::vector<int> offsets;  //!< where each part starts in the block
+  int part = 0;              //!< this process's rank in `comm`: its part
+
+  std::size_t begin() const { return static_cast<std::size_t>(offsets[part]); }
+  std::size_t size() const { return static_cast<std::size_t>(counts[part]); }
+  //! The whole block's length.
+  std::size_t block_size() const {
+    return static_cast<std::size_t>(offsets.back()) + static_cast<std::size_t>(counts.back());
+  }
+};
+
+//! The parts of a block of `n` elements of `element_bytes` each over the processes of `comm`
+//! (spanning `mesh_axes`). Errors: kdist::ValueError for a block too large for MPI's int counts.
+inline StateShard make_state_shard(std::size_t n, std::size_t element_bytes, MPI_Comm comm,
+                                   std::vector<std::size_t> mesh_axes) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw ValueError("kdist: a variable block of " + std::to_string(n) +
+                     " elements is too large to shard its optimizer state (MPI counts are int); "
+                     "turn GradientSyncOptions::shard_optimizer_state off");
+  }
+  StateShard s;
+  s.comm = comm;
+  s.mesh_axes = std::move(mesh_axes);
+  int size = 1;
+  mpi::detail::check_mpi(MPI_Comm_size(comm, &size), "kdist: MPI_Comm_size");
+  mpi::detail::check_mpi(MPI_Comm_rank(comm, &s.part), "kdist: MPI_Comm_rank");
+  const auto p = static_cast<std::size_t>(size);
+  const std::size_t line = std::max<std::size_t>(1, 64 / element_bytes);  // elements per line
+  const std::size_t lines = (n + line - 1) / line;
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < p; ++i) {
+    const std::size_t count = std::min(n - offset, (lines / p + (i < lines % p ? 1 : 0)) * line);
+    s.counts.push_back(static_cast<int>(count));
+    s.offsets.push_back(static_cast<int>(offset));
+    offset += count;
+  }
+  return s;
+}
+
+//! Starts summing `summand` (a whole block) over the shard's processes into this process's part
+//! of `block` (MPI_Ireduce_scatter). `summand` may be `block` itself: MPI then leaves the sum at
+//! the block's start, and `move_part_into_place` must run after the wait. The shard outlives the
+//! request (MPI reads its counts until then).
+template <class T>
+CollectiveRequest start_reduce_scatter_part(const T* summand, T* block, const StateShard& s) {
+  const bool in_place = summand == block;
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::detail::check_mpi(
+      MPI_Ireduce_scatter(in_place ? MPI_IN_PLACE : static_cast<const void*>(summand),
+                          in_place ? block : block + s.begin(), s.counts.data(), mpi::datatype<T>(),
+                          MPI_SUM, s.comm, &request),
+      "kdist: MPI_Ireduce_scatter (optimizer state sharding)");
+  return CollectiveRequest(request, s.comm, "kdist::reduce_scatter", nullptr);
+}
+
+//! After an in-place start_reduce_scatter_part: the part's sum moves from the block's start to
+//! its place.
+template <class T>
+void move_part_into_place(T* block, const StateShard& s) {
+  if (s.begin() != 0) std::memmove(block + s.begin(), block, s.size() * sizeof(T));
+}
+
+//! Starts gathering every process's part of `block` into every process's `block`, in place
+//! (MPI_Iallgatherv). The shard outlives the request.
+template <class T>
+CollectiveRequest start_all_gather_parts(T* block, const StateShard& s) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::detail::check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, block, s.counts.data(),
+                                         s.offsets.data(), mpi::datatype<T>(), s.comm, &request),
+                         "kdist: MPI_Iallgatherv (optimizer state sharding)");
+  return CollectiveRequest(request, s.comm, "kdist::all_gather", nullptr);
+}
+
+}  // namespace kdist::detail
