@@ -29,6 +29,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -136,7 +137,11 @@ struct EigenStep {
   Ref ref;
   Ref::Matrix x;
   std::vector<std::uint8_t> labels;
-  explicit EigenStep(const Batch& batch) : x(batch.matrix()), labels(batch.labels) {}
+  explicit EigenStep(const Batch& batch) : x(batch.matrix()), labels(batch.labels) {
+    // Like with like: kdist's rank runs on one thread unless OMP_NUM_THREADS says otherwise, and
+    // Eigen (built with -fopenmp) would otherwise take every core for its GEMMs.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) Eigen::setNbThreads(1);
+  }
   void operator()() { benchmark::DoNotOptimize(ref.train_step(x, labels)); }
 };
 

@@ -12,10 +12,13 @@ build=${1:-build}
 bin=$build/benchmarks/bench_trainer
 filter='BM_data_parallel_throughput|BM_model_parallel_memory'
 [ -x "$bin" ] || { echo "error: $bin not found; build the bench_trainer target" >&2; exit 2; }
+# The launcher of the MPI the build uses: plain mpiexec is Open MPI's once that is installed.
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
+mpiexec=${mpiexec:-mpiexec}
 one=$(mktemp) two=$(mktemp)
 trap 'rm -f "$one" "$two"' EXIT
-mpiexec -n 1 "$bin" --benchmark_filter="$filter" --benchmark_color=false | tee "$one"
-mpiexec -n 2 "$bin" --benchmark_filter="$filter" --benchmark_color=false | tee "$two"
+"$mpiexec" -n 1 "$bin" --benchmark_filter="$filter" --benchmark_color=false | tee "$one"
+"$mpiexec" -n 2 "$bin" --benchmark_filter="$filter" --benchmark_color=false | tee "$two"
 field() { sed -n "s/^$1 .*$2=\([0-9.e+]*\).*/\1/p" "$3" | tail -n 1; }
 t1=$(field data_parallel_throughput examples_per_s "$one")
 t2=$(field data_parallel_throughput examples_per_s "$two")

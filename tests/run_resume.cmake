@@ -20,7 +20,8 @@ if(SHARDED)
 endif()
 run_trainer(_first --mesh ${_mesh} --epochs 1 --steps 5 --batch-size 64 --checkpoint-dir ${DIR})
 unset(ENV{KDIST_SHARD_OPTIMIZER_STATE})
-if(SHARDED AND NOT _first MATCHES "d1/kernel [^\n]*optimizer state sharded: elements \\[0, 78400\\)")
+set(_sharded "d1/kernel [^\n]*optimizer state sharded: elements \\[0, 78400\\)")
+if(SHARDED AND NOT _first MATCHES "${_sharded}")
   message(FATAL_ERROR "the optimizer state was not sharded:\n${_first}")
 endif()
 if(NOT _first MATCHES "Saved [^\n]*checkpoint.h5 \\(epoch 1\\)")
@@ -30,6 +31,6 @@ run_trainer(_second --mesh ${_other} ${_common} --checkpoint-dir ${DIR} --resume
 if(NOT _second MATCHES "Resumed from [^\n]*checkpoint.h5: epoch 1, step 5 \\(saved by ModelParallel on")
   message(FATAL_ERROR "no resume line:\n${_second}")
 endif()
-expect_same_test_metrics("the resumed run differs" "uninterrupted" "${_whole}" "resumed on ${_other}"
-                         "${_second}")
+expect_same_test_metrics("the resumed run differs" "uninterrupted" "${_whole}"
+                         "resumed on ${_other}" "${_second}")
 message(STATUS "resume agrees")

@@ -5,13 +5,14 @@
 //! or the user's own. Variables have Keras paths ("d1/kernel") and are created sharded from the
 //! start by the distribution; the loss is the mean over the GLOBAL batch; the optimizer's state is
 //! sharded like its variable (and over the data-parallel processes too with
-//! GradientSyncOptions::shard_optimizer_state, ZeRO-1). Losses and optimizers are open sets too: anything that satisfies
-//! `kdist::LossFunction` (kdist/nn/loss.hpp) or `kdist::Optimizer` (kdist/nn/optimizer.hpp); the
-//! model creates each variable's slots from what its optimizer declares (`slots()`). `fit` and `evaluate` run whole epochs over an in-memory
+//! GradientSyncOptions::shard_optimizer_state, ZeRO-1). Losses and optimizers are open sets too:
+//! anything that satisfies `kdist::LossFunction` (kdist/nn/loss.hpp) or `kdist::Optimizer`
+//! (kdist/nn/optimizer.hpp); the model creates each variable's slots from what its optimizer
+//! declares (`slots()`). `fit` and `evaluate` run whole epochs over an in-memory
 //! `kdist::ArrayDataset`, each process reading only its rows of each global batch; with no
 //! distribution given, `compile` takes the current one (`kdist::distribution()`), or data
-//! parallelism over every process: write it as for one device. The same seed gives the same
-//! losses on every mesh.
+//! parallelism over every process: write it as for one device. The same seed gives the same losses
+//! on every mesh.
 
 #include <unistd.h>
 #include <algorithm>
