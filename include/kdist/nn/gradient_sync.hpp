@@ -209,8 +209,7 @@ class GradientSync {
     if (const StateShard* shard = state_shard(gradient.data());
         shard != nullptr && shard->comm == comm) {
       Launch launch;
-      launch.bytes = bytes;
-      launch.reduce_scatter = true;
+      launch.kind = Launch::Kind::reduce_scatter;
       launch.start = [s = summand, g = gradient, shard] {
         return start_reduce_scatter_part(s.data(), g.data(), *shard);
       };
@@ -252,8 +251,7 @@ class GradientSync {
   template <class T>
   void all_gather_parts(T* value, const StateShard& shard) {
     Launch launch;
-    launch.bytes = shard.block_size() * sizeof(T);
-    launch.all_gather = true;
+    launch.kind = Launch::Kind::all_gather;
     launch.start = [value, &shard] { return start_all_gather_parts(value, shard); };
     launches_.push_back(std::move(launch));
     start(launches_.back());
@@ -318,8 +316,7 @@ class GradientSync {
     std::function<void()> finish;              // after completion (an in-place reduce-scatter)
     std::size_t bucket = kNone;                // a bucket: its index in buckets_
     std::size_t bytes = 0;
-    bool reduce_scatter = false;  // a sharded gradient's part (else an all-reduce)...
-    bool all_gather = false;      // ...or a sharded variable's parts
+    enum class Kind { all_reduce, reduce_scatter, all_gather } kind = Kind::all_reduce;
     CollectiveRequest request;
     bool started = false;
     bool done = false;
@@ -378,13 +375,17 @@ class GradientSync {
       counts_.bucketed_gradients += b.targets.size();
     }
     l.started = true;
-    if (l.reduce_scatter) {
-      ++counts_.reduce_scatters;
-    } else if (l.all_gather) {
-      ++counts_.all_gathers;
-    } else {
-      ++counts_.all_reduces;
-      counts_.bytes += l.bytes;
+    switch (l.kind) {
+      case Launch::Kind::reduce_scatter:
+        ++counts_.reduce_scatters;
+        break;
+      case Launch::Kind::all_gather:
+        ++counts_.all_gathers;
+        break;
+      case Launch::Kind::all_reduce:
+        ++counts_.all_reduces;
+        counts_.bytes += l.bytes;
+        break;
     }
     if (l.request.test()) finish(l);
   }

@@ -215,19 +215,18 @@ class BasicSequential {
   std::optional<std::pair<std::size_t, std::size_t>> optimizer_state_part(std::string_view path) {
     require_compiled("optimizer_state_part");
     std::size_t k = 0;
-    std::optional<std::optional<std::pair<std::size_t, std::size_t>>> found;
+    std::optional<std::size_t> at;  // the variable's index
     for_each_variable([&](auto& v) {
-      if (v.path == path && state_shards_.size() > k) {
-        found.emplace();
-        if (const auto& shard = state_shards_[k]) *found = std::pair{shard->begin(), shard->size()};
-      }
+      if (v.path == path) at = k;
       ++k;
     });
-    if (!found) {
+    if (!at) {
       throw ValueError("kdist::Sequential::optimizer_state_part: no variable is at '" +
                        std::string(path) + "'");
     }
-    return *found;
+    const auto& shard = state_shards_.at(*at);
+    if (!shard) return std::nullopt;
+    return std::pair{shard->begin(), shard->size()};
   }
   //! The gradient sync's options in force (after compile: the program's or the environment's).
   const GradientSyncOptions& gradient_sync() const { return gradient_sync_.options(); }

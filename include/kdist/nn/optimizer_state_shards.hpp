@@ -47,10 +47,6 @@ struct StateShard {
 
   std::size_t begin() const { return static_cast<std::size_t>(offsets[part]); }
   std::size_t size() const { return static_cast<std::size_t>(counts[part]); }
-  //! The whole block's length.
-  std::size_t block_size() const {
-    return static_cast<std::size_t>(offsets.back()) + static_cast<std::size_t>(counts.back());
-  }
 };
 
 //! The parts of a block of `n` elements of `element_bytes` each over the processes of `comm`
