@@ -24,6 +24,7 @@
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 
+#include "mpi/allocation_count.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
 
@@ -151,6 +152,25 @@ TEST(Gpt, TrainsToTheOneProcessLossesUnderTensorFsdpAndSequenceParallelRules) {
       }
     }
   }
+}
+
+// kdist::ReusableViews: once its shapes have been seen, a data-parallel GPT step allocates
+// nothing: embeddings, norms, attention (projections, probabilities, their gradients and
+// scratch), the MLP, residual sums, the loss and its gradient reuse the last steps' buffers.
+TEST(Gpt, DataParallelStepsAllocateNothingOnceTheirShapesAreSeen) {
+  const auto data = tokens(8);
+  auto model = gpt();
+  const auto dist = distribution({static_cast<std::size_t>(world_size()), 1}, Rules::none);
+  model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(0.01), 21);
+  const kdist::BatchPlan plan(8, 8, *dist);
+  const auto idx = plan.local_indices(plan.order(0), 0);
+  kdist::detail::BatchLoader<double, 2> loader(data, idx.size());
+  const auto x = loader.load_examples(idx);
+  const auto y = loader.load_targets(idx);
+  for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
+  const kdist::test::CountAllocations count;
+  for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
+  EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views";
 }
 
 TEST(Gpt, AnotherLossIsAnError) {

@@ -13,6 +13,7 @@
 
 #include "common/fashion_mnist.hpp"
 #include "common/trainer.hpp"
+#include "mpi/allocation_count.hpp"
 #include "reference_mlp.hpp"
 
 namespace {
@@ -179,6 +180,59 @@ TEST(ShardedTrainer, ModelParallelMatchesReferenceOnEveryMesh) {
 TEST(ShardedTrainer, DataParallelMatchesReferenceOnEveryMesh) {
   for (const auto& m : meshes())
     run_against_reference(false, m, kdist::Loss::categorical_crossentropy, true);
+}
+
+// kdist::ReusableViews: once its shapes have been seen, a data-parallel step allocates nothing
+// (no malloc, no page faults): the layers' outputs and gradients and the loss gradient reuse the
+// buffers of the last steps, the gradients are all-reduced in place.
+TEST(ShardedTrainer, DataParallelStepsAllocateNothingOnceTheirShapesAreSeen) {
+  const std::size_t B = 32;
+  auto dist = make_dist(false, {static_cast<std::size_t>(world()), 1});
+  auto model = kdist::examples::make_seed_model();
+  model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.001), 1337);
+  kdist::BatchPlan plan(4 * B, B, *dist);
+  const auto order = plan.order(0);
+  std::vector<std::pair<Kokkos::View<float**, Kokkos::LayoutRight>,
+                        Kokkos::View<std::int32_t*, Kokkos::LayoutRight>>>
+      batches;
+  for (std::size_t s = 0; s < 4; ++s) {
+    const auto idx = plan.local_indices(order, s);
+    kdist::detail::BatchLoader<float, 2> loader(dataset(), idx.size());
+    batches.push_back(load_batch(loader, idx));
+  }
+  for (std::size_t s = 0; s < 2; ++s) model.train_step(batches[s].first, batches[s].second, B);
+  const kdist::test::CountAllocations count;
+  for (std::size_t s = 2; s < 4; ++s) model.train_step(batches[s].first, batches[s].second, B);
+  EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views";
+}
+
+// A prediction the caller keeps is never a buffer a later step writes into (a kept buffer is
+// handed out again only while nothing else references it).
+TEST(ShardedTrainer, APredictionTheCallerKeepsIsNotWrittenOverByLaterSteps) {
+  const std::size_t B = 32;
+  auto dist = make_dist(false, {static_cast<std::size_t>(world()), 1});
+  auto model = kdist::examples::make_seed_model();
+  model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.001), 1337);
+  kdist::BatchPlan plan(2 * B, B, *dist);
+  const auto order = plan.order(0);
+  const auto idx0 = plan.local_indices(order, 0), idx1 = plan.local_indices(order, 1);
+  kdist::detail::BatchLoader<float, 2> loader0(dataset(), idx0.size());
+  kdist::detail::BatchLoader<float, 2> loader1(dataset(), idx1.size());
+  const auto [x0, y0] = load_batch(loader0, idx0);
+  const auto [x1, y1] = load_batch(loader1, idx1);
+  using Matrix = kdist::DistributedTensor<float**>;
+  const auto kept = std::get<Matrix>(model.predict_step(x0, B));
+  const auto before = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kept.local());
+  for (int i = 0; i < 3; ++i) {
+    model.train_step(x1, y1, B);
+    const auto other = std::get<Matrix>(model.predict_step(x1, B));
+    EXPECT_NE(other.local().data(), kept.local().data());
+  }
+  const auto after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kept.local());
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after.data()[i], before.data()[i]) << "element " << i << " of the kept prediction";
+  }
 }
 
 // The partial last batch (kept by default, as Keras keeps it) trains as the reference does on

@@ -54,6 +54,7 @@
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 
 namespace kdist {
 
@@ -320,8 +321,7 @@ class BasicSequential {
     }
     auto [out, output_layout] = rows_of(h);
     // d loss / d output, in the layout the last layer produced
-    typename Matrix::view_type grad(Kokkos::view_alloc(Kokkos::WithoutInitializing, "dloss"),
-                                    out.local().extent(0), out.local().extent(1));
+    auto grad = dloss_views_.get("dloss", out.local().extent(0), out.local().extent(1));
     const T scale = T(1) / static_cast<T>(global_batch);
     check_targets(out.local(), targets);
     const auto target = loss_target(targets);
@@ -521,13 +521,11 @@ class BasicSequential {
           "data axes (the input's layout)");
     }
     const std::size_t c0 = logits.offsets()[1];
-    detail::PickedTargets picked(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::lm_targets"), block.extent(0),
-        block.extent(1));
+    const auto picked = picked_views_.get("kdist::lm_targets", block.extent(0), block.extent(1));
     detail::pick_targets(Kokkos::create_mirror_view_and_copy(
                              typename detail::PickedTargets::memory_space(), targets),
                          picked, r0, c0);
-    return sparse_categorical_crossentropy(logits, picked);
+    return sparse_categorical_crossentropy(logits, picked, &xent_buffers_);
   }
 
   //! The output as rows: whole rows on each process (its columns gathered), and the layout the
@@ -887,6 +885,10 @@ class BasicSequential {
   std::optional<GradientSyncOptions> gradient_sync_by_program_;
   //! The metrics' sums of the step under way (start_metrics), read when their all-reduce is done.
   double metrics_sums_[2] = {0, 0};
+  // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Matrix::view_type> dloss_views_;
+  ReusableViews<detail::PickedTargets> picked_views_;
+  SparseCrossEntropyBuffers<T> xent_buffers_;
 };
 
 //! Keras' Sequential on float32, the default dtype.

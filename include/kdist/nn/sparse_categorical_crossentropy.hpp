@@ -40,6 +40,7 @@
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/profiling_region.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -97,6 +98,16 @@ rows(const V& v) {
 
 }  // namespace detail::sparse_xent
 
+//! The buffers of sparse_categorical_crossentropy kept from one call to the next (a model keeps
+//! one: its steps allocate nothing once the shapes have been seen).
+template <class T>
+struct SparseCrossEntropyBuffers {
+  using MemorySpace = typename DistributedTensor<T***>::memory_space;
+  ReusableViews<Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace>> row_max;
+  ReusableViews<Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace>> row_sums;
+  ReusableViews<typename DistributedTensor<T***>::view_type> dlogits;
+};
+
 //! Sparse categorical cross-entropy from LOGITS (Keras' `SparseCategoricalCrossentropy(
 //! from_logits=True)`, reduction "sum_over_batch_size") of (batch, sequence, vocabulary) logits in
 //! any layout (a complete tensor, not a pending sum) and this process's integer targets (see
@@ -107,11 +118,13 @@ rows(const V& v) {
 //! Errors (kdist::ValueError, on every process alike): targets whose extents are not the logits'
 //! local (batch, sequence) extents, a target outside [0, vocabulary) on any process (the message
 //! gives the count, the first bad value and the vocabulary size), an empty vocabulary.
+//! `buffers`, when given, supplies the per-row statistics and the gradient's block.
 template <class T>
 SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     const DistributedTensor<T***>& logits,
     const Kokkos::View<const std::int32_t**, Kokkos::LayoutRight,
-                       typename DistributedTensor<T***>::memory_space>& targets) {
+                       typename DistributedTensor<T***>::memory_space>& targets,
+    SparseCrossEntropyBuffers<T>* buffers = nullptr) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "kdist::sparse_categorical_crossentropy: logits of float or double");
   kdist::detail::ProfilingRegion region("kdist::sparse_categorical_crossentropy");
@@ -186,10 +199,10 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
   const auto t = sx::flat(t2);
   const std::size_t nrows = lb * ls;
   const auto col0 = static_cast<std::int64_t>(logits.offsets()[2]);
-  Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace> m(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::sparse_xent/max"), nrows);
-  Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace> st(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::sparse_xent/sums"), nrows, 2);
+  SparseCrossEntropyBuffers<T> call_buffers;  // this call's only, when none are given
+  SparseCrossEntropyBuffers<T>& b = buffers != nullptr ? *buffers : call_buffers;
+  const auto m = b.row_max.get("kdist::sparse_xent/max", nrows);
+  const auto st = b.row_sums.get("kdist::sparse_xent/sums", nrows, 2);
   ops::row_max(z, m);
   if (vocab_split) {
     const auto& comm = communicators(mesh).comm(std::span<const std::string>(vocab_axes));
@@ -211,8 +224,7 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
   }
 
   // ---- the gradient, local: (softmax - onehot) / count ----------------------------------------
-  typename Tensor::view_type g(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::dlogits"),
-                               lb, ls, z3.extent(2));
+  const auto g = b.dlogits.get("kdist::dlogits", lb, ls, z3.extent(2));
   const T scale = count > 0 ? static_cast<T>(1.0 / count) : T(0);
   ops::sparse_xent_grad(z, m, st, t, col0, scale, sx::rows(g));
   SparseCrossEntropyResult<T> out;
@@ -227,9 +239,10 @@ template <class T>
 SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     const LayerTensor<T>& logits,
     const Kokkos::View<const std::int32_t**, Kokkos::LayoutRight,
-                       typename DistributedTensor<T***>::memory_space>& targets) {
+                       typename DistributedTensor<T***>::memory_space>& targets,
+    SparseCrossEntropyBuffers<T>* buffers = nullptr) {
   if (const auto* t3 = std::get_if<DistributedTensor<T***>>(&logits)) {
-    return sparse_categorical_crossentropy(*t3, targets);
+    return sparse_categorical_crossentropy(*t3, targets, buffers);
   }
   const std::size_t rank = std::visit([](const auto& v) { return v.rank; }, logits);
   throw ValueError(

@@ -33,6 +33,7 @@
 #include <kdist/ops/matmul.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -54,18 +55,13 @@ View slice(const View& v, bool rows, std::size_t lo, std::size_t n) {
 }
 }  // namespace detail
 
-//! C = op_a(A) * op_b(B) for distributed matrices on one mesh.
-//!
-//! Errors (ValueError, alike on every process): operands on different meshes, contraction
-//! extents that differ.
-//! `reuse`, when its extents are those of the local result, receives it (no allocation: a
-//! training step can keep its buffers from one step to the next).
-template <class T, class MemorySpace>
-DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
+namespace detail {
+//! kdist::matmul with the local result's View from `result_view(rows, cols)`.
+template <class T, class MemorySpace, class ResultView>
+DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul_with(
     DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> A,
-    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a = ops::Op::none,
-    ops::Op op_b = ops::Op::none,
-    typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a, ops::Op op_b,
+    ResultView&& result_view) {
   detail::ProfilingRegion region("kdist::matmul");
   using Tensor = DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>;
   if (!(A.device_mesh() == B.device_mesh())) {
@@ -104,11 +100,7 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
   }
   RuntimeTensorLayout out_layout({plan.rows, plan.cols}, A.device_mesh());
   const std::size_t rows = A.local_extents()[a_m], cols = B.local_extents()[b_n];
-  typename Tensor::view_type c = reuse;
-  if (c.extent(0) != rows || c.extent(1) != cols || c.data() == nullptr) {
-    c = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"),
-                                   rows, cols);
-  }
+  typename Tensor::view_type c = result_view(rows, cols);
   if (c.size() != 0) {
     if ((op_a == ops::Op::none ? a_local.extent(1) : a_local.extent(0)) == 0) {
       Kokkos::deep_copy(c, T(0));
@@ -117,6 +109,42 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
     }
   }
   return Tensor::from_local(c, {M, N}, std::move(out_layout), plan.pending.names());
+}
+}  // namespace detail
+
+//! C = op_a(A) * op_b(B) for distributed matrices on one mesh.
+//!
+//! Errors (ValueError, alike on every process): operands on different meshes, contraction
+//! extents that differ.
+//! `reuse`, when its extents are those of the local result, receives it (no allocation: a
+//! training step can keep its buffers from one step to the next).
+template <class T, class MemorySpace>
+DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> A,
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a = ops::Op::none,
+    ops::Op op_b = ops::Op::none,
+    typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type reuse = {}) {
+  using View = typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type;
+  return detail::matmul_with(
+      std::move(A), std::move(B), op_a, op_b, [&](std::size_t rows, std::size_t cols) {
+        if (reuse.data() != nullptr && reuse.extent(0) == rows && reuse.extent(1) == cols) {
+          return reuse;
+        }
+        return View(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::matmul"), rows, cols);
+      });
+}
+
+//! As above, the local result in a View from `buffers` (kept across steps: a layer's product
+//! allocates nothing once its extents have been seen).
+template <class T, class MemorySpace, std::size_t Slots>
+DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> A,
+    DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> B, ops::Op op_a, ops::Op op_b,
+    ReusableViews<typename DistributedTensor<T**, RuntimeTensorLayout, MemorySpace>::view_type,
+                  Slots>& buffers) {
+  return detail::matmul_with(
+      std::move(A), std::move(B), op_a, op_b,
+      [&](std::size_t rows, std::size_t cols) { return buffers.get("kdist::matmul", rows, cols); });
 }
 
 namespace error {

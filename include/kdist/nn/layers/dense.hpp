@@ -40,6 +40,7 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -143,7 +144,7 @@ class BasicDense {
   Matrix forward(const Matrix& x, bool logits_only = false) {
     x_ = x;
     skip_softmax_ = logits_only;
-    Matrix z = matmul(x, kernel_.value);
+    Matrix z = matmul(x, kernel_.value, ops::Op::none, ops::Op::none, z_views_);
     RuntimeTensorLayout target = output_layout_ ? *output_layout_ : z.layout();
     if (activation_ == Activation::softmax && !target.axes()[1].is_replicated()) {
       target = RuntimeTensorLayout({target.axes()[0], DimAxes()}, target.device_mesh());
@@ -156,7 +157,7 @@ class BasicDense {
       if (activation_ == Activation::relu) ops::relu_inplace(z.local());
     }
     if (activation_ == Activation::gelu) {
-      pre_ = copy_of(z.local());
+      pre_ = copy_of(z.local(), pre_views_);
       ops::gelu_inplace(z.local());
     }
     if (activation_ == Activation::softmax && !logits_only) ops::softmax_inplace(z.local());
@@ -170,19 +171,17 @@ class BasicDense {
     Matrix dz = dy;
     const bool fused = use_bias_ && activation_ == Activation::relu;  // as in forward
     std::optional<typename Vector::view_type> db;
-    if (use_bias_) db.emplace("kdist::Dense::db", dz.local().extent(1));
+    if (use_bias_) db.emplace(db_views_.get("kdist::Dense::db", dz.local().extent(1)));
     if (fused) {
       ops::relu_backward_bias_grad(y_.local(), dz.local(), *db);  // one pass over dz
     } else if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(y_.local(), dz.local());
     } else if (activation_ == Activation::gelu) {
-      typename Matrix::view_type d("kdist::Dense::dgelu", dz.local().extent(0),
-                                   dz.local().extent(1));
+      auto d = dz_views_.get("kdist::Dense::dgelu", dz.local().extent(0), dz.local().extent(1));
       ops::gelu_backward(pre_, dz.local(), d);
       dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     } else if (activation_ == Activation::softmax && !skip_softmax_) {
-      typename Matrix::view_type d("kdist::Dense::dsoftmax", dz.local().extent(0),
-                                   dz.local().extent(1));
+      auto d = dz_views_.get("kdist::Dense::dsoftmax", dz.local().extent(0), dz.local().extent(1));
       ops::softmax_backward(y_.local(), dz.local(), d);
       dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     }
@@ -216,7 +215,7 @@ class BasicDense {
       reduce_gradient_into(pending, bias_->grad);
     }
     if (!need_input_grad) return std::nullopt;
-    auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose);
+    auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose, dx_views_);
     return redistribute(dx, x_.layout());
   }
 
@@ -248,8 +247,7 @@ class BasicDense {
     x3c_ = redistribute(x, RuntimeTensorLayout({b, s, k0}, mesh));
     const Matrix kc = redistribute(kernel_.value, *kc_layout_);
     const auto& xl = x3c_.local();
-    typename Tensor3::view_type zv(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/z"),
-                                   xl.extent(0), xl.extent(1), kc.local().extent(1));
+    const auto zv = z3_views_.get(name_ + "/z", xl.extent(0), xl.extent(1), kc.local().extent(1));
     const auto xcl = contiguous(xl);
     ops::matmul(rows_of(xcl), kc.local(), rows_of(zv));
     Tensor3 z =
@@ -270,7 +268,7 @@ class BasicDense {
     if (use_bias_) ops::bias_add(zm, bias_block(z.layout().axes()[2], mesh));
     if (activation_ == Activation::relu) ops::relu_inplace(zm);
     if (activation_ == Activation::gelu) {
-      pre3_ = copy_of(z.local());
+      pre3_ = copy_of(z.local(), pre3_views_);
       ops::gelu_inplace(zm);
     }
     if (activation_ == Activation::softmax && !logits_only) ops::softmax_inplace(zm);
@@ -288,8 +286,7 @@ class BasicDense {
     const bool softmax = activation_ == Activation::softmax && !skip_softmax_;
     if (activation_ == Activation::relu || activation_ == Activation::gelu || softmax) {
       const auto& dl = dy.local();
-      typename Tensor3::view_type d(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dz"),
-                                    dl.extent(0), dl.extent(1), dl.extent(2));
+      const auto d = dz3_views_.get(name_ + "/dz", dl.extent(0), dl.extent(1), dl.extent(2));
       const auto dyc = contiguous(dl);
       const auto dym = rows_of(dyc);
       if (activation_ == Activation::relu)
@@ -305,15 +302,13 @@ class BasicDense {
     // Pending over the rows' axes: each process summed its own (batch, sequence) rows.
     std::vector<std::string> row_axes = zc_layout_->axes()[0].names();
     for (const auto& a : zc_layout_->axes()[1].names()) row_axes.push_back(a);
-    typename Matrix::view_type dw(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dw"),
-                                  kc.local().extent(0), kc.local().extent(1));
+    const auto dw = dw_views_.get(name_ + "/dw", kc.local().extent(0), kc.local().extent(1));
     const auto xcl = contiguous(x3c_.local());
     ops::matmul(rows_of(xcl), dzm, dw, ops::Op::transpose, ops::Op::none);
     reduce_gradient_into(Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes),
                          kernel_.grad);
     if (use_bias_) {
-      typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
-                                    dzm.extent(1));
+      const auto db = db_views_.get(name_ + "/db", dzm.extent(1));
       ops::bias_grad(dzm, db);
       reduce_gradient_into(
           Vector::from_local(db, {units_}, RuntimeTensorLayout({kc_layout_->axes()[1]}, mesh),
@@ -322,8 +317,7 @@ class BasicDense {
     }
     if (!need_input_grad) return std::nullopt;
     const auto& xl = x3c_.local();
-    typename Tensor3::view_type dxv(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dx"),
-                                    xl.extent(0), xl.extent(1), xl.extent(2));
+    const auto dxv = dx3_views_.get(name_ + "/dx", xl.extent(0), xl.extent(1), xl.extent(2));
     ops::matmul(dzm, kc.local(), rows_of(dxv), ops::Op::none, ops::Op::transpose);
     const Tensor3 dx =
         Tensor3::from_local(dxv, x3c_.shape(), x3c_.layout(), kc_layout_->axes()[1].names());
@@ -367,11 +361,15 @@ class BasicDense {
     Kokkos::deep_copy(packed, v);
     return packed;
   }
-  //! A copy of a block (the pre-activation GELU's backward needs).
-  template <class V>
-  static typename V::non_const_type copy_of(const V& v) {
-    typename V::non_const_type c(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::Dense::pre"), v.layout());
+  //! A copy of a block (the pre-activation GELU's backward needs), in a View from `views`.
+  template <class V, class Views>
+  static typename V::non_const_type copy_of(const V& v, Views& views) {
+    typename V::non_const_type c;
+    if constexpr (V::rank == 2) {
+      c = views.get("kdist::Dense::pre", v.extent(0), v.extent(1));
+    } else {
+      c = views.get("kdist::Dense::pre", v.extent(0), v.extent(1), v.extent(2));
+    }
     Kokkos::deep_copy(c, v);
     return c;
   }
@@ -386,6 +384,10 @@ class BasicDense {
   Matrix x_, y_;
   typename Matrix::view_type pre_;  //!< the pre-activation of a gelu (rank 2)
   typename Matrix::view_type dw_buffer_;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Matrix::view_type> z_views_, dz_views_, dx_views_, pre_views_, dw_views_;
+  ReusableViews<typename Vector::view_type> db_views_;
+  ReusableViews<typename Tensor3::view_type> z3_views_, dz3_views_, dx3_views_, pre3_views_;
   // Rank-3 forward state: the input's layout, the input and kernel in the compute layout, the
   // product's layout (before the output layout), the output and a gelu's pre-activation.
   std::optional<RuntimeTensorLayout> x3_layout_, kc_layout_, zc_layout_;

@@ -35,6 +35,7 @@
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -134,8 +135,7 @@ class BasicEmbedding {
     tokens_ = seq == s ? tokens : redistribute(tokens, RuntimeTensorLayout({b, seq}, mesh));
     row_offset_ = table.offsets()[0];
     const auto& x = tokens_.local();
-    typename Sequence::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/y"),
-                                   x.extent(0), x.extent(1), table.local().extent(1));
+    const auto y = y_views_.get(name_ + "/y", x.extent(0), x.extent(1), table.local().extent(1));
     ops::embedding_lookup(x, table.local(), row_offset_, y);
     rows_layout_ = RuntimeTensorLayout({b, seq, features}, mesh);
     const std::array<std::size_t, 3> shape{tokens.shape()[0], tokens.shape()[1], output_dim_};
@@ -153,9 +153,9 @@ class BasicEmbedding {
   void backward(const Sequence& dy_in) {
     const Sequence dy = redistribute(dy_in, *rows_layout_);
     const auto& g = table_.grad;
-    typename Table::view_type dt(name_ + "/dtable",
-                                 compute_layout_->local_extents(g.shape(), g.device())[0],
-                                 compute_layout_->local_extents(g.shape(), g.device())[1]);
+    const auto extents = compute_layout_->local_extents(g.shape(), g.device());
+    const auto dt = dtable_views_.get(name_ + "/dtable", extents[0], extents[1]);
+    Kokkos::deep_copy(dt, T(0));  // the rows of this block's tokens are added into it
     ops::embedding_backward(tokens_.local(), dy.local(), row_offset_, dt);
     // Each process scattered its tokens' rows: a pending sum over the axes that shard them.
     std::vector<std::string> partial = rows_layout_->axes()[0].names();
@@ -190,7 +190,10 @@ class BasicEmbedding {
     const auto& mesh = tokens.device_mesh();
     std::size_t replicas = 1;
     for (auto a : layout.replicated_mesh_axes()) replicas *= mesh.extent(a);
-    Kokkos::View<double*, Kokkos::HostSpace> count("kdist::Embedding::bad", 1);
+    if (bad_count_.data() == nullptr) {
+      bad_count_ = Kokkos::View<double*, Kokkos::HostSpace>("kdist::Embedding::bad", 1);
+    }
+    const auto& count = bad_count_;
     count(0) = static_cast<double>(bad.count);
     const Kokkos::DefaultHostExecutionSpace host;
     all_reduce(host, count, ReduceOp::sum, kdist::communicator());
@@ -245,6 +248,10 @@ class BasicEmbedding {
   std::optional<RuntimeTensorLayout> output_layout_, compute_layout_, rows_layout_;
   Tokens tokens_;
   std::size_t row_offset_ = 0;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Sequence::view_type> y_views_;
+  ReusableViews<typename Table::view_type> dtable_views_;
+  Kokkos::View<double*, Kokkos::HostSpace> bad_count_;  //!< check_tokens' count, all-reduced
 };
 
 //! Keras' Embedding on float32, the default dtype.

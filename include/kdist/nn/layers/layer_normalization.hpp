@@ -25,6 +25,7 @@
 #include <kdist/ops/layer_norm.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -200,10 +201,10 @@ class BasicLayerNormalization {
     x_ = x;
     x_rows_ = as_rows(x.local());
     const std::size_t n = x_rows_.extent(0);
-    mean_ = typename Vector::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "mean"), n);
-    rstd_ = typename Vector::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rstd"), n);
+    mean_ = mean_views_.get("mean", n);
+    rstd_ = rstd_views_.get("rstd", n);
     gamma_whole_ = whole(gamma_, T(1), mesh);
-    auto y = alloc_like(name_ + "/y", x.local());
+    auto y = views<typename Tensor::view_type>(true).get_like(name_ + "/y", x.local());
     ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, T(0), mesh), epsilon_, as_rows(y),
                             mean_, rstd_);
     auto out = Tensor::from_local(y, x.shape(), x.layout());
@@ -227,7 +228,8 @@ class BasicLayerNormalization {
     for (std::size_t d = 0; d + 1 < Tensor::rank; ++d) {
       for (const auto& a : x->layout().axes()[d].names()) partial.push_back(a);
     }
-    typename Vector::view_type dgamma("dgamma", features_), dbeta("dbeta", features_);
+    const auto dgamma = dgamma_views_.get("dgamma", features_);
+    const auto dbeta = dbeta_views_.get("dbeta", features_);
     ops::layer_norm_backward_params(x_rows_, dy_rows, mean_, rstd_, dgamma, dbeta);
     RuntimeTensorLayout replicated({DimAxes()}, mesh);
     if (gamma_) {
@@ -239,9 +241,20 @@ class BasicLayerNormalization {
                            beta_->grad);
     }
     if (!need_input_grad) return std::nullopt;
-    auto dx = alloc_like(name_ + "/dx", dy.local());
+    auto dx = views<typename Tensor::view_type>(false).get_like(name_ + "/dx", dy.local());
     ops::layer_norm_backward_input(x_rows_, dy_rows, gamma_whole_, mean_, rstd_, as_rows(dx));
     return redistribute(Tensor::from_local(dx, x->shape(), x->layout()), *input_layout_);
+  }
+
+  //! The kept buffers of outputs of this rank: the forward's (`forward`) or the backward's.
+  template <class View>
+  ReusableViews<View>& views(bool forward) {
+    if constexpr (View::rank == 2) {
+      return forward ? y2_views_ : dx2_views_;
+    } else {
+      static_assert(View::rank == 3, "kdist::layers::LayerNormalization: rank 2 or 3");
+      return forward ? y3_views_ : dx3_views_;
+    }
   }
 
   std::string name_;
@@ -253,6 +266,10 @@ class BasicLayerNormalization {
   std::variant<std::monostate, Matrix, Sequence> x_;
   Rows x_rows_;
   typename Vector::view_type mean_, rstd_, gamma_whole_;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Matrix::view_type> y2_views_, dx2_views_;
+  ReusableViews<typename Sequence::view_type> y3_views_, dx3_views_;
+  ReusableViews<typename Vector::view_type> mean_views_, rstd_views_, dgamma_views_, dbeta_views_;
 };
 
 //! Keras' LayerNormalization on float32, the default dtype.

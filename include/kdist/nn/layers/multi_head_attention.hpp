@@ -52,6 +52,7 @@
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::detail {
@@ -198,8 +199,7 @@ class BasicMultiHeadAttention {
       w_c_[p] = redistribute(kernels_[p].value,
                              RuntimeTensorLayout({DimAxes(), head_axes_, DimAxes()}, mesh));
       hl_ = w_c_[p].local_extents()[1];
-      proj_[p] = View4(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::projection"),
-                       bl, seq, hl_, k);
+      proj_[p] = proj_views_[p].get("kdist::MHA::projection", bl, seq, hl_, k);
       auto pm = matrix(proj_[p], rows, hl_ * k);
       ops::matmul(xm, matrix(w_c_[p].local(), d, hl_ * k), pm);
       if (use_bias_) {
@@ -208,15 +208,12 @@ class BasicMultiHeadAttention {
         ops::bias_add(pm, vector(b.local(), hl_ * k));
       }
     }
-    probs_ = View4(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::probs"), bl, hl_,
-                   seq, seq);
-    attn_ = View4(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::attention"), bl, seq,
-                  hl_, k);
+    probs_ = probs_views_.get("kdist::MHA::probs", bl, hl_, seq, seq);
+    attn_ = attn_views_.get("kdist::MHA::attention", bl, seq, hl_, k);
     ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
     wo_c_ = redistribute(output_kernel_.value,
                          RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh));
-    typename Tensor3::view_type y(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::output"), bl, seq, d);
+    const auto y = y_views_.get("kdist::MHA::output", bl, seq, d);
     ops::matmul(matrix(attn_, rows, hl_ * k), matrix(wo_c_.local(), hl_ * k, d),
                 matrix(y, rows, d));
     // A pending sum over the heads' axes, resolved into the output layout.
@@ -249,46 +246,40 @@ class BasicMultiHeadAttention {
     Tensor3 dyc = redistribute(dy, rows_layout(mesh));
     auto dym = matrix(dyc.local(), rows, d);
     if (use_bias_) {
-      typename Tensor1::view_type db("kdist::MHA::dbias_out", d);
+      const auto db = dbias_out_views_.get("kdist::MHA::dbias_out", d);
       ops::bias_grad(dym, db);
       set_grad(*output_bias_,
                Tensor1::from_local(db, {d}, RuntimeTensorLayout({DimAxes()}, mesh), batch));
     }
     const RuntimeTensorLayout heads_first({head_axes_, DimAxes(), DimAxes()}, mesh);
-    typename Tensor3::view_type dwo(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::dkernel_out"), hl_, k, d);
+    const auto dwo = dkernel_out_views_.get("kdist::MHA::dkernel_out", hl_, k, d);
     ops::matmul(matrix(attn_, rows, hl_ * k), dym, matrix(dwo, hl_ * k, d), ops::Op::transpose,
                 ops::Op::none);
     set_grad(output_kernel_, Tensor3::from_local(dwo, {h, k, d}, heads_first, batch));
 
-    View4 dattn(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::dattention"), bl, seq,
-                hl_, k);
+    const View4 dattn = dattn_views_.get("kdist::MHA::dattention", bl, seq, hl_, k);
     ops::matmul(dym, matrix(wo_c_.local(), hl_ * k, d), matrix(dattn, rows, hl_ * k), ops::Op::none,
                 ops::Op::transpose);
     std::array<View4, 3> dproj;
-    for (auto& g : dproj) {
-      g = View4(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::dprojection"), bl, seq,
-                hl_, k);
-    }
-    ops::attention_backward(proj_[0], proj_[1], proj_[2], probs_, dattn, dproj[0], dproj[1],
-                            dproj[2], scale(), causal_);
+    for (auto& g : dproj) g = dproj_views_.get("kdist::MHA::dprojection", bl, seq, hl_, k);
+    ops::attention_backward(proj_[0], proj_[1], proj_[2], probs_, dattn,
+                            scratch_views_.get_like("kdist::MHA::scratch", probs_), dproj[0],
+                            dproj[1], dproj[2], scale(), causal_);
 
     typename Tensor3::view_type dx;
     if (need_input_grad) {
-      dx = typename Tensor3::view_type(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::dx"), bl, seq, d);
+      dx = dx_views_.get("kdist::MHA::dx", bl, seq, d);
     }
     auto xm = matrix(x_.local(), rows, d);
     const RuntimeTensorLayout kernel_c({DimAxes(), head_axes_, DimAxes()}, mesh);
     const RuntimeTensorLayout bias_c({head_axes_, DimAxes()}, mesh);
     for (std::size_t p = 0; p < 3; ++p) {
       auto gm = matrix(dproj[p], rows, hl_ * k);
-      typename Tensor3::view_type dw(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::MHA::dkernel"), d, hl_, k);
+      const auto dw = dkernel_views_.get("kdist::MHA::dkernel", d, hl_, k);
       ops::matmul(xm, gm, matrix(dw, d, hl_ * k), ops::Op::transpose, ops::Op::none);
       set_grad(kernels_[p], Tensor3::from_local(dw, {d, h, k}, kernel_c, batch));
       if (use_bias_) {
-        typename Tensor2::view_type db("kdist::MHA::dbias", hl_, k);
+        const auto db = dbias_views_.get("kdist::MHA::dbias", hl_, k);
         ops::bias_grad(gm, vector(db, hl_ * k));
         set_grad(*biases_[p], Tensor2::from_local(db, {h, k}, bias_c, batch));
       }
@@ -417,6 +408,15 @@ class BasicMultiHeadAttention {
   std::array<View4, 3> proj_;
   View4 probs_, attn_;
   std::size_t hl_ = 0;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  // Three slots where one step has three live at once (the projections' gradients).
+  std::array<ReusableViews<View4>, 3> proj_views_;
+  ReusableViews<View4> probs_views_, attn_views_, dattn_views_, scratch_views_;
+  ReusableViews<View4, 3> dproj_views_;
+  ReusableViews<typename Tensor3::view_type> y_views_, dkernel_out_views_, dx_views_;
+  ReusableViews<typename Tensor3::view_type, 3> dkernel_views_;
+  ReusableViews<typename Tensor2::view_type, 3> dbias_views_;
+  ReusableViews<typename Tensor1::view_type> dbias_out_views_;
 };
 
 //! Keras' MultiHeadAttention on float32, the default dtype.

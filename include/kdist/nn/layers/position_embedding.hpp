@@ -28,6 +28,7 @@
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -99,7 +100,8 @@ class BasicPositionEmbedding {
     const auto& axes = x.layout().axes();
     const RuntimeTensorLayout table_layout({axes[1], axes[2]}, x.layout().device_mesh());
     const Table p = redistribute(table_.value, table_layout);
-    auto out = Tensor3::uninitialized(x.shape(), x.layout());
+    auto out =
+        Tensor3::from_local(y_views_.get_like(name_ + "/y", x.local()), x.shape(), x.layout());
     ops::add_broadcast(x.local(), p.local(), out.local());
     layout_ = x.layout();
     if (output_layout_ && output_layout_->axes().size() == 3)
@@ -123,8 +125,7 @@ class BasicPositionEmbedding {
           std::find(f.begin(), f.end(), a) == f.end())
         over.push_back(a);
     }
-    typename Table::view_type dp(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dp"),
-                                 dy.local().extent(1), dy.local().extent(2));
+    const auto dp = dp_views_.get(name_ + "/dp", dy.local().extent(1), dy.local().extent(2));
     ops::sum_over_batch(dy.local(), dp);
     reduce_gradient_into(Table::from_local(dp, table_.value.shape(), table_layout, over),
                          table_.grad);
@@ -138,6 +139,9 @@ class BasicPositionEmbedding {
   TrainableVariable<T**> table_;
   std::optional<RuntimeTensorLayout> output_layout_;
   std::optional<RuntimeTensorLayout> layout_;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Tensor3::view_type> y_views_;
+  ReusableViews<typename Table::view_type> dp_views_;
 };
 
 using PositionEmbedding = BasicPositionEmbedding<float>;

@@ -33,6 +33,7 @@
 #include <kdist/ops/elementwise.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -87,7 +88,8 @@ class BasicResidual {
           const RuntimeTensorLayout target =
               output_layout_ && output_layout_->axes().size() == Tensor::rank ? *output_layout_
                                                                               : xt.layout();
-          return LayerTensor<T>(sum(redistribute(xt, target), redistribute(*ht, target)));
+          return LayerTensor<T>(
+              sum(redistribute(xt, target), redistribute(*ht, target), views<Tensor>(true)));
         },
         x);
   }
@@ -110,8 +112,8 @@ class BasicResidual {
             throw ValueError("kdist::layers::Residual '" + name_ +
                              "': the gradient of f has another rank than x");
           }
-          return LayerTensor<T>(
-              sum(redistribute(dyt, *input_layout_), redistribute(*dft, *input_layout_)));
+          return LayerTensor<T>(sum(redistribute(dyt, *input_layout_),
+                                    redistribute(*dft, *input_layout_), views<Tensor>(false)));
         },
         dy);
   }
@@ -127,11 +129,24 @@ class BasicResidual {
   // -----------------------------------------------------------------------------------------------
 
  private:
+  //! a + b in a View of the kept buffers `out`.
+  template <class Tensor, class Views>
+  static Tensor sum(const Tensor& a, const Tensor& b, Views& out) {
+    const auto local = out.get_like("kdist::Residual::sum", a.local());
+    ops::add(a.local(), b.local(), local);
+    return Tensor::from_local(local, a.shape(), a.layout());
+  }
+  //! The kept buffers of sums of this rank: the forward's (`forward`) or the backward's.
   template <class Tensor>
-  static Tensor sum(const Tensor& a, const Tensor& b) {
-    auto out = Tensor::uninitialized(a.shape(), a.layout());
-    ops::add(a.local(), b.local(), out.local());
-    return out;
+  auto& views(bool forward) {
+    if constexpr (Tensor::rank == 2) {
+      return forward ? y2_views_ : dx2_views_;
+    } else if constexpr (Tensor::rank == 3) {
+      return forward ? y3_views_ : dx3_views_;
+    } else {
+      static_assert(Tensor::rank == 4, "kdist::layers::Residual: tensors of rank 2, 3 or 4");
+      return forward ? y4_views_ : dx4_views_;
+    }
   }
 
   std::string name_;
@@ -139,6 +154,10 @@ class BasicResidual {
   std::optional<RuntimeTensorLayout> output_layout_;
   std::optional<RuntimeTensorLayout> input_layout_;
   std::optional<RuntimeTensorLayout> inner_layout_;
+  // A step's sums, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename DistributedTensor<T**>::view_type> y2_views_, dx2_views_;
+  ReusableViews<typename DistributedTensor<T***>::view_type> y3_views_, dx3_views_;
+  ReusableViews<typename DistributedTensor<T****>::view_type> y4_views_, dx4_views_;
 };
 
 using Residual = BasicResidual<float>;
