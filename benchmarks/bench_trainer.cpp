@@ -14,7 +14,8 @@
 // 1 rank:  BM_step_eigen/B, BM_step_kdist_{data,model}_parallel/B: separate runs, 5 repetitions;
 //          BM_step_paired_{data,model}_parallel/B: kdist and Eigen alternating step by step in one
 //          run (median per-step times, which a busy machine disturbs much less); B = 128, 256.
-// N ranks: BM_data_parallel_throughput/256: DataParallel on mesh (N,), examples/s;
+// N ranks: BM_data_parallel_throughput/256: DataParallel on mesh (N,), examples/s, and what a
+//          timed step allocates (Kokkos Views) and page-faults (this process's minor faults);
 //          BM_model_parallel_memory/256: ModelParallel on mesh (1, N): bytes per rank of the local
 //          blocks of every variable and its two Adam slots, and that over the 1-rank figure (on 1
 //          rank every block is the whole variable, so the 1-rank figure is the global size);
@@ -24,6 +25,7 @@
 #include <benchmark/benchmark.h>
 
 #include <mpi.h>
+#include <sys/resource.h>
 #include "mpi_benchmark_main.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -190,12 +192,31 @@ void step_paired(benchmark::State& state) {
   state.counters["ratio"] = l / r;
 }
 
+long allocations_seen = 0;
+void count_allocation(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
+  ++allocations_seen;
+}
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 void data_parallel_throughput(benchmark::State& state) {
   const Batch batch(static_cast<std::size_t>(state.range(0)));
   KdistStep op(false, batch);
-  const double per_step = timed_loop(state, op);
+  for (int i = 0; i < 2; ++i) op();  // a step's buffers are allocated in the first two steps
+  allocations_seen = 0;
+  Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
+  const long faults = minor_faults();
+  const double per_step = timed_loop(state, op);  // its 3 warm-up steps are counted too
+  const auto steps = static_cast<double>(state.iterations() + 3);
+  const double faults_per_step = static_cast<double>(minor_faults() - faults) / steps;
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
   state.counters["examples_per_s"] = static_cast<double>(state.range(0)) / per_step;
   state.counters["ranks"] = world_size();
+  state.counters["allocations_per_step"] = static_cast<double>(allocations_seen) / steps;
+  state.counters["page_faults_per_step"] = faults_per_step;
 }
 
 //! This process's bytes of Adam's two slots over every variable of `model`: the local block of
@@ -314,8 +335,11 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     }
     const auto t = counters_.find("BM_data_parallel_throughput/256:examples_per_s");
     if (t != counters_.end()) {
-      std::printf("data_parallel_throughput ranks=%d batch=256 examples_per_s=%.1f\n", n,
-                  t->second);
+      std::printf(
+          "data_parallel_throughput ranks=%d batch=256 examples_per_s=%.1f "
+          "allocations_per_step=%.2f page_faults_per_step=%.2f\n",
+          n, t->second, counters_["BM_data_parallel_throughput/256:allocations_per_step"],
+          counters_["BM_data_parallel_throughput/256:page_faults_per_step"]);
     }
     const auto m = counters_.find("BM_model_parallel_memory/256:memory_ratio");
     if (m != counters_.end()) {
