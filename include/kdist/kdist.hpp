@@ -75,6 +75,7 @@
 #include <kdist/nn/gradient_clipping.hpp>
 #include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/nn/layers/dense.hpp>

@@ -364,12 +364,7 @@ class BasicDense {
   //! A copy of a block (the pre-activation GELU's backward needs), in a View from `views`.
   template <class V, class Views>
   static typename V::non_const_type copy_of(const V& v, Views& views) {
-    typename V::non_const_type c;
-    if constexpr (V::rank == 2) {
-      c = views.get("kdist::Dense::pre", v.extent(0), v.extent(1));
-    } else {
-      c = views.get("kdist::Dense::pre", v.extent(0), v.extent(1), v.extent(2));
-    }
+    typename V::non_const_type c = views.get_like("kdist::Dense::pre", v);
     Kokkos::deep_copy(c, v);
     return c;
   }

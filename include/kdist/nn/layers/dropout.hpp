@@ -13,9 +13,9 @@
 #include <variant>
 
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/random.hpp>
-#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -60,8 +60,7 @@ class BasicDropout {
   Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step) {
     params_ = ops::DropoutParams{seed,           stream_id(name_), step,        rate_,
                                  x.offsets()[0], x.offsets()[1],   x.shape()[1]};
-    const auto y = output_views<typename Matrix::view_type>(true).get(name_, x.local().extent(0),
-                                                                      x.local().extent(1));
+    const auto y = outputs_.get_like(name_, x.local());
     remember(x);
     ops::dropout(x.local(), y, mask_, params_);
     return Matrix::from_local(y, x.shape(), x.layout());
@@ -69,8 +68,7 @@ class BasicDropout {
   //! The backward of the last forward: the kept mask when dy's block is the forward's, else the
   //! mask drawn again for dy's block (the same global elements either way).
   Matrix backward(const Matrix& dy) {
-    const auto dx = output_views<typename Matrix::view_type>(false).get(
-        name_ + "/grad", dy.local().extent(0), dy.local().extent(1));
+    const auto dx = gradients_.get_like(name_ + "/grad", dy.local());
     if (matches(dy)) {
       ops::dropout_backward(dy.local(), dx, mask_, rate_);
     } else {
@@ -164,7 +162,7 @@ class BasicDropout {
           Kokkos::view_alloc(Kokkos::WithoutInitializing, label + "/packed"), in.layout());
       Kokkos::deep_copy(packed, in);
     }
-    const auto y = output_views<typename Tensor::view_type>(forward).get_like(label, in);
+    const auto y = (forward ? outputs_ : gradients_).get_like(label, in);
     if (forward) {
       ops::dropout_block(packed, y, mask_, p);
     } else if (matches(x)) {
@@ -175,19 +173,6 @@ class BasicDropout {
     return Tensor::from_local(y, x.shape(), x.layout());
   }
 
-  //! The kept buffers of this rank's outputs: the forward's (`forward`) or the backward's.
-  template <class View>
-  ReusableViews<View>& output_views(bool forward) {
-    if constexpr (View::rank == 2) {
-      return forward ? y2_views_ : dx2_views_;
-    } else if constexpr (View::rank == 3) {
-      return forward ? y3_views_ : dx3_views_;
-    } else {
-      static_assert(View::rank == 4, "kdist::layers::Dropout: tensors of rank 2, 3 or 4");
-      return forward ? y4_views_ : dx4_views_;
-    }
-  }
-
   double rate_;
   std::string name_;
   ops::DropoutParams params_{};
@@ -196,9 +181,7 @@ class BasicDropout {
   MaskView mask_;  //!< the last training forward's mask, row-major over its local block
   std::size_t fwd_rank_ = 0;
   std::array<std::uint64_t, 8> fwd_shape_{}, fwd_offsets_{}, fwd_extents_{};
-  ReusableViews<typename DistributedTensor<T**>::view_type> y2_views_, dx2_views_;
-  ReusableViews<typename DistributedTensor<T***>::view_type> y3_views_, dx3_views_;
-  ReusableViews<typename DistributedTensor<T****>::view_type> y4_views_, dx4_views_;
+  LayerBuffers<T> outputs_, gradients_;  //!< kept across steps: no allocation per step
 };
 
 using Dropout = BasicDropout<float>;

@@ -22,6 +22,7 @@
 
 #include <kdist/nn/gradient_sync.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/ops/layer_norm.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/redistribute.hpp>
@@ -204,7 +205,7 @@ class BasicLayerNormalization {
     mean_ = mean_views_.get("mean", n);
     rstd_ = rstd_views_.get("rstd", n);
     gamma_whole_ = whole(gamma_, T(1), mesh);
-    auto y = views<typename Tensor::view_type>(true).get_like(name_ + "/y", x.local());
+    auto y = outputs_.get_like(name_ + "/y", x.local());
     ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, T(0), mesh), epsilon_, as_rows(y),
                             mean_, rstd_);
     auto out = Tensor::from_local(y, x.shape(), x.layout());
@@ -241,20 +242,9 @@ class BasicLayerNormalization {
                            beta_->grad);
     }
     if (!need_input_grad) return std::nullopt;
-    auto dx = views<typename Tensor::view_type>(false).get_like(name_ + "/dx", dy.local());
+    auto dx = gradients_.get_like(name_ + "/dx", dy.local());
     ops::layer_norm_backward_input(x_rows_, dy_rows, gamma_whole_, mean_, rstd_, as_rows(dx));
     return redistribute(Tensor::from_local(dx, x->shape(), x->layout()), *input_layout_);
-  }
-
-  //! The kept buffers of outputs of this rank: the forward's (`forward`) or the backward's.
-  template <class View>
-  ReusableViews<View>& views(bool forward) {
-    if constexpr (View::rank == 2) {
-      return forward ? y2_views_ : dx2_views_;
-    } else {
-      static_assert(View::rank == 3, "kdist::layers::LayerNormalization: rank 2 or 3");
-      return forward ? y3_views_ : dx3_views_;
-    }
   }
 
   std::string name_;
@@ -267,8 +257,7 @@ class BasicLayerNormalization {
   Rows x_rows_;
   typename Vector::view_type mean_, rstd_, gamma_whole_;
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
-  ReusableViews<typename Matrix::view_type> y2_views_, dx2_views_;
-  ReusableViews<typename Sequence::view_type> y3_views_, dx3_views_;
+  LayerBuffers<T> outputs_, gradients_;
   ReusableViews<typename Vector::view_type> mean_views_, rstd_views_, dgamma_views_, dbeta_views_;
 };
 

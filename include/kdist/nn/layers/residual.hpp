@@ -29,11 +29,11 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/ops/elementwise.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/redistribute.hpp>
-#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -88,8 +88,7 @@ class BasicResidual {
           const RuntimeTensorLayout target =
               output_layout_ && output_layout_->axes().size() == Tensor::rank ? *output_layout_
                                                                               : xt.layout();
-          return LayerTensor<T>(
-              sum(redistribute(xt, target), redistribute(*ht, target), views<Tensor>(true)));
+          return LayerTensor<T>(sum(redistribute(xt, target), redistribute(*ht, target), outputs_));
         },
         x);
   }
@@ -113,7 +112,7 @@ class BasicResidual {
                              "': the gradient of f has another rank than x");
           }
           return LayerTensor<T>(sum(redistribute(dyt, *input_layout_),
-                                    redistribute(*dft, *input_layout_), views<Tensor>(false)));
+                                    redistribute(*dft, *input_layout_), gradients_));
         },
         dy);
   }
@@ -130,23 +129,11 @@ class BasicResidual {
 
  private:
   //! a + b in a View of the kept buffers `out`.
-  template <class Tensor, class Views>
-  static Tensor sum(const Tensor& a, const Tensor& b, Views& out) {
+  template <class Tensor>
+  static Tensor sum(const Tensor& a, const Tensor& b, LayerBuffers<T>& out) {
     const auto local = out.get_like("kdist::Residual::sum", a.local());
     ops::add(a.local(), b.local(), local);
     return Tensor::from_local(local, a.shape(), a.layout());
-  }
-  //! The kept buffers of sums of this rank: the forward's (`forward`) or the backward's.
-  template <class Tensor>
-  auto& views(bool forward) {
-    if constexpr (Tensor::rank == 2) {
-      return forward ? y2_views_ : dx2_views_;
-    } else if constexpr (Tensor::rank == 3) {
-      return forward ? y3_views_ : dx3_views_;
-    } else {
-      static_assert(Tensor::rank == 4, "kdist::layers::Residual: tensors of rank 2, 3 or 4");
-      return forward ? y4_views_ : dx4_views_;
-    }
   }
 
   std::string name_;
@@ -154,10 +141,7 @@ class BasicResidual {
   std::optional<RuntimeTensorLayout> output_layout_;
   std::optional<RuntimeTensorLayout> input_layout_;
   std::optional<RuntimeTensorLayout> inner_layout_;
-  // A step's sums, kept for the next steps (kdist::ReusableViews: no allocation per step).
-  ReusableViews<typename DistributedTensor<T**>::view_type> y2_views_, dx2_views_;
-  ReusableViews<typename DistributedTensor<T***>::view_type> y3_views_, dx3_views_;
-  ReusableViews<typename DistributedTensor<T****>::view_type> y4_views_, dx4_views_;
+  LayerBuffers<T> outputs_, gradients_;  //!< the sums, kept across steps: no allocation per step
 };
 
 using Residual = BasicResidual<float>;
