@@ -182,50 +182,49 @@ TEST(ShardedTrainer, DataParallelMatchesReferenceOnEveryMesh) {
     run_against_reference(false, m, kdist::Loss::categorical_crossentropy, true);
 }
 
+// The seeds' model compiled data parallel over the world's processes, and this process's rows of
+// the first `steps` batches of 32 (each in its own Views).
+struct SeedModelAndBatches {
+  static constexpr std::size_t B = 32;
+  kdist::Sequential model = kdist::examples::make_seed_model();
+  std::vector<std::pair<Kokkos::View<float**, Kokkos::LayoutRight>,
+                        Kokkos::View<std::int32_t*, Kokkos::LayoutRight>>>
+      batches;
+  explicit SeedModelAndBatches(std::size_t steps) {
+    auto dist = make_dist(false, {static_cast<std::size_t>(world()), 1});
+    model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.001), 1337);
+    kdist::BatchPlan plan(steps * B, B, *dist);
+    const auto order = plan.order(0);
+    for (std::size_t s = 0; s < steps; ++s) {
+      const auto idx = plan.local_indices(order, s);
+      kdist::detail::BatchLoader<float, 2> loader(dataset(), idx.size());
+      batches.push_back(load_batch(loader, idx));
+    }
+  }
+  void train_step(std::size_t s) { model.train_step(batches[s].first, batches[s].second, B); }
+};
+
 // kdist::ReusableViews: once its shapes have been seen, a data-parallel step allocates nothing
 // (no malloc, no page faults): the layers' outputs and gradients and the loss gradient reuse the
 // buffers of the last steps, the gradients are all-reduced in place.
 TEST(ShardedTrainer, DataParallelStepsAllocateNothingOnceTheirShapesAreSeen) {
-  const std::size_t B = 32;
-  auto dist = make_dist(false, {static_cast<std::size_t>(world()), 1});
-  auto model = kdist::examples::make_seed_model();
-  model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.001), 1337);
-  kdist::BatchPlan plan(4 * B, B, *dist);
-  const auto order = plan.order(0);
-  std::vector<std::pair<Kokkos::View<float**, Kokkos::LayoutRight>,
-                        Kokkos::View<std::int32_t*, Kokkos::LayoutRight>>>
-      batches;
-  for (std::size_t s = 0; s < 4; ++s) {
-    const auto idx = plan.local_indices(order, s);
-    kdist::detail::BatchLoader<float, 2> loader(dataset(), idx.size());
-    batches.push_back(load_batch(loader, idx));
-  }
-  for (std::size_t s = 0; s < 2; ++s) model.train_step(batches[s].first, batches[s].second, B);
+  SeedModelAndBatches run(4);
+  for (std::size_t s = 0; s < 2; ++s) run.train_step(s);
   const kdist::test::CountAllocations count;
-  for (std::size_t s = 2; s < 4; ++s) model.train_step(batches[s].first, batches[s].second, B);
+  for (std::size_t s = 2; s < 4; ++s) run.train_step(s);
   EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views";
 }
 
 // A prediction the caller keeps is never a buffer a later step writes into (a kept buffer is
 // handed out again only while nothing else references it).
 TEST(ShardedTrainer, APredictionTheCallerKeepsIsNotWrittenOverByLaterSteps) {
-  const std::size_t B = 32;
-  auto dist = make_dist(false, {static_cast<std::size_t>(world()), 1});
-  auto model = kdist::examples::make_seed_model();
-  model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.001), 1337);
-  kdist::BatchPlan plan(2 * B, B, *dist);
-  const auto order = plan.order(0);
-  const auto idx0 = plan.local_indices(order, 0), idx1 = plan.local_indices(order, 1);
-  kdist::detail::BatchLoader<float, 2> loader0(dataset(), idx0.size());
-  kdist::detail::BatchLoader<float, 2> loader1(dataset(), idx1.size());
-  const auto [x0, y0] = load_batch(loader0, idx0);
-  const auto [x1, y1] = load_batch(loader1, idx1);
+  SeedModelAndBatches run(2);
   using Matrix = kdist::DistributedTensor<float**>;
-  const auto kept = std::get<Matrix>(model.predict_step(x0, B));
+  const auto kept = std::get<Matrix>(run.model.predict_step(run.batches[0].first, run.B));
   const auto before = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kept.local());
   for (int i = 0; i < 3; ++i) {
-    model.train_step(x1, y1, B);
-    const auto other = std::get<Matrix>(model.predict_step(x1, B));
+    run.train_step(1);
+    const auto other = std::get<Matrix>(run.model.predict_step(run.batches[1].first, run.B));
     EXPECT_NE(other.local().data(), kept.local().data());
   }
   const auto after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kept.local());
