@@ -6,7 +6,8 @@
 # sanitizers instead, without the fuzzers. .ci/run runs it after the test command. CI's job
 # (90 minutes for all of CI) leaves out the kernel-against-reference tests
 # (-DKDIST_TEST_KERNEL_REFERENCES=OFF, tests/CMakeLists.txt), whose kernels the MPI and GPT tests
-# run here too, and the example trainers with their tests (-DKDIST_ENABLE_EXAMPLES=OFF; the
+# run here too, the guide's example programs (-DKDIST_TEST_GUIDE_EXAMPLES=OFF; the GCC job builds
+# and runs them) and the example trainers with their tests (-DKDIST_ENABLE_EXAMPLES=OFF; the
 # trainers' flag parsing is still fuzzed); KDIST_SANITIZE_ALL=1 builds them all (about three times
 # the build time).
 set -euo pipefail
@@ -20,10 +21,12 @@ all=OFF
 export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKDIST_SANITIZE=address,undefined -DKDIST_SANITIZE_DEBUG_INFO=$lines \
   -DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
+  -DKDIST_TEST_GUIDE_EXAMPLES=$all \
   -DKDIST_FUZZ_SECONDS=${KDIST_FUZZ_SECONDS:-15}"
 source "$KDIST_ROOT/scripts/setup.sh"
 # setup.sh configures a new build directory only; an existing one follows KDIST_SANITIZE_ALL too.
-cmake "$KDIST_BUILD" -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all > /dev/null
+cmake "$KDIST_BUILD" -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
+  -DKDIST_TEST_GUIDE_EXAMPLES=$all > /dev/null
 
 # Every sanitizer report ends the process with an error; MPICH's own allocations at exit are not
 # kdist's leaks (tests/sanitizers/lsan.supp says which).

@@ -59,7 +59,12 @@ set_tests_properties(reliability.group_fails_job_ends.np4 PROPERTIES
 
 # ---- the guide's examples: every ```cpp block of the chapters below is a program, compiled here
 # and run under mpiexec -n 2; "<!-- expect: REGEX -->" lines right after a block must all match its
-# output. ----------------------------------------------------------------------------------------
+# output. They check the guide, not speed: built at -O0 (each runs for a fraction of a second; a
+# whole-library program compiles ~30% faster than at the tests' -O1). The sanitizer job of CI leaves
+# them out (-DKDIST_TEST_GUIDE_EXAMPLES=OFF, scripts/run-sanitizers.sh): fifteen whole-library
+# programs under ASan, about ten of its minutes, for code the MPI and trainer tests run there too.
+option(KDIST_TEST_GUIDE_EXAMPLES "Build and run the guide's code blocks as programs" ON)
+# ----------------------------------------------------------------------------------------------
 function(kdist_add_guide_examples chapter prefix)
   set(_guide ${PROJECT_SOURCE_DIR}/docs/guide/${chapter}.md)
   if(NOT EXISTS ${_guide})
@@ -105,7 +110,8 @@ function(kdist_add_guide_examples chapter prefix)
       endif()
     endforeach()
     add_executable(${_name} ${_dir}/${_name}.cpp)
-    target_link_libraries(${_name} PRIVATE kdist::kdist kdist_warnings kdist_test_optimization)
+    target_link_libraries(${_name} PRIVATE kdist::kdist kdist_warnings)
+    target_compile_options(${_name} PRIVATE -O0)
     add_test(NAME guide.${chapter}.${_n}
              COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNP_FLAG=${MPIEXEC_NUMPROC_FLAG} -DNP=2
                      -DPROGRAM=$<TARGET_FILE:${_name}> -DEXPECT_FILE=${_dir}/${_name}.expect
@@ -113,11 +119,13 @@ function(kdist_add_guide_examples chapter prefix)
     set_tests_properties(guide.${chapter}.${_n} PROPERTIES PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
   endwhile()
 endfunction()
-kdist_add_guide_examples(02-runtime-and-collectives guide_02)
-kdist_add_guide_examples(04-tensors guide_04)
-kdist_add_guide_examples(06-custom-training guide_06)
-kdist_add_guide_examples(05-training guide_05)
-kdist_add_guide_examples(08-inside-an-hpc-code guide_08)
+if(KDIST_TEST_GUIDE_EXAMPLES)
+  kdist_add_guide_examples(02-runtime-and-collectives guide_02)
+  kdist_add_guide_examples(04-tensors guide_04)
+  kdist_add_guide_examples(06-custom-training guide_06)
+  kdist_add_guide_examples(05-training guide_05)
+  kdist_add_guide_examples(08-inside-an-hpc-code guide_08)
+endif()
 
 # ---- threads per rank (issue 21): OMP_NUM_THREADS=2 gives a rank's host GEMMs two threads -------
 if(TARGET test_ops)  # not in CI's sanitizer job (KDIST_TEST_KERNEL_REFERENCES)

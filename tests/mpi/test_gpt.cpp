@@ -154,23 +154,37 @@ TEST(Gpt, TrainsToTheOneProcessLossesUnderTensorFsdpAndSequenceParallelRules) {
   }
 }
 
-// kdist::ReusableViews: once its shapes have been seen, a data-parallel GPT step allocates
-// nothing: embeddings, norms, attention (projections, probabilities, their gradients and
-// scratch), the MLP, residual sums, the loss and its gradient reuse the last steps' buffers.
-TEST(Gpt, DataParallelStepsAllocateNothingOnceTheirShapesAreSeen) {
+// kdist::ReusableViews: once its shapes have been seen, a GPT step allocates nothing, data
+// parallel or sharded: embeddings, norms, attention (projections, probabilities, their gradients
+// and scratch), the MLP, residual sums, the loss and its gradient reuse the last steps' buffers,
+// and so do the layers' redistributions (the tensor-parallel all-reduces, FSDP's gathered
+// kernels, sequence parallelism's gathers and reduce-scatters).
+TEST(Gpt, StepsAllocateNothingOnceTheirShapesAreSeenOnEveryMesh) {
   const auto data = tokens(8);
-  auto model = gpt();
-  const auto dist = distribution({static_cast<std::size_t>(world_size()), 1}, Rules::none);
-  model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(0.01), 21);
-  const kdist::BatchPlan plan(8, 8, *dist);
-  const auto idx = plan.local_indices(plan.order(0), 0);
-  kdist::detail::BatchLoader<double, 2> loader(data, idx.size());
-  const auto x = loader.load_examples(idx);
-  const auto y = loader.load_targets(idx);
-  for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
-  const kdist::test::CountAllocations count;
-  for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
-  EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views";
+  const std::size_t n = static_cast<std::size_t>(world_size());
+  const std::vector<std::size_t> square =
+      n == 4 ? std::vector<std::size_t>{2, 2} : std::vector<std::size_t>{n, 1};
+  const std::vector<std::pair<std::vector<std::size_t>, Rules>> cases = {
+      {{n, 1}, Rules::none},
+      {{1, n}, Rules::tensor},
+      {square, Rules::fsdp},
+      {n == 2 ? std::vector<std::size_t>{1, 2} : square, Rules::fsdp_sequence}};
+  for (const auto& [shape, rules] : cases) {
+    auto model = gpt();
+    const auto dist = distribution(shape, rules);
+    model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(0.01), 21);
+    const kdist::BatchPlan plan(8, 8, *dist);
+    const auto idx = plan.local_indices(plan.order(0), 0);
+    kdist::detail::BatchLoader<double, 2> loader(data, idx.size());
+    const auto x = loader.load_examples(idx);
+    const auto y = loader.load_targets(idx);
+    for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
+    const kdist::test::CountAllocations count;
+    for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
+    EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views on "
+                                << kdist::test::name_of(*dist) << " with rules "
+                                << static_cast<int>(rules);
+  }
 }
 
 TEST(Gpt, AnotherLossIsAnError) {

@@ -2,13 +2,15 @@
 // kdist/tensor/redistribute.hpp: the plan a tensor's redistribution runs
 // (kdist::plan_redistribute(t, target), for run-time and typed tensors and targets), and the
 // reduce-scatter step through kdist's checked collective, over blocks the shards divide evenly and
-// unevenly, along dimension 0 (straight from the summand) and 1 (packed). The plans themselves are
-// tested without MPI in tests/test_redistribute_plan.cpp.
+// unevenly, along dimension 0 (straight from the summand) and 1 (packed), and every step into a
+// call site's kept Views (kdist::ReusableViews). The plans themselves are tested without MPI in
+// tests/test_redistribute_plan.cpp.
 #include <gtest/gtest.h>
 
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 #include "tensor_test_support.hpp"
@@ -90,6 +92,18 @@ void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t 
   for (std::size_t i = 0; i < l2.extent(0); ++i) {
     for (std::size_t j = 0; j < l2.extent(1); ++j) ASSERT_EQ(l2(i, j), want);
   }
+  // Into kept Views, twice: the same sums, the second time in the first call's View.
+  kdist::ReusableViews<Tensor::view_type> views;
+  const double* first = nullptr;
+  for (int call = 0; call < 2; ++call) {
+    auto kept = kdist::redistribute(pending, target, views);
+    if (call == 0) first = kept.local().data();
+    if (call == 1 && kept.local().size() > 0) EXPECT_EQ(kept.local().data(), first);
+    auto l3 = kdist_test::local_on_host(kept);
+    for (std::size_t i = 0; i < l3.extent(0); ++i) {
+      for (std::size_t j = 0; j < l3.extent(1); ++j) ASSERT_EQ(l3(i, j), want);
+    }
+  }
 }
 
 TEST(Redistribute, ReduceScatterAlongEitherDimensionEvenAndUneven) {
@@ -99,6 +113,51 @@ TEST(Redistribute, ReduceScatterAlongEitherDimensionEvenAndUneven) {
   expect_reduce_scatter({3, 4 * n}, 1);      // even, packed
   expect_reduce_scatter({3, 4 * n + 1}, 1);  // uneven, packed
   expect_reduce_scatter({1, 2}, 0);          // blocks of no rows on some devices
+}
+
+// kdist::redistribute(t, target, views): every kind of step writes the values the allocating
+// form writes, into a kept View once its shape is seen; a result still held is never written over
+// (the next call takes the other slot); an unchanged layout shares t's block and keeps nothing.
+TEST(Redistribute, IntoKeptViewsEveryKindOfStep) {
+  const std::size_t n = world();
+  kdist::RuntimeDeviceMesh mesh({n}, {"x"}, n);
+  using kdist::replicated;
+  const kdist::RuntimeTensorLayout rows({"x", replicated}, mesh), cols({replicated, "x"}, mesh),
+      whole({replicated, replicated}, mesh);
+  const auto t = kdist::distribute_tensor<double**>(matrix_a, {4 * n, 4 * n + 1}, rows);
+  auto summand = Tensor::view_type("summand", 4 * n, 4 * n + 1);
+  Kokkos::deep_copy(summand, 0.5);
+  const auto pending = Tensor::from_local(summand, {4 * n, 4 * n + 1}, whole, {"x"});
+  struct Case {
+    const Tensor& from;
+    kdist::RuntimeTensorLayout to;
+  };
+  for (const Case& c : {Case{t, whole}, Case{t, cols}, Case{pending, whole}, Case{pending, rows}}) {
+    const auto plan = kdist::plan_redistribute(c.from, c.to);
+    if (only_kind(plan) == Kind::nothing) continue;  // one process: nothing to move (below)
+    const std::string what = plan.to_string();
+    const auto want = kdist_test::local_on_host(kdist::redistribute(c.from, c.to));
+    kdist::ReusableViews<Tensor::view_type> views;
+    const auto first = kdist::redistribute(c.from, c.to, views);  // held: not written over
+    auto second = kdist::redistribute(c.from, c.to, views);
+    EXPECT_NE(second.local().data(), first.local().data()) << what;
+    const double* slot = second.local().data();
+    second = Tensor();  // released: the next call reuses its View
+    const auto third = kdist::redistribute(c.from, c.to, views);
+    EXPECT_EQ(third.local().data(), slot) << what;
+    EXPECT_EQ(views.kept(), 2u) << what;
+    for (const Tensor* got : {&first, &third}) {
+      const auto g = kdist_test::local_on_host(*got);
+      ASSERT_EQ(g.extent(0), want.extent(0)) << what;
+      ASSERT_EQ(g.extent(1), want.extent(1)) << what;
+      for (std::size_t i = 0; i < g.extent(0); ++i) {
+        for (std::size_t j = 0; j < g.extent(1); ++j) ASSERT_EQ(g(i, j), want(i, j)) << what;
+      }
+    }
+  }
+  kdist::ReusableViews<Tensor::view_type> views;
+  EXPECT_EQ(kdist::redistribute(t, rows, views).local().data(), t.local().data());
+  EXPECT_EQ(views.kept(), 0u);
 }
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model">>;

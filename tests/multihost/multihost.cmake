@@ -1,8 +1,9 @@
 # Runs across a network (docs/multihost.md): several hosts made of network namespaces on this
 # machine by scripts/netns/cluster.sh, MPI over TCP between them. Skipped (exit 77) where hosts
 # cannot be made: not root, or a container without CAP_NET_ADMIN. Hydra (MPICH's mpiexec)
-# launches on the hosts, so Open MPI builds leave these out.
-if(NOT KDIST_MPI_FLAVOUR STREQUAL "mpich")
+# launches on the hosts, so Open MPI builds leave these out, as do builds without the example
+# trainers (-DKDIST_ENABLE_EXAMPLES=OFF), which they run.
+if(NOT KDIST_MPI_FLAVOUR STREQUAL "mpich" OR NOT KDIST_ENABLE_EXAMPLES)
   return()
 endif()
 foreach(_case data_parallel model_parallel_resume link_cut)

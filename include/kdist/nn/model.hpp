@@ -329,8 +329,8 @@ class BasicSequential {
     const double correct = count_correct(out.local(), target);
     // The metrics' sum runs under the backward pass and the update (one wait less per step).
     auto metrics = start_metrics(out, local_sum, correct);
-    backward_layers(
-        redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout));
+    backward_layers(redistribute(Matrix::from_local(grad, out.shape(), out.layout()), output_layout,
+                                 dloss_moved_));
     apply_gradients();
     return finish_metrics(metrics, global_batch, is_labels<YV>());
   }
@@ -886,7 +886,7 @@ class BasicSequential {
   //! The metrics' sums of the step under way (start_metrics), read when their all-reduce is done.
   double metrics_sums_[2] = {0, 0};
   // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
-  ReusableViews<typename Matrix::view_type> dloss_views_;
+  ReusableViews<typename Matrix::view_type> dloss_views_, dloss_moved_;
   ReusableViews<detail::PickedTargets> picked_views_;
   SparseCrossEntropyBuffers<T> xent_buffers_;
 };

@@ -13,8 +13,11 @@
 //!                   one MPI_Alltoallv of exactly the overlapping boxes (summing pending
 //!                   contributions), or no MPI call when no device needs another's data
 //! `kdist::plan_redistribute(t, target)` returns the plan for a tensor, to print.
+//! `kdist::redistribute(t, target, views)` writes into Views a call site keeps from step to step
+//! (kdist::ReusableViews), so a sharded training step allocates nothing once its shapes are seen.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -34,6 +37,7 @@
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -54,6 +58,17 @@ template <class Tensor>
 RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
   return kdist::plan_redistribute(t.layout(), t.partial_axes(), target,
                                   std::span<const std::size_t>(t.shape().data(), t.shape().size()));
+}
+
+//! Host memory for packing a reduce-scatter's parts, at least `n` elements: one buffer per thread
+//! and value type that grows to the largest pack and is kept (as Megatron-LM's global memory
+//! buffer), so a step's reduce-scatters allocate nothing once the largest has run. Used only
+//! inside one blocking reduce-scatter at a time.
+template <class T>
+T* pack_scratch(std::size_t n) {
+  static thread_local std::vector<T> scratch;
+  if (scratch.size() < n) scratch.resize(n);
+  return scratch.data();
 }
 
 //! The reduce_scatter step: `out`'s block of the sum over `step.axes` of `t`'s summands, which
@@ -83,9 +98,10 @@ void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& o
     return;
   }
   const std::size_t slot = parts[0].volume();  // ceil division: the first part is the largest
-  using HostView = Kokkos::View<T*, Kokkos::HostSpace>;
-  HostView send(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute::send"),
-                slot * g);
+  // send: the g parts, each in a slot; recv: this process's part when they differ in size.
+  using HostView = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  T* scratch = pack_scratch<T>(slot * (g + 1));
+  const HostView send(scratch, slot * g);
   Kokkos::fence();
   auto src = host_local(t);
   for (std::size_t j = 0; j < g; ++j) {
@@ -99,8 +115,7 @@ void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& o
     kdist::reduce_scatter(Kokkos::DefaultHostExecutionSpace(), send,
                           HostView(dst.data(), dst.size()), ReduceOp::sum, comm);
   } else {
-    HostView recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute::recv"),
-                  slot);
+    const HostView recv(scratch + slot * g, slot);
     kdist::reduce_scatter(Kokkos::DefaultHostExecutionSpace(), send, recv, ReduceOp::sum, comm);
     std::copy_n(recv.data(), dst.size(), dst.data());
   }
@@ -163,6 +178,26 @@ void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
       return;
   }
 }
+
+//! `t` laid out by `target`: shares `t`'s block when the layout is unchanged, else runs the plan
+//! into a block of the target's local extents from `make_block(extents)`.
+template <class Tensor, class MakeBlock>
+Tensor redistribute_with(const Tensor& t, RuntimeTensorLayout target, MakeBlock&& make_block) {
+  detail::ProfilingRegion region("kdist::redistribute");
+  if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
+  check_same_mesh(t, target);
+  const RedistributePlan plan = plan_for(t, target);
+  if (plan.steps.size() == 1 && plan.steps.front().kind == RedistributeStep::Kind::nothing) {
+    return Tensor::from_local(t.local(), t.shape(), std::move(target));  // share the block
+  }
+  std::array<std::size_t, Tensor::rank> extents{};
+  const auto local = target.local_extents(t.shape(), t.device());
+  std::copy(local.begin(), local.end(), extents.begin());
+  auto out = Tensor::from_local(make_block(extents, std::make_index_sequence<Tensor::rank>()),
+                                t.shape(), std::move(target));
+  run_plan(plan, t, out);
+  return out;
+}
 }  // namespace detail
 
 //! The plan kdist::redistribute follows to move `t` to `target` (a target without a mesh takes
@@ -208,17 +243,34 @@ template <class DataType, class MemorySpace>
 DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> redistribute(
     const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
     RuntimeTensorLayout target) {
-  detail::ProfilingRegion region("kdist::redistribute");
   using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
-  if (!target.device_mesh()) target.set_device_mesh(t.device_mesh());
-  detail::check_same_mesh(t, target);
-  const RedistributePlan plan = detail::plan_for(t, target);
-  if (plan.steps.size() == 1 && plan.steps.front().kind == RedistributeStep::Kind::nothing) {
-    return Tensor::from_local(t.local(), t.shape(), std::move(target));  // share the block
-  }
-  auto out = Tensor::uninitialized(t.shape(), std::move(target));
-  detail::run_plan(plan, t, out);
-  return out;
+  return detail::redistribute_with<Tensor>(
+      t, std::move(target),
+      []<std::size_t... D>(const std::array<std::size_t, Tensor::rank>& ext,
+                           std::index_sequence<D...>) {
+        return typename Tensor::view_type(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::redistribute"), ext[D]...);
+      });
+}
+
+//! As redistribute(t, target), writing a block it does not share into one of `views` (a
+//! kdist::ReusableViews: a kept View that nothing else references, else a new one): the same
+//! values, and no allocation once a call site's shapes are seen. Example, in a layer's forward:
+//! `x_ = redistribute(x, compute_layout, x_views_);` with a member
+//! `kdist::ReusableViews<typename Tensor3::view_type> x_views_;`.
+template <class DataType, class MemorySpace, std::size_t Slots>
+DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace> redistribute(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+    RuntimeTensorLayout target,
+    ReusableViews<typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type,
+                  Slots>& views) {
+  using Tensor = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
+  return detail::redistribute_with<Tensor>(
+      t, std::move(target),
+      [&]<std::size_t... D>(const std::array<std::size_t, Tensor::rank>& ext,
+                            std::index_sequence<D...>) {
+        return views.get("kdist::redistribute", ext[D]...);
+      });
 }
 
 namespace error {

@@ -149,7 +149,7 @@ class BasicDense {
     if (activation_ == Activation::softmax && !target.axes()[1].is_replicated()) {
       target = RuntimeTensorLayout({target.axes()[0], DimAxes()}, target.device_mesh());
     }
-    z = redistribute(z, target);  // resolves a pending sum (all-reduce / reduce-scatter)
+    z = redistribute(z, target, z_moved_);  // resolves a pending sum (all-reduce / reduce-scatter)
     if (use_bias_ && activation_ == Activation::relu) {
       ops::bias_add_relu(z.local(), bias_block(z));  // one pass over z instead of two
     } else {
@@ -194,14 +194,9 @@ class BasicDense {
       if (dw.local_summand().data() == kernel_.grad.local().data() &&
           !(dw.layout() == kernel_.grad.layout())) {
         // Not a plain all-reduce (a reduce-scatter, say): the summand moves out of the way.
-        if (dw_buffer_.extent(0) != dw.local_summand().extent(0) ||
-            dw_buffer_.extent(1) != dw.local_summand().extent(1)) {
-          dw_buffer_ = typename Matrix::view_type(
-              Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::Dense::dw"),
-              dw.local_summand().extent(0), dw.local_summand().extent(1));
-        }
-        Kokkos::deep_copy(dw_buffer_, dw.local_summand());
-        dw = Matrix::from_local(dw_buffer_, dw.shape(), dw.layout(), dw.partial_axes());
+        const auto summand = dw_views_.get_like("kdist::Dense::dw", dw.local_summand());
+        Kokkos::deep_copy(summand, dw.local_summand());
+        dw = Matrix::from_local(summand, dw.shape(), dw.layout(), dw.partial_axes());
       }
       reduce_gradient_into(dw, kernel_.grad);
     } else {
@@ -216,7 +211,7 @@ class BasicDense {
     }
     if (!need_input_grad) return std::nullopt;
     auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose, dx_views_);
-    return redistribute(dx, x_.layout());
+    return redistribute(dx, x_.layout(), dx_moved_);
   }
 
   // ---- (batch, sequence, features) --------------------------------------------------------------
@@ -244,8 +239,8 @@ class BasicDense {
     x3_layout_ = x.layout();
     kc_layout_ = RuntimeTensorLayout({k0, k1}, mesh);
     zc_layout_ = RuntimeTensorLayout({b, s, k1}, mesh);
-    x3c_ = redistribute(x, RuntimeTensorLayout({b, s, k0}, mesh));
-    const Matrix kc = redistribute(kernel_.value, *kc_layout_);
+    x3c_ = redistribute(x, RuntimeTensorLayout({b, s, k0}, mesh), x3c_moved_);
+    const Matrix kc = redistribute(kernel_.value, *kc_layout_, kc_moved_);
     const auto& xl = x3c_.local();
     const auto zv = z3_views_.get(name_ + "/z", xl.extent(0), xl.extent(1), kc.local().extent(1));
     const auto xcl = contiguous(xl);
@@ -263,7 +258,8 @@ class BasicDense {
       target = RuntimeTensorLayout({target.axes()[0], target.axes()[1], DimAxes()},
                                    target.device_mesh());
     }
-    z = redistribute(z, target);  // resolves the pending sum (all-reduce / reduce-scatter)
+    z = redistribute(z, target,
+                     z3_moved_);  // resolves the pending sum (all-reduce / reduce-scatter)
     auto zm = rows_of(z.local());
     if (use_bias_) ops::bias_add(zm, bias_block(z.layout().axes()[2], mesh));
     if (activation_ == Activation::relu) ops::relu_inplace(zm);
@@ -281,7 +277,7 @@ class BasicDense {
   //! `need_input_grad`.
   std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad) {
     const RuntimeDeviceMesh& mesh = y3_.device_mesh();
-    const Tensor3 dy = redistribute(dy_in, y3_.layout());
+    const Tensor3 dy = redistribute(dy_in, y3_.layout(), dy3_moved_);
     Tensor3 dz = dy;
     const bool softmax = activation_ == Activation::softmax && !skip_softmax_;
     if (activation_ == Activation::relu || activation_ == Activation::gelu || softmax) {
@@ -295,10 +291,10 @@ class BasicDense {
       if (softmax) ops::softmax_backward(rows_of(y3_.local()), dym, rows_of(d));
       dz = Tensor3::from_local(d, dy.shape(), dy.layout());
     }
-    const Tensor3 dzc = redistribute(dz, *zc_layout_);
+    const Tensor3 dzc = redistribute(dz, *zc_layout_, dzc_moved_);
     const auto dzcl = contiguous(dzc.local());
     const auto dzm = rows_of(dzcl);
-    const Matrix kc = redistribute(kernel_.value, *kc_layout_);
+    const Matrix kc = redistribute(kernel_.value, *kc_layout_, kc_moved_);
     // Pending over the rows' axes: each process summed its own (batch, sequence) rows.
     std::vector<std::string> row_axes = zc_layout_->axes()[0].names();
     for (const auto& a : zc_layout_->axes()[1].names()) row_axes.push_back(a);
@@ -321,7 +317,7 @@ class BasicDense {
     ops::matmul(dzm, kc.local(), rows_of(dxv), ops::Op::none, ops::Op::transpose);
     const Tensor3 dx =
         Tensor3::from_local(dxv, x3c_.shape(), x3c_.layout(), kc_layout_->axes()[1].names());
-    return redistribute(dx, *x3_layout_);
+    return redistribute(dx, *x3_layout_, dx3_moved_);
   }
 
  private:
@@ -333,7 +329,7 @@ class BasicDense {
   typename Vector::view_type bias_block(const DimAxes& cols, const RuntimeDeviceMesh& mesh) {
     RuntimeTensorLayout col_layout({cols}, mesh);
     if (bias_->value.layout().axes()[0] == cols) return bias_->value.local();
-    return redistribute(bias_->value, col_layout).local();
+    return redistribute(bias_->value, col_layout, bias_moved_).local();
   }
   //! `a` without the mesh axes in `drop`.
   static DimAxes without(const DimAxes& a, const std::vector<std::string>& drop) {
@@ -378,11 +374,17 @@ class BasicDense {
   std::optional<RuntimeTensorLayout> output_layout_;
   Matrix x_, y_;
   typename Matrix::view_type pre_;  //!< the pre-activation of a gelu (rank 2)
-  typename Matrix::view_type dw_buffer_;
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Matrix::view_type> z_views_, dz_views_, dx_views_, pre_views_, dw_views_;
   ReusableViews<typename Vector::view_type> db_views_;
   ReusableViews<typename Tensor3::view_type> z3_views_, dz3_views_, dx3_views_, pre3_views_;
+  // What the redistributions write (the resolved sums, the gathered kernel and bias, the moved
+  // inputs and gradients), kept likewise; the forward's gathered kernel is free again by the
+  // time the backward gathers it.
+  ReusableViews<typename Matrix::view_type> z_moved_, dx_moved_, kc_moved_;
+  ReusableViews<typename Vector::view_type> bias_moved_;
+  ReusableViews<typename Tensor3::view_type> x3c_moved_, z3_moved_, dy3_moved_, dzc_moved_,
+      dx3_moved_;
   // Rank-3 forward state: the input's layout, the input and kernel in the compute layout, the
   // product's layout (before the output layout), the output and a gelu's pre-activation.
   std::optional<RuntimeTensorLayout> x3_layout_, kc_layout_, zc_layout_;

@@ -131,8 +131,9 @@ class BasicEmbedding {
     compute_layout_ = RuntimeTensorLayout({vocab, features}, mesh);
     const Table table = table_.value.layout() == *compute_layout_
                             ? table_.value
-                            : redistribute(table_.value, *compute_layout_);
-    tokens_ = seq == s ? tokens : redistribute(tokens, RuntimeTensorLayout({b, seq}, mesh));
+                            : redistribute(table_.value, *compute_layout_, table_moved_);
+    tokens_ = seq == s ? tokens
+                       : redistribute(tokens, RuntimeTensorLayout({b, seq}, mesh), tokens_moved_);
     row_offset_ = table.offsets()[0];
     const auto& x = tokens_.local();
     const auto y = y_views_.get(name_ + "/y", x.extent(0), x.extent(1), table.local().extent(1));
@@ -145,13 +146,13 @@ class BasicEmbedding {
     // tokens' sequence axes).
     auto pending = Sequence::from_local(y, shape, *rows_layout_, vocab.names());
     RuntimeTensorLayout target({b, s, without(features, s, {})}, mesh);
-    return redistribute(pending, output_layout_ ? *output_layout_ : target);
+    return redistribute(pending, output_layout_ ? *output_layout_ : target, y_moved_);
   }
 
   //! Given dL/dy (batch, seq, output_dim) in any layout, stores the table's gradient in
   //! `embeddings().grad` (laid out as the table). Collective.
   void backward(const Sequence& dy_in) {
-    const Sequence dy = redistribute(dy_in, *rows_layout_);
+    const Sequence dy = redistribute(dy_in, *rows_layout_, dy_moved_);
     const auto& g = table_.grad;
     const auto extents = compute_layout_->local_extents(g.shape(), g.device());
     const auto dt = dtable_views_.get(name_ + "/dtable", extents[0], extents[1]);
@@ -251,6 +252,11 @@ class BasicEmbedding {
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Sequence::view_type> y_views_;
   ReusableViews<typename Table::view_type> dtable_views_;
+  // What the redistributions write (the gathered table and tokens, the resolved output, the moved
+  // gradient), kept likewise.
+  ReusableViews<typename Table::view_type> table_moved_;
+  ReusableViews<typename Tokens::view_type> tokens_moved_;
+  ReusableViews<typename Sequence::view_type> y_moved_, dy_moved_;
   Kokkos::View<double*, Kokkos::HostSpace> bad_count_;  //!< check_tokens' count, all-reduced
 };
 

@@ -174,7 +174,8 @@ class BasicLayerNormalization {
 
   //! gamma or beta whole on this process, or `fill` when the layer has none.
   typename Vector::view_type whole(const std::optional<Variable<T*>>& v, T fill,
-                                   const std::optional<RuntimeDeviceMesh>& mesh) const {
+                                   const std::optional<RuntimeDeviceMesh>& mesh,
+                                   ReusableViews<typename Vector::view_type>& buffers) {
     if (!v) {
       typename Vector::view_type out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fill"),
                                      features_);
@@ -183,7 +184,7 @@ class BasicLayerNormalization {
     }
     RuntimeTensorLayout replicated({DimAxes()}, mesh);
     if (v->value.layout() == replicated) return v->value.local();
-    return redistribute(v->value, replicated).local();
+    return redistribute(v->value, replicated, buffers).local();
   }
 
   template <class Tensor>
@@ -198,18 +199,18 @@ class BasicLayerNormalization {
     }
     const auto& mesh = x_in.layout().device_mesh();
     input_layout_ = x_in.layout();
-    const Tensor x = contiguous(redistribute(x_in, rows_layout(x_in)));
+    const Tensor x = contiguous(redistribute(x_in, rows_layout(x_in), x_moved_));
     x_ = x;
     x_rows_ = as_rows(x.local());
     const std::size_t n = x_rows_.extent(0);
     mean_ = mean_views_.get("mean", n);
     rstd_ = rstd_views_.get("rstd", n);
-    gamma_whole_ = whole(gamma_, T(1), mesh);
+    gamma_whole_ = whole(gamma_, T(1), mesh, gamma_moved_);
     auto y = outputs_.get_like(name_ + "/y", x.local());
-    ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, T(0), mesh), epsilon_, as_rows(y),
-                            mean_, rstd_);
+    ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, T(0), mesh, beta_moved_), epsilon_,
+                            as_rows(y), mean_, rstd_);
     auto out = Tensor::from_local(y, x.shape(), x.layout());
-    if (output_layout_) return redistribute(out, *output_layout_);
+    if (output_layout_) return redistribute(out, *output_layout_, y_moved_);
     return out;
   }
 
@@ -221,7 +222,7 @@ class BasicLayerNormalization {
                        "backward needs the forward pass of a tensor of the gradient's "
                        "rank first");
     }
-    const Tensor dy = contiguous(redistribute(dy_in, x->layout()));
+    const Tensor dy = contiguous(redistribute(dy_in, x->layout(), dy_moved_));
     const auto dy_rows = as_rows(dy.local());
     const auto& mesh = x->layout().device_mesh();
     // gamma's and beta's gradients sum over the rows: a pending sum over the axes sharding them.
@@ -244,7 +245,7 @@ class BasicLayerNormalization {
     if (!need_input_grad) return std::nullopt;
     auto dx = gradients_.get_like(name_ + "/dx", dy.local());
     ops::layer_norm_backward_input(x_rows_, dy_rows, gamma_whole_, mean_, rstd_, as_rows(dx));
-    return redistribute(Tensor::from_local(dx, x->shape(), x->layout()), *input_layout_);
+    return redistribute(Tensor::from_local(dx, x->shape(), x->layout()), *input_layout_, dx_moved_);
   }
 
   std::string name_;
@@ -259,6 +260,10 @@ class BasicLayerNormalization {
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   LayerBuffers<T> outputs_, gradients_;
   ReusableViews<typename Vector::view_type> mean_views_, rstd_views_, dgamma_views_, dbeta_views_;
+  // What the redistributions write (the input in rows, the output, the gradients, gathered
+  // gamma and beta), kept likewise.
+  LayerBuffers<T> x_moved_, y_moved_, dy_moved_, dx_moved_;
+  ReusableViews<typename Vector::view_type> gamma_moved_, beta_moved_;
 };
 
 //! Keras' LayerNormalization on float32, the default dtype.

@@ -191,20 +191,21 @@ class BasicMultiHeadAttention {
     head_axes_ = DimAxes(heads);
     x_layout_ = x.layout();
     shape_ = x.shape();
-    x_ = redistribute(x, rows_layout(mesh));
+    x_ = redistribute(x, rows_layout(mesh), x_moved_);
     const std::size_t bl = x_.local_extents()[0];
     const std::size_t rows = bl * seq;
     auto xm = matrix(x_.local(), rows, d);
     for (std::size_t p = 0; p < 3; ++p) {
       w_c_[p] = redistribute(kernels_[p].value,
-                             RuntimeTensorLayout({DimAxes(), head_axes_, DimAxes()}, mesh));
+                             RuntimeTensorLayout({DimAxes(), head_axes_, DimAxes()}, mesh),
+                             kernel_moved_[p]);
       hl_ = w_c_[p].local_extents()[1];
       proj_[p] = proj_views_[p].get("kdist::MHA::projection", bl, seq, hl_, k);
       auto pm = matrix(proj_[p], rows, hl_ * k);
       ops::matmul(xm, matrix(w_c_[p].local(), d, hl_ * k), pm);
       if (use_bias_) {
-        auto b =
-            redistribute(biases_[p]->value, RuntimeTensorLayout({head_axes_, DimAxes()}, mesh));
+        auto b = redistribute(biases_[p]->value, RuntimeTensorLayout({head_axes_, DimAxes()}, mesh),
+                              bias_moved_);
         ops::bias_add(pm, vector(b.local(), hl_ * k));
       }
     }
@@ -212,7 +213,8 @@ class BasicMultiHeadAttention {
     attn_ = attn_views_.get("kdist::MHA::attention", bl, seq, hl_, k);
     ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
     wo_c_ = redistribute(output_kernel_.value,
-                         RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh));
+                         RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh),
+                         output_kernel_moved_);
     const auto y = y_views_.get("kdist::MHA::output", bl, seq, d);
     ops::matmul(matrix(attn_, rows, hl_ * k), matrix(wo_c_.local(), hl_ * k, d),
                 matrix(y, rows, d));
@@ -220,9 +222,10 @@ class BasicMultiHeadAttention {
     auto pending = Tensor3::from_local(y, {batch, seq, d}, rows_layout(mesh), head_axes_.names());
     const RuntimeTensorLayout target =
         output_layout_ ? output_layout_->with_device_mesh(mesh) : rows_layout(mesh);
-    Tensor3 out = redistribute(pending, target);
+    Tensor3 out = redistribute(pending, target, y_moved_);
     if (use_bias_) {
-      auto b = redistribute(output_bias_->value, RuntimeTensorLayout({target.axes()[2]}, mesh));
+      auto b = redistribute(output_bias_->value, RuntimeTensorLayout({target.axes()[2]}, mesh),
+                            output_bias_moved_);
       const auto& e = out.local_extents();
       ops::bias_add(matrix(out.local(), e[0] * e[1], e[2]), b.local());
     }
@@ -243,7 +246,7 @@ class BasicMultiHeadAttention {
     const std::size_t bl = x_.local_extents()[0];
     const std::size_t rows = bl * seq;
     const std::vector<std::string>& batch = batch_axes_.names();
-    Tensor3 dyc = redistribute(dy, rows_layout(mesh));
+    Tensor3 dyc = redistribute(dy, rows_layout(mesh), dy_moved_);
     auto dym = matrix(dyc.local(), rows, d);
     if (use_bias_) {
       const auto db = dbias_out_views_.get("kdist::MHA::dbias_out", d);
@@ -292,7 +295,7 @@ class BasicMultiHeadAttention {
     // A pending sum over the heads' axes (the three projections' contributions), resolved into
     // the input's layout (a reduce-scatter over the sequence for sequence parallelism).
     auto pending = Tensor3::from_local(dx, shape_, rows_layout(mesh), head_axes_.names());
-    return redistribute(pending, *x_layout_);
+    return redistribute(pending, *x_layout_, dx_moved_);
   }
 
  private:
@@ -417,6 +420,13 @@ class BasicMultiHeadAttention {
   ReusableViews<typename Tensor3::view_type, 3> dkernel_views_;
   ReusableViews<typename Tensor2::view_type, 3> dbias_views_;
   ReusableViews<typename Tensor1::view_type> dbias_out_views_;
+  // What each redistribution writes (the moved input and gradients, the resolved output, the
+  // gathered kernels and biases), kept likewise.
+  ReusableViews<typename Tensor3::view_type> x_moved_, y_moved_, dy_moved_, dx_moved_,
+      output_kernel_moved_;
+  std::array<ReusableViews<typename Tensor3::view_type>, 3> kernel_moved_;
+  ReusableViews<typename Tensor2::view_type> bias_moved_;
+  ReusableViews<typename Tensor1::view_type> output_bias_moved_;
 };
 
 //! Keras' MultiHeadAttention on float32, the default dtype.

@@ -99,13 +99,13 @@ class BasicPositionEmbedding {
   Tensor3 forward(const Tensor3& x) {
     const auto& axes = x.layout().axes();
     const RuntimeTensorLayout table_layout({axes[1], axes[2]}, x.layout().device_mesh());
-    const Table p = redistribute(table_.value, table_layout);
+    const Table p = redistribute(table_.value, table_layout, table_moved_);
     auto out =
         Tensor3::from_local(y_views_.get_like(name_ + "/y", x.local()), x.shape(), x.layout());
     ops::add_broadcast(x.local(), p.local(), out.local());
     layout_ = x.layout();
     if (output_layout_ && output_layout_->axes().size() == 3)
-      return redistribute(out, *output_layout_);
+      return redistribute(out, *output_layout_, y_moved_);
     return out;
   }
   //! Stores the table's gradient (the sum of dy over the batch); returns dy in the input's layout.
@@ -113,7 +113,7 @@ class BasicPositionEmbedding {
     if (!layout_) {
       throw ValueError("kdist::layers::PositionEmbedding '" + name_ + "': backward before forward");
     }
-    const Tensor3 dy = redistribute(dy_in, *layout_);
+    const Tensor3 dy = redistribute(dy_in, *layout_, dy_moved_);
     const auto& axes = layout_->axes();
     const RuntimeTensorLayout table_layout({axes[1], axes[2]}, layout_->device_mesh());
     // the batch axes that do not also shard sequence or features: the sum runs over them
@@ -142,6 +142,9 @@ class BasicPositionEmbedding {
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Tensor3::view_type> y_views_;
   ReusableViews<typename Table::view_type> dp_views_;
+  // What the redistributions write (the table in x's layout, the output, the moved gradient).
+  ReusableViews<typename Table::view_type> table_moved_;
+  ReusableViews<typename Tensor3::view_type> y_moved_, dy_moved_;
 };
 
 using PositionEmbedding = BasicPositionEmbedding<float>;

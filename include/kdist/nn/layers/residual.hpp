@@ -88,7 +88,8 @@ class BasicResidual {
           const RuntimeTensorLayout target =
               output_layout_ && output_layout_->axes().size() == Tensor::rank ? *output_layout_
                                                                               : xt.layout();
-          return LayerTensor<T>(sum(redistribute(xt, target), redistribute(*ht, target), outputs_));
+          return LayerTensor<T>(sum(redistribute(xt, target, x_moved_),
+                                    redistribute(*ht, target, h_moved_), outputs_));
         },
         x);
   }
@@ -100,7 +101,7 @@ class BasicResidual {
           if (!inner_layout_ || !input_layout_) {
             throw ValueError("kdist::layers::Residual '" + name_ + "': backward before forward");
           }
-          LayerTensor<T> dh = LayerTensor<T>(redistribute(dyt, *inner_layout_));
+          LayerTensor<T> dh = LayerTensor<T>(redistribute(dyt, *inner_layout_, dh_moved_));
           for (std::size_t i = inner_.size(); i-- > 0;) {
             auto d = inner_[i].backward(dh, need_input_grad || i > 0);
             if (d) dh = std::move(*d);
@@ -111,8 +112,8 @@ class BasicResidual {
             throw ValueError("kdist::layers::Residual '" + name_ +
                              "': the gradient of f has another rank than x");
           }
-          return LayerTensor<T>(sum(redistribute(dyt, *input_layout_),
-                                    redistribute(*dft, *input_layout_), gradients_));
+          return LayerTensor<T>(sum(redistribute(dyt, *input_layout_, dx_moved_),
+                                    redistribute(*dft, *input_layout_, df_moved_), gradients_));
         },
         dy);
   }
@@ -142,6 +143,8 @@ class BasicResidual {
   std::optional<RuntimeTensorLayout> input_layout_;
   std::optional<RuntimeTensorLayout> inner_layout_;
   LayerBuffers<T> outputs_, gradients_;  //!< the sums, kept across steps: no allocation per step
+  LayerBuffers<T> x_moved_, h_moved_, dh_moved_, dx_moved_,
+      df_moved_;  //!< redistributions' results
 };
 
 using Residual = BasicResidual<float>;
