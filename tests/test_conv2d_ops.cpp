@@ -126,6 +126,19 @@ TYPED_TEST(Conv2DOps, AllThreeMatchTheDefinitions) {
       Kokkos::deep_copy(dx, T(7));
       ops::conv2d_backward_input(dy, k, dx, backend);
       expect_near_all(dx, direct_dx(dy, k, x), shape + " input gradient " + name);
+      // With the patch matrix in a scratch the caller keeps (what it held is never read).
+      const auto e = ops::conv2d_scratch_extents(x, k);
+      Kokkos::View<T**, Kokkos::LayoutRight> scratch("scratch", e[0], e[1]);
+      Kokkos::deep_copy(scratch, T(-3));
+      ops::conv2d(x, k, y, backend, scratch);
+      expect_near_all(y, direct_conv(x, k), shape + " forward, kept scratch, " + name);
+      Kokkos::deep_copy(scratch, T(-3));
+      ops::conv2d_backward_kernel(x, dy, dk, backend, scratch);
+      expect_near_all(dk, direct_dkernel(x, dy, k),
+                      shape + " kernel gradient, kept scratch, " + name);
+      Kokkos::deep_copy(scratch, T(-3));
+      ops::conv2d_backward_input(dy, k, dx, backend, scratch);
+      expect_near_all(dx, direct_dx(dy, k, x), shape + " input gradient, kept scratch, " + name);
     });
   }
 }
@@ -193,6 +206,20 @@ TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
   EXPECT_EQ(error_of([&] { ops::conv2d_backward_input(y_bad, k, x); }),
             "kdist::ops::conv2d_backward_input: dy is (2, 3, 4, 4), expected (2, 3, 3, 4) for x "
             "(2, 5, 5, 3) and the kernel (3, 3, 3, 4)");
+  // A kept scratch of other extents than the (2 * 3 * 3, 3 * 3 * 3) patch matrix.
+  Kokkos::View<float**, Kokkos::LayoutRight> wrong("wrong", 18, 26);
+  const auto e = ops::conv2d_scratch_extents(x, k);
+  EXPECT_EQ(e[0], 18u);
+  EXPECT_EQ(e[1], 27u);
+  EXPECT_EQ(error_of([&] { ops::conv2d(x, k, y, ops::backend::automatic, wrong); }),
+            "kdist::ops::conv2d: the scratch View is (18, 26) but the shapes need a contiguous "
+            "(18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
+  EXPECT_EQ(error_of([&] { ops::conv2d_backward_kernel(x, y, k, ops::backend::kokkos, wrong); }),
+            "kdist::ops::conv2d_backward_kernel: the scratch View is (18, 26) but the shapes need "
+            "a contiguous (18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
+  EXPECT_EQ(error_of([&] { ops::conv2d_backward_input(y, k, x, ops::backend::automatic, wrong); }),
+            "kdist::ops::conv2d_backward_input: the scratch View is (18, 26) but the shapes need "
+            "a contiguous (18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
 }
 
 }  // namespace

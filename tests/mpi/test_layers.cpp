@@ -20,6 +20,7 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/random_normal.hpp"
+#include "mpi/allocation_count.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
 
@@ -210,6 +211,31 @@ TEST(Conv2D, TrainsToTheSameLossesAndWeightsOnEveryMesh) {
                    name_of(*dist) + " accuracy " + std::to_string(e));
     }
     expect_same_weights(weights_of(model), want_weights, name_of(*dist));
+  }
+}
+
+// kdist::ReusableViews: once its shapes have been seen, a step of the convolutional model
+// allocates nothing, data parallel or with the filters sharded: Conv2D's outputs, gradients, patch
+// matrix and redistributions and Flatten's gathered, flattened and unflattened blocks reuse the
+// last steps' buffers.
+TEST(Conv2D, StepsAllocateNothingOnceTheirShapesAreSeenOnEveryMesh) {
+  const auto data = conv_data(16);
+  std::vector<std::shared_ptr<const kdist::Distribution>> dists{
+      std::make_shared<kdist::DataParallel>()};
+  for (const auto& shape : meshes()) dists.push_back(conv_model_parallel(shape));
+  for (const auto& dist : dists) {
+    auto model = conv_model();
+    model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
+    const kdist::BatchPlan plan(16, 16, *dist);
+    const auto idx = plan.local_indices(plan.order(0), 0);
+    kdist::detail::BatchLoader<float, 4> loader(data, idx.size());
+    const auto x = loader.load_examples(idx);
+    const auto y = loader.load_labels(idx);
+    for (int s = 0; s < 2; ++s) model.train_step(x, y, 16);
+    const kdist::test::CountAllocations count;
+    for (int s = 0; s < 2; ++s) model.train_step(x, y, 16);
+    EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views on "
+                                << name_of(*dist);
   }
 }
 

@@ -12,6 +12,7 @@
 //! dx's elements), so no atomics. The patch matrix is a scratch View allocated per call.
 
 #include <Kokkos_Core.hpp>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <kdist/core/error.hpp>
@@ -103,13 +104,8 @@ auto as_matrix(const V& v, std::size_t rows, std::size_t cols) {
 
 //! The patch matrix of x: row (n, oh, ow), column (i, j, c) holds x[n, oh + i, ow + j, c].
 // (Not `auto`: nvcc rejects an extended lambda in a function with a deduced return type.)
-template <class XV>
-Kokkos::View<scalar_t<XV>**, Kokkos::LayoutRight, typename XV::memory_space> im2col(
-    const XV& x, const ConvShape& s) {
-  using T = scalar_t<XV>;
-  Kokkos::View<T**, Kokkos::LayoutRight, typename XV::memory_space> cols(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/im2col"), s.rows(),
-      s.patch());
+template <class XV, class CV>
+void im2col(const XV& x, const ConvShape& s, const CV& cols) {
   const auto oh = static_cast<std::int64_t>(s.oh), ow = static_cast<std::int64_t>(s.ow);
   const auto kw = static_cast<std::int64_t>(s.kw), c = static_cast<std::int64_t>(s.c);
   Kokkos::parallel_for(
@@ -119,16 +115,50 @@ Kokkos::View<scalar_t<XV>**, Kokkos::LayoutRight, typename XV::memory_space> im2
         const std::int64_t di = q / (kw * c), dj = (q / c) % kw, ch = q % c;
         cols(r, q) = x(b, i + di, j + dj, ch);
       });
-  return cols;
+}
+
+//! The (rows, patch) scratch of a convolution: `cols` when given (a View the caller keeps, of
+//! conv2d_scratch_extents), else a new one.
+template <class T, class Space, class CV>
+auto scratch_or_new(const CV& cols, const ConvShape& s, const char* op) {
+  using M = Kokkos::View<T**, Kokkos::LayoutRight, Space>;
+  if constexpr (std::is_same_v<CV, std::nullptr_t>) {
+    return M(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/scratch"),
+             s.rows(), s.patch());
+  } else {
+    static_assert(Kokkos::is_view<CV>::value && static_cast<int>(CV::rank) == 2,
+                  "kdist::ops::conv2d: the scratch is a rank-2 View");
+    if (cols.extent(0) != s.rows() || cols.extent(1) != s.patch() || !cols.span_is_contiguous()) {
+      throw ValueError(std::string("kdist::ops::") + op + ": the scratch View is (" +
+                       std::to_string(cols.extent(0)) + ", " + std::to_string(cols.extent(1)) +
+                       ") but the shapes need a contiguous (" + std::to_string(s.rows()) + ", " +
+                       std::to_string(s.patch()) +
+                       ") one (kdist::ops::conv2d_scratch_extents gives them)");
+    }
+    return cols;
+  }
 }
 
 }  // namespace detail
 
+//! The extents of the scratch View the three ops below take (the (n * oh * ow, kh * kw * c) patch
+//! matrix) for images `x` (or the input gradient, of x's shape) and `kernel`, to keep one from
+//! step to step: `kdist::ops::conv2d(x, k, y, kdist::ops::AutoBackend{}, scratch)`.
+template <class XV, class KV>
+std::array<std::size_t, 2> conv2d_scratch_extents(const XV& x, const KV& kernel) {
+  const std::size_t oh = x.extent(1) >= kernel.extent(0) ? x.extent(1) - kernel.extent(0) + 1 : 0;
+  const std::size_t ow = x.extent(2) >= kernel.extent(1) ? x.extent(2) - kernel.extent(1) + 1 : 0;
+  return {x.extent(0) * oh * ow, kernel.extent(0) * kernel.extent(1) * x.extent(3)};
+}
+
 //! `y = conv2d(x, kernel)`: x (n, h, w, c), kernel (kh, kw, c, co), y (n, h - kh + 1, w - kw + 1,
-//! co), overwritten. Errors: kdist::ValueError for shapes that do not fit (the message gives the
-//! three shapes) or non-contiguous Views.
-template <class XV, class KV, class YV, class Backend = AutoBackend>
-void conv2d(const XV& x, const KV& kernel, const YV& y, Backend b = {}) {
+//! co), overwritten. The patch matrix goes in `scratch` when given (a rank-2 View of
+//! conv2d_scratch_extents the caller keeps), else in a new View. Errors: kdist::ValueError for
+//! shapes that do not fit (the message gives the three shapes), non-contiguous Views, or a scratch
+//! of other extents.
+template <class XV, class KV, class YV, class Backend = AutoBackend, class SV = std::nullptr_t>
+void conv2d(const XV& x, const KV& kernel, const YV& y, Backend b = {},
+            const SV& scratch = nullptr) {
   static_assert(detail::check_nhwc<XV>() && detail::check_nhwc<KV>() && detail::check_nhwc<YV>());
   static_assert(detail::check_same_scalar<XV, YV>() && detail::check_same_scalar<KV, YV>());
   static_assert(!std::is_const_v<typename YV::value_type>,
@@ -137,15 +167,19 @@ void conv2d(const XV& x, const KV& kernel, const YV& y, Backend b = {}) {
   detail::require_contiguous("conv2d", "the kernel", kernel);
   detail::require_contiguous("conv2d", "y", y);
   if (s.rows() == 0 || s.co == 0) return;
-  const auto cols = detail::im2col(x, s);
+  const auto cols =
+      detail::scratch_or_new<detail::scalar_t<YV>, typename XV::memory_space>(scratch, s, "conv2d");
+  detail::im2col(x, s, cols);
   matmul(cols, detail::as_matrix(kernel, s.patch(), s.co), detail::as_matrix(y, s.rows(), s.co),
          Op::none, Op::none, 1, 0, b);
 }
 
 //! The kernel gradient: `dkernel = sum over the batch and positions of x patches * dy`, shaped
-//! like the kernel (kh, kw, c, co), overwritten. Errors: as conv2d (dy has y's shape).
-template <class XV, class DYV, class DKV, class Backend = AutoBackend>
-void conv2d_backward_kernel(const XV& x, const DYV& dy, const DKV& dkernel, Backend b = {}) {
+//! like the kernel (kh, kw, c, co), overwritten; `scratch` as for conv2d. Errors: as conv2d (dy
+//! has y's shape).
+template <class XV, class DYV, class DKV, class Backend = AutoBackend, class SV = std::nullptr_t>
+void conv2d_backward_kernel(const XV& x, const DYV& dy, const DKV& dkernel, Backend b = {},
+                            const SV& scratch = nullptr) {
   static_assert(detail::check_nhwc<XV>() && detail::check_nhwc<DYV>() && detail::check_nhwc<DKV>());
   static_assert(detail::check_same_scalar<XV, DKV>() && detail::check_same_scalar<DYV, DKV>());
   static_assert(!std::is_const_v<typename DKV::value_type>,
@@ -158,15 +192,19 @@ void conv2d_backward_kernel(const XV& x, const DYV& dy, const DKV& dkernel, Back
     Kokkos::deep_copy(dkernel, detail::scalar_t<DKV>(0));  // an empty sum
     return;
   }
-  const auto cols = detail::im2col(x, s);
+  const auto cols = detail::scratch_or_new<detail::scalar_t<DKV>, typename XV::memory_space>(
+      scratch, s, "conv2d_backward_kernel");
+  detail::im2col(x, s, cols);
   matmul(cols, detail::as_matrix(dy, s.rows(), s.co), detail::as_matrix(dkernel, s.patch(), s.co),
          Op::transpose, Op::none, 1, 0, b);
 }
 
 //! The input gradient: `dx[n, h, w, c] = sum_{i, j, co} dy[n, h - i, w - j, co] k[i, j, c, co]`
-//! over the positions inside dy, shaped like x, overwritten. Errors: as conv2d.
-template <class DYV, class KV, class DXV, class Backend = AutoBackend>
-void conv2d_backward_input(const DYV& dy, const KV& kernel, const DXV& dx, Backend b = {}) {
+//! over the positions inside dy, shaped like x, overwritten; `scratch` (the patches' gradients) as
+//! for conv2d. Errors: as conv2d.
+template <class DYV, class KV, class DXV, class Backend = AutoBackend, class SV = std::nullptr_t>
+void conv2d_backward_input(const DYV& dy, const KV& kernel, const DXV& dx, Backend b = {},
+                           const SV& scratch = nullptr) {
   static_assert(detail::check_nhwc<DYV>() && detail::check_nhwc<KV>() && detail::check_nhwc<DXV>());
   static_assert(detail::check_same_scalar<DYV, DXV>() && detail::check_same_scalar<KV, DXV>());
   static_assert(!std::is_const_v<typename DXV::value_type>,
@@ -182,9 +220,8 @@ void conv2d_backward_input(const DYV& dy, const KV& kernel, const DXV& dx, Backe
     return;
   }
   // dcols = dy * K^T: the gradient of each patch entry; dx gathers the entries of its element.
-  Kokkos::View<T**, Kokkos::LayoutRight, typename DXV::memory_space> dcols(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::ops::conv2d/dcols"), s.rows(),
-      s.patch());
+  const auto dcols =
+      detail::scratch_or_new<T, typename DXV::memory_space>(scratch, s, "conv2d_backward_input");
   matmul(detail::as_matrix(dy, s.rows(), s.co), detail::as_matrix(kernel, s.patch(), s.co), dcols,
          Op::none, Op::transpose, 1, 0, b);
   const auto oh = static_cast<std::int64_t>(s.oh), ow = static_cast<std::int64_t>(s.ow);

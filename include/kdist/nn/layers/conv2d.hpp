@@ -32,6 +32,7 @@
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -114,25 +115,25 @@ class BasicConv2D {
     const auto& mesh = x0.layout().device_mesh();
     input_layout_ = x0.layout();
     const DimAxes batch = x0.layout().axes()[0];
-    x_ = contiguous(
-        redistribute(x0, RuntimeTensorLayout({batch, DimAxes(), DimAxes(), DimAxes()}, mesh)));
+    x_ = contiguous(redistribute(
+        x0, RuntimeTensorLayout({batch, DimAxes(), DimAxes(), DimAxes()}, mesh), x_moved_));
     const DimAxes out_channels = filter_axes(batch);
     compute_kernel_layout_ =
         RuntimeTensorLayout({DimAxes(), DimAxes(), DimAxes(), out_channels}, mesh);
     k_ = kernel_.value.layout() == *compute_kernel_layout_
              ? kernel_.value
-             : contiguous(redistribute(kernel_.value, *compute_kernel_layout_));
+             : contiguous(redistribute(kernel_.value, *compute_kernel_layout_, kernel_moved_));
     const auto& s = x0.shape();
     const std::array<std::size_t, 4> yshape{s[0], s[1] - kernel_size_[0] + 1,
                                             s[2] - kernel_size_[1] + 1, filters_};
-    typename Images::view_type y(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/y"),
-                                 x_.local().extent(0), yshape[1], yshape[2], k_.local().extent(3));
-    ops::conv2d(x_.local(), k_.local(), y);
+    const auto y = y_views_.get(name_ + "/y", x_.local().extent(0), yshape[1], yshape[2],
+                                k_.local().extent(3));
+    ops::conv2d(x_.local(), k_.local(), y, ops::AutoBackend{}, scratch());
     if (use_bias_) ops::bias_add(as_rows(y), bias_block(out_channels, mesh));
     if (activation_ == Activation::relu) ops::relu_inplace(as_rows(y));
     y_ = Images::from_local(
         y, yshape, RuntimeTensorLayout({batch, DimAxes(), DimAxes(), out_channels}, mesh), {});
-    if (output_layout_) return redistribute(y_, *output_layout_);
+    if (output_layout_) return redistribute(y_, *output_layout_, y_moved_);
     return y_;
   }
 
@@ -140,8 +141,8 @@ class BasicConv2D {
     const auto& dy0 = kdist::detail::layer_input_as<Images>(dy_in, "Conv2D '" + name_ + "'",
                                                             "its gradient has its output's rank");
     // dy in the layout the output was computed in, in a block of its own (relu writes into it).
-    Images dy = contiguous(redistribute(dy0, y_.layout()));
-    if (dy.local().data() == dy0.local().data()) dy = copy_of(dy);
+    Images dy = contiguous(redistribute(dy0, y_.layout(), dy_moved_));
+    if (dy.local().data() == dy0.local().data()) dy = copy_of(dy, dy_views_);
     if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(as_rows(y_.local()), as_rows(dy.local()));
     }
@@ -150,14 +151,12 @@ class BasicConv2D {
     const DimAxes out_channels = y_.layout().axes()[3];
     // dK = sum over the batch: a pending sum over the batch axes.
     const auto& ks = kernel_.value.shape();
-    typename Images::view_type dk(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dk"),
-                                  ks[0], ks[1], ks[2], k_.local().extent(3));
-    ops::conv2d_backward_kernel(x_.local(), dy.local(), dk);
+    const auto dk = dk_views_.get(name_ + "/dk", ks[0], ks[1], ks[2], k_.local().extent(3));
+    ops::conv2d_backward_kernel(x_.local(), dy.local(), dk, ops::AutoBackend{}, scratch());
     auto dk_pending = Images::from_local(dk, ks, *compute_kernel_layout_, batch.names());
     reduce_gradient_into(dk_pending, kernel_.grad);
     if (use_bias_) {
-      typename Vector::view_type db(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/db"),
-                                    dy.local().extent(3));
+      const auto db = db_views_.get(name_ + "/db", dy.local().extent(3));
       ops::bias_grad(as_rows(dy.local()), db);
       auto pending = Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
                                         batch.names());
@@ -165,12 +164,10 @@ class BasicConv2D {
     }
     if (!need_input_grad) return std::nullopt;
     // dx: each process holds the part of the sum over its filters: pending over the filter axes.
-    typename Images::view_type dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/dx"),
-                                  x_.local().extent(0), x_.local().extent(1), x_.local().extent(2),
-                                  x_.local().extent(3));
-    ops::conv2d_backward_input(dy.local(), k_.local(), dx);
+    const auto dx = dx_views_.get_like(name_ + "/dx", x_.local());
+    ops::conv2d_backward_input(dy.local(), k_.local(), dx, ops::AutoBackend{}, scratch());
     auto dx_pending = Images::from_local(dx, x_.shape(), x_.layout(), out_channels.names());
-    return LayerTensor<T>(redistribute(dx_pending, *input_layout_));
+    return LayerTensor<T>(redistribute(dx_pending, *input_layout_, dx_moved_));
   }
 
   std::vector<VariableRef<T>> variables() {
@@ -201,7 +198,7 @@ class BasicConv2D {
                                         const std::optional<RuntimeDeviceMesh>& mesh) {
     RuntimeTensorLayout layout({out_channels}, mesh);
     if (bias_->value.layout() == layout) return bias_->value.local();
-    return redistribute(bias_->value, layout).local();
+    return redistribute(bias_->value, layout, bias_moved_).local();
   }
 
   //! A rank-4 contiguous View seen as (n * h * w, channels): what the per-channel ops take.
@@ -213,16 +210,20 @@ class BasicConv2D {
   }
 
   //! `t` with a contiguous local block (a copy when redistribute left a strided slice).
-  static Images contiguous(Images t) {
+  Images contiguous(Images t) {
     if (t.local().span_is_contiguous()) return t;
-    return copy_of(t);
+    return copy_of(t, packed_views_);
   }
-  static Images copy_of(const Images& t) {
-    typename Images::view_type packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "packed"),
-                                      t.local().extent(0), t.local().extent(1), t.local().extent(2),
-                                      t.local().extent(3));
+  //! A copy of `t` in a block of `views`.
+  static Images copy_of(const Images& t, ReusableViews<typename Images::view_type>& views) {
+    const auto packed = views.get_like("packed", t.local());
     Kokkos::deep_copy(packed, t.local());
     return Images::from_local(packed, t.shape(), t.layout(), t.partial_axes());
+  }
+  //! The patch matrix the three convolutions share (one at a time), for this step's x and kernel.
+  auto scratch() {
+    const auto e = ops::conv2d_scratch_extents(x_.local(), k_.local());
+    return scratch_views_.get(name_ + "/patches", e[0], e[1]);
   }
 
   std::size_t filters_;
@@ -234,6 +235,13 @@ class BasicConv2D {
   std::optional<Variable<T*>> bias_;
   std::optional<RuntimeTensorLayout> output_layout_, input_layout_, compute_kernel_layout_;
   Images x_, y_, k_;
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step): the
+  // output, the gradients, the patch matrix, packed copies and what the redistributions write.
+  ReusableViews<typename Images::view_type> y_views_, dy_views_, dk_views_, dx_views_,
+      packed_views_, x_moved_, kernel_moved_, y_moved_, dy_moved_, dx_moved_;
+  ReusableViews<typename Vector::view_type> db_views_, bias_moved_;
+  ReusableViews<Kokkos::View<T**, Kokkos::LayoutRight, typename Images::memory_space>>
+      scratch_views_;
 };
 
 //! Keras' Conv2D on float32.

@@ -21,7 +21,9 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist::layers {
@@ -81,7 +83,7 @@ class BasicFlatten {
     std::vector<DimAxes> whole_axes(R);
     whole_axes[0] = rows;
     gathered_layout_ = RuntimeTensorLayout(whole_axes, x.layout().device_mesh());
-    Tensor whole = redistribute(x, *gathered_layout_);
+    Tensor whole = redistribute(x, *gathered_layout_, gathered_);
     const auto& s = x.shape();
     std::size_t features = 1;
     for (std::size_t d = 1; d < R; ++d) {
@@ -89,8 +91,7 @@ class BasicFlatten {
       features *= s[d];
     }
     input_shape_[0] = s[0];
-    typename Matrix::view_type flat(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
-                                    whole.local().extent(0), features);
+    const auto flat = flat_views_.get(name_, whole.local().extent(0), features);
     copy_flat(whole.local(), flat);
     return Matrix::from_local(flat, {s[0], features},
                               RuntimeTensorLayout({rows, DimAxes()}, x.layout().device_mesh()), {});
@@ -101,16 +102,15 @@ class BasicFlatten {
     typename Tensor::shape_type s{};
     for (std::size_t d = 0; d < Tensor::rank; ++d) s[d] = input_shape_[d];
     typename Tensor::view_type v;
+    auto& views = gradients_.template of_rank<Tensor::rank>();
     if constexpr (Tensor::rank == 3) {
-      v = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
-                                     m.local().extent(0), s[1], s[2]);
+      v = views.get(name_ + "/grad", m.local().extent(0), s[1], s[2]);
     } else {
-      v = typename Tensor::view_type(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_),
-                                     m.local().extent(0), s[1], s[2], s[3]);
+      v = views.get(name_ + "/grad", m.local().extent(0), s[1], s[2], s[3]);
     }
     copy_flat(m.local(), v);
     Tensor whole = Tensor::from_local(v, s, *gathered_layout_, {});
-    return redistribute(whole, *input_layout_);
+    return redistribute(whole, *input_layout_, moved_back_);
   }
 
   //! Copies every element of `from` into `to` (same number of elements, both contiguous
@@ -134,6 +134,10 @@ class BasicFlatten {
   std::optional<RuntimeTensorLayout> input_layout_, gathered_layout_;
   std::array<std::size_t, 4> input_shape_{};  //!< the global shape of the last input
   std::size_t input_rank_ = 0;                //!< its rank (3 or 4)
+  // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step): the
+  // gathered input, the flattened output, the unflattened gradient and its move back.
+  LayerBuffers<T> gathered_, gradients_, moved_back_;
+  ReusableViews<typename Matrix::view_type> flat_views_;
 };
 
 using Flatten = BasicFlatten<float>;
