@@ -173,17 +173,9 @@ TEST(Gpt, StepsAllocateNothingOnceTheirShapesAreSeenOnEveryMesh) {
     auto model = gpt();
     const auto dist = distribution(shape, rules);
     model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(0.01), 21);
-    const kdist::BatchPlan plan(8, 8, *dist);
-    const auto idx = plan.local_indices(plan.order(0), 0);
-    kdist::detail::BatchLoader<double, 2> loader(data, idx.size());
-    const auto x = loader.load_examples(idx);
-    const auto y = loader.load_targets(idx);
-    for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
-    const kdist::test::CountAllocations count;
-    for (int s = 0; s < 2; ++s) model.train_step(x, y, 8);
-    EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views on "
-                                << kdist::test::name_of(*dist) << " with rules "
-                                << static_cast<int>(rules);
+    EXPECT_EQ(kdist::test::allocations_of_steps_3_and_4<2>(model, *dist, data, 8), "")
+        << "steps 3 and 4 allocated these Kokkos Views on " << kdist::test::name_of(*dist)
+        << " with rules " << static_cast<int>(rules);
   }
 }
 

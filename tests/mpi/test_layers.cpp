@@ -181,6 +181,14 @@ std::shared_ptr<const kdist::Distribution> conv_model_parallel(std::vector<std::
   return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
 }
 
+// DataParallel, and ModelParallel with the filters sharded on every mesh of the world's size.
+std::vector<std::shared_ptr<const kdist::Distribution>> conv_distributions() {
+  std::vector<std::shared_ptr<const kdist::Distribution>> dists{
+      std::make_shared<kdist::DataParallel>()};
+  for (const auto& shape : meshes()) dists.push_back(conv_model_parallel(shape));
+  return dists;
+}
+
 TEST(Conv2D, TrainsToTheSameLossesAndWeightsOnEveryMesh) {
   const auto data = conv_data(40);  // batch 16: two full steps and a partial one of 8
   const kdist::FitOptions fit{.batch_size = 16, .epochs = 2, .shuffle = true, .verbose = 0};
@@ -191,11 +199,7 @@ TEST(Conv2D, TrainsToTheSameLossesAndWeightsOnEveryMesh) {
   EXPECT_TRUE(want.epochs[0].has_accuracy);
   EXPECT_LT(want.epochs[1].loss, want.epochs[0].loss);
   const auto want_weights = weights_of(reference);
-
-  std::vector<std::shared_ptr<const kdist::Distribution>> dists{
-      std::make_shared<kdist::DataParallel>()};
-  for (const auto& shape : meshes()) dists.push_back(conv_model_parallel(shape));
-  for (const auto& dist : dists) {
+  for (const auto& dist : conv_distributions()) {
     auto model = conv_model();
     model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
     for (const auto& v : model.variables()) {
@@ -220,22 +224,11 @@ TEST(Conv2D, TrainsToTheSameLossesAndWeightsOnEveryMesh) {
 // last steps' buffers.
 TEST(Conv2D, StepsAllocateNothingOnceTheirShapesAreSeenOnEveryMesh) {
   const auto data = conv_data(16);
-  std::vector<std::shared_ptr<const kdist::Distribution>> dists{
-      std::make_shared<kdist::DataParallel>()};
-  for (const auto& shape : meshes()) dists.push_back(conv_model_parallel(shape));
-  for (const auto& dist : dists) {
+  for (const auto& dist : conv_distributions()) {
     auto model = conv_model();
     model.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
-    const kdist::BatchPlan plan(16, 16, *dist);
-    const auto idx = plan.local_indices(plan.order(0), 0);
-    kdist::detail::BatchLoader<float, 4> loader(data, idx.size());
-    const auto x = loader.load_examples(idx);
-    const auto y = loader.load_labels(idx);
-    for (int s = 0; s < 2; ++s) model.train_step(x, y, 16);
-    const kdist::test::CountAllocations count;
-    for (int s = 0; s < 2; ++s) model.train_step(x, y, 16);
-    EXPECT_EQ(count.seen(), "") << "steps 3 and 4 allocated these Kokkos Views on "
-                                << name_of(*dist);
+    EXPECT_EQ(kdist::test::allocations_of_steps_3_and_4<4>(model, *dist, data, 16), "")
+        << "steps 3 and 4 allocated these Kokkos Views on " << name_of(*dist);
   }
 }
 
