@@ -258,8 +258,8 @@ class BasicDense {
       target = RuntimeTensorLayout({target.axes()[0], target.axes()[1], DimAxes()},
                                    target.device_mesh());
     }
-    z = redistribute(z, target,
-                     z3_moved_);  // resolves the pending sum (all-reduce / reduce-scatter)
+    // resolves the pending sum (all-reduce / reduce-scatter)
+    z = redistribute(z, target, z3_moved_);
     auto zm = rows_of(z.local());
     if (use_bias_) ops::bias_add(zm, bias_block(z.layout().axes()[2], mesh));
     if (activation_ == Activation::relu) ops::relu_inplace(zm);

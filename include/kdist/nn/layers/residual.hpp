@@ -143,8 +143,8 @@ class BasicResidual {
   std::optional<RuntimeTensorLayout> input_layout_;
   std::optional<RuntimeTensorLayout> inner_layout_;
   LayerBuffers<T> outputs_, gradients_;  //!< the sums, kept across steps: no allocation per step
-  LayerBuffers<T> x_moved_, h_moved_, dh_moved_, dx_moved_,
-      df_moved_;  //!< redistributions' results
+  //! What the redistributions write (x, f(x) and the gradients in the sums' layouts), kept too.
+  LayerBuffers<T> x_moved_, h_moved_, dh_moved_, dx_moved_, df_moved_;
 };
 
 using Residual = BasicResidual<float>;
