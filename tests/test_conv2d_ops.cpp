@@ -128,7 +128,7 @@ TYPED_TEST(Conv2DOps, AllThreeMatchTheDefinitions) {
       expect_near_all(dx, direct_dx(dy, k, x), shape + " input gradient " + name);
       // With the patch matrix in a scratch the caller keeps (what it held is never read).
       const auto e = ops::conv2d_scratch_extents(x, k);
-      Kokkos::View<T**, Kokkos::LayoutRight> scratch("scratch", e[0], e[1]);
+      Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> scratch("scratch", e[0], e[1]);
       Kokkos::deep_copy(scratch, T(-3));
       ops::conv2d(x, k, y, backend, scratch);
       expect_near_all(y, direct_conv(x, k), shape + " forward, kept scratch, " + name);
@@ -207,7 +207,7 @@ TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
             "kdist::ops::conv2d_backward_input: dy is (2, 3, 4, 4), expected (2, 3, 3, 4) for x "
             "(2, 5, 5, 3) and the kernel (3, 3, 3, 4)");
   // A kept scratch of other extents than the (2 * 3 * 3, 3 * 3 * 3) patch matrix.
-  Kokkos::View<float**, Kokkos::LayoutRight> wrong("wrong", 18, 26);
+  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> wrong("wrong", 18, 26);
   const auto e = ops::conv2d_scratch_extents(x, k);
   EXPECT_EQ(e[0], 18u);
   EXPECT_EQ(e[1], 27u);

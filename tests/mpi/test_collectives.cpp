@@ -5,6 +5,7 @@
 // count small.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include "count_allocations.hpp"
 #include "mpi_test_util.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -16,6 +17,7 @@
 #include <kdist/parallel/mesh_communicators.hpp>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -273,6 +275,41 @@ TEST(Collectives, ThroughAHostCopyAsForDeviceMemory) {
   }
 }
 
+// The host copies of staged collectives live in kept host scratch: once the largest has run,
+// repeating them allocates nothing (no Kokkos View, no scratch growth), a smaller one reuses the
+// buffer, a larger one grows it once, and every result is still right.
+TEST(Collectives, HostCopiesAreKeptFromCallToCall) {
+  namespace dc = kdist::detail::collectives;
+  const int p = world_size();
+  const int r = world_rank();
+  const auto n = 6000 * static_cast<std::size_t>(p);
+  HostView<double*> send("send", n), recv("recv", n);
+  const auto run_all = [&](std::size_t m) {  // the first m elements of send and recv
+    const auto s = Kokkos::subview(send, std::make_pair(std::size_t{0}, m));
+    const auto v = Kokkos::subview(recv, std::make_pair(std::size_t{0}, m));
+    fill(send, r);
+    dc::all_reduce<true, true>(Space(), s, v, ReduceOp::sum, MPI_COMM_WORLD, p);
+    for (std::size_t i = 0; i < m; ++i) EXPECT_DOUBLE_EQ(v(i), reference(ReduceOp::sum, p, i));
+    dc::all_reduce_in_place<true>(Space(), s, ReduceOp::max, MPI_COMM_WORLD, p);
+    for (std::size_t i = 0; i < m; ++i) EXPECT_DOUBLE_EQ(s(i), reference(ReduceOp::max, p, i));
+  };
+  run_all(n / 2);
+  {
+    const kdist::test::CountAllocations count;
+    run_all(n / 2);
+    run_all(n / 3);
+    EXPECT_EQ(count.seen(), "") << "the same size or smaller: nothing allocated";
+  }
+  {
+    const kdist::test::CountAllocations count;
+    run_all(n);
+    EXPECT_EQ(count.seen(), "host scratch grew x2") << "larger: the two copies grow once each";
+  }
+  const kdist::test::CountAllocations count;
+  run_all(n);
+  EXPECT_EQ(count.seen(), "");
+}
+
 // Views in the default execution space's memory (device memory under Kokkos CUDA, where kdist
 // stages through the host unless MPI is CUDA-aware), written and read only through host mirrors.
 TEST(Collectives, DeviceViewsThroughMirrors) {
@@ -299,6 +336,19 @@ TEST(Collectives, DeviceViewsThroughMirrors) {
   kdist::broadcast(Exec(), send, 0, MPI_COMM_WORLD);
   Kokkos::deep_copy(got, send);
   EXPECT_EQ(got(1), value(0, 1));
+
+  // Again: the host copies (where MPI cannot read device memory) are kept, nothing is allocated.
+  fill(host_send, r);  // the broadcast overwrote send (and host_send, the same View on a CPU)
+  Kokkos::deep_copy(send, host_send);
+  {
+    const kdist::test::CountAllocations count;
+    kdist::all_reduce(Exec(), send, recv, ReduceOp::sum, MPI_COMM_WORLD);
+    kdist::all_gather(Exec(), mine, recv, MPI_COMM_WORLD);
+    kdist::all_reduce(Exec(), send, recv, ReduceOp::sum, MPI_COMM_WORLD);
+    EXPECT_EQ(count.seen(), "");
+  }
+  Kokkos::deep_copy(got, recv);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_DOUBLE_EQ(got(i), reference(ReduceOp::sum, p, i));
 }
 
 TEST(Collectives, OverMeshAxes) {

@@ -24,9 +24,9 @@
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 
-#include "mpi/allocation_count.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/step_allocations.hpp"
 
 namespace {
 

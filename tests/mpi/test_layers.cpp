@@ -20,9 +20,9 @@
 #include <kdist/tensor/distribute_tensor.hpp>
 
 #include "common/random_normal.hpp"
-#include "mpi/allocation_count.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/step_allocations.hpp"
 
 namespace {
 

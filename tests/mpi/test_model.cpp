@@ -13,7 +13,7 @@
 
 #include "common/fashion_mnist.hpp"
 #include "common/trainer.hpp"
-#include "mpi/allocation_count.hpp"
+#include "mpi/step_allocations.hpp"
 #include "reference_mlp.hpp"
 
 namespace {

@@ -85,7 +85,7 @@ struct FitOptions {
   int verbose = 1;                  //!< 1: "Epoch i/n" and the progress line on process 0; 0: none
   //! Called on every process after each epoch with the number of epochs completed and the
   //! epoch's metrics (Keras' `on_epoch_end` callback: a checkpoint every N epochs, early stop).
-  std::function<void(std::size_t epochs_done, const Metrics& metrics)> on_epoch_end;
+  std::function<void(std::size_t epochs_done, const Metrics& metrics)> on_epoch_end{};
 };
 
 struct EvaluateOptions {

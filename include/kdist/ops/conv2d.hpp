@@ -128,6 +128,9 @@ auto scratch_or_new(const CV& cols, const ConvShape& s, const char* op) {
   } else {
     static_assert(Kokkos::is_view<CV>::value && static_cast<int>(CV::rank) == 2,
                   "kdist::ops::conv2d: the scratch is a rank-2 View");
+    static_assert(std::is_same_v<typename CV::memory_space, Space>,
+                  "kdist::ops::conv2d: the scratch View must be in the memory space of the images "
+                  "(x for conv2d and conv2d_backward_kernel, dx for conv2d_backward_input)");
     if (cols.extent(0) != s.rows() || cols.extent(1) != s.patch() || !cols.span_is_contiguous()) {
       throw ValueError(std::string("kdist::ops::") + op + ": the scratch View is (" +
                        std::to_string(cols.extent(0)) + ", " + std::to_string(cols.extent(1)) +

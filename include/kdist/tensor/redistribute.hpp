@@ -33,6 +33,7 @@
 #include <kdist/core/redistribute_plan.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
@@ -60,15 +61,13 @@ RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
                                   std::span<const std::size_t>(t.shape().data(), t.shape().size()));
 }
 
-//! Host memory for packing a reduce-scatter's parts, at least `n` elements: one buffer per thread
-//! and value type that grows to the largest pack and is kept (as Megatron-LM's global memory
-//! buffer), so a step's reduce-scatters allocate nothing once the largest has run. Used only
-//! inside one blocking reduce-scatter at a time.
-template <class T>
-T* pack_scratch(std::size_t n) {
-  static thread_local std::vector<T> scratch;
-  if (scratch.size() < n) scratch.resize(n);
-  return scratch.data();
+//! A host copy of t's block (its summand when t is a pending sum) for the length of one call:
+//! the block itself in host memory, else a copy in host scratch (nothing allocated).
+template <class Tensor>
+auto host_local_in_scratch(const Tensor& t) {
+  auto h = host_view_in_scratch<HostScratch::source>(t.local_summand());
+  Kokkos::deep_copy(h, t.local_summand());
+  return h;
 }
 
 //! The reduce_scatter step: `out`'s block of the sum over `step.axes` of `t`'s summands, which
@@ -76,7 +75,8 @@ T* pack_scratch(std::size_t n) {
 //! communicator (ranked row-major over them in the order listed, as the target's shards are).
 //! Blocks of dimension 0 that the shards divide evenly go straight from the summand to `out`;
 //! otherwise each device's part is packed into a slot of ceil-division size on the host (the
-//! padding of trailing smaller blocks is zero and dropped on receipt).
+//! padding of trailing smaller blocks is zero and dropped on receipt). The host memory it packs in
+//! (and copies device blocks through) is host scratch, kept from call to call.
 template <class Tensor>
 void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& out) {
   constexpr std::size_t R = Tensor::rank;
@@ -100,17 +100,17 @@ void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& o
   const std::size_t slot = parts[0].volume();  // ceil division: the first part is the largest
   // send: the g parts, each in a slot; recv: this process's part when they differ in size.
   using HostView = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  T* scratch = pack_scratch<T>(slot * (g + 1));
+  T* scratch = host_scratch<T, HostScratch::pack>(slot * (g + 1));
   const HostView send(scratch, slot * g);
   Kokkos::fence();
-  auto src = host_local(t);
+  auto src = host_local_in_scratch(t);
   for (std::size_t j = 0; j < g; ++j) {
     if (parts[j].volume() < slot) {
       std::fill(send.data() + j * slot + parts[j].volume(), send.data() + (j + 1) * slot, T(0));
     }
     copy_box(src.data(), t.block(), send.data() + j * slot, parts[j], parts[j]);
   }
-  auto dst = Kokkos::create_mirror_view(out.local());
+  auto dst = host_view_in_scratch<HostScratch::target>(out.local());
   if (equal) {
     kdist::reduce_scatter(Kokkos::DefaultHostExecutionSpace(), send,
                           HostView(dst.data(), dst.size()), ReduceOp::sum, comm);
@@ -133,8 +133,8 @@ void run_exchange(const Tensor& t, Tensor& out) {
     from.push_back(t.block_of(d));
     to.push_back(out.block_of(d));
   }
-  auto src = host_local(t);
-  auto dst = Kokkos::create_mirror_view(out.local());
+  auto src = host_local_in_scratch(t);
+  auto dst = host_view_in_scratch<HostScratch::target>(out.local());
   if (t.is_partial()) Kokkos::deep_copy(dst, typename Tensor::value_type(0));  // sums start at 0
   SameReplica sender(t.device_mesh(), replicated_non_partial_axes(t.layout(), t.partial_axes()));
   exchange<R>(

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <kdist/parallel/detail/collectives_checks.hpp>
+#include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
@@ -155,9 +156,10 @@ auto flat(const V& v) {
 }
 
 //! The memory MPI works on for View V: the View's own (Stage = false: nothing allocated, nothing
-//! copied) or a host copy (Stage = true), copied in from the View when asked and back by
-//! write_back().
-template <bool Stage, class V>
+//! copied) or a host copy in host scratch (Stage = true; detail/host_scratch.hpp, `Use` says which
+//! buffer: nothing allocated once the largest call has run), copied in from the View when asked
+//! and back by write_back().
+template <bool Stage, class V, HostScratch Use>
 class MpiBuffer {
  public:
   template <class Space>
@@ -170,13 +172,14 @@ class MpiBuffer {
  private:
   typename V::pointer_type data_;
 };
-template <class V>
-class MpiBuffer<true, V> {
+template <class V, HostScratch Use>
+class MpiBuffer<true, V, Use> {
+  using T = typename V::non_const_value_type;
+
  public:
   template <class Space>
   MpiBuffer(const Space& space, const V& v, bool copy_in)
-      : view_(v),
-        host_(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::mpi_host_copy"), v.size()) {
+      : view_(v), host_(host_scratch<T, Use>(v.size()), v.size()) {
     if (copy_in) {
       Kokkos::deep_copy(space, host_, flat(v));
     }
@@ -191,7 +194,7 @@ class MpiBuffer<true, V> {
 
  private:
   V view_;
-  Kokkos::View<typename V::non_const_value_type*, Kokkos::HostSpace> host_;
+  Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host_;
 };
 
 //! Divides the n elements at p (in the memory of View V, or in a host copy) by `divisor`.
@@ -242,8 +245,8 @@ void all_reduce(const Space& space, const S& send, const R& recv, Op op, MPI_Com
   using T = typename R::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op < T, on_host_v<StageS, S> && on_host_v < StageR, R >> (op, who);
   const int count = to_count(recv.size(), who);
-  MpiBuffer<StageS, S> in(space, send, true);
-  MpiBuffer<StageR, R> out(space, recv, false);
+  MpiBuffer<StageS, S, HostScratch::mpi_send> in(space, send, true);
+  MpiBuffer<StageR, R, HostScratch::mpi_recv> out(space, recv, false);
   space.fence();
   const void* send_ptr = in.data();
   if (!StageS && !StageR &&
@@ -268,7 +271,7 @@ void all_reduce_in_place(const Space& space, const V& view, Op op, MPI_Comm comm
   using T = typename V::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op<T, on_host_v<Stage, V>>(op, who);
   const int count = to_count(view.size(), who);
-  MpiBuffer<Stage, V> buf(space, view, true);
+  MpiBuffer<Stage, V, HostScratch::mpi_recv> buf(space, view, true);
   space.fence();
   watchdog::run<on_host_v<Stage, V>>(
       comm, who, "kdist::all_reduce: MPI_Allreduce",
@@ -288,8 +291,8 @@ template <bool StageS, bool StageR, class Space, class S, class R>
 void all_gather(const Space& space, const S& send, const R& recv, MPI_Comm comm) {
   using T = typename R::non_const_value_type;
   const int count = to_count(send.size(), "kdist::all_gather");
-  MpiBuffer<StageS, S> in(space, send, true);
-  MpiBuffer<StageR, R> out(space, recv, false);
+  MpiBuffer<StageS, S, HostScratch::mpi_send> in(space, send, true);
+  MpiBuffer<StageR, R, HostScratch::mpi_recv> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
   watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
@@ -308,8 +311,8 @@ void reduce_scatter(const Space& space, const S& send, const R& recv, Op op, MPI
   using T = typename R::non_const_value_type;
   const MPI_Op mpi_op = to_mpi_op < T, on_host_v<StageS, S> && on_host_v < StageR, R >> (op, who);
   const int count = to_count(recv.size(), who);
-  MpiBuffer<StageS, S> in(space, send, true);
-  MpiBuffer<StageR, R> out(space, recv, false);
+  MpiBuffer<StageS, S, HostScratch::mpi_send> in(space, send, true);
+  MpiBuffer<StageR, R, HostScratch::mpi_recv> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
   watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(
@@ -328,7 +331,7 @@ template <bool Stage, class Space, class V>
 void broadcast(const Space& space, const V& view, int root, MPI_Comm comm, int rank) {
   using T = typename V::non_const_value_type;
   const int count = to_count(view.size(), "kdist::broadcast");
-  MpiBuffer<Stage, V> buf(space, view, rank == root);
+  MpiBuffer<Stage, V, HostScratch::mpi_recv> buf(space, view, rank == root);
   space.fence();
   watchdog::run<on_host_v<Stage, V>>(
       comm, "kdist::broadcast", "kdist::broadcast: MPI_Bcast",
@@ -346,8 +349,8 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
   using T = typename R::non_const_value_type;
   const int block =
       to_count(send.size() / static_cast<std::size_t>(comm_size), "kdist::all_to_all");
-  MpiBuffer<StageS, S> in(space, send, true);
-  MpiBuffer<StageR, R> out(space, recv, false);
+  MpiBuffer<StageS, S, HostScratch::mpi_send> in(space, send, true);
+  MpiBuffer<StageR, R, HostScratch::mpi_recv> out(space, recv, false);
   space.fence();
   const MPI_Datatype type = mpi::datatype<T>();
   watchdog::run<on_host_v<StageS, S> && on_host_v<StageR, R>>(

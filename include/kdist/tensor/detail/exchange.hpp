@@ -8,18 +8,18 @@
 // Copies are avoided where the geometry allows: a device's own part is copied locally, never sent
 // to itself; when every box a device sends is one contiguous run of its source block (row slabs,
 // as in shard(0) -> replicated), MPI reads straight from the block; when every box it receives is
-// a contiguous run of its target block, MPI writes straight into the target. Scratch buffers are
-// never zero-filled.
+// a contiguous run of its target block, MPI writes straight into the target. Packed messages go
+// in host scratch (parallel/detail/host_scratch.hpp: kept from call to call), never zero-filled.
 
 #include <climits>
 #include <cstddef>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
@@ -135,32 +135,31 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     recv_counts[s] = to_int(recv_boxes[s].volume());
     recv_total += recv_boxes[s].volume();
   }
-  // Packed layouts: boxes one after another.
-  std::unique_ptr<T[]> send_buf, recv_buf;
+  // Packed layouts: boxes one after another, in host scratch (kept from call to call).
   const T* send_ptr = src;
   T* recv_ptr = dst;
   if (send_direct) {
     for (std::size_t t = 0; t < devices; ++t) send_displs[t] = to_int(send_at[t]);
   } else {
-    send_buf.reset(new T[send_total]);
+    T* send_buf = host_scratch<T, HostScratch::pack>(send_total);
     std::size_t at = 0;
     for (std::size_t t = 0; t < devices; ++t) {
       send_displs[t] = to_int(at);
-      if (send_counts[t]) copy_box(src, my_src, send_buf.get() + at, send_boxes[t], send_boxes[t]);
+      if (send_counts[t]) copy_box(src, my_src, send_buf + at, send_boxes[t], send_boxes[t]);
       at += send_boxes[t].volume();
     }
-    send_ptr = send_buf.get();
+    send_ptr = send_buf;
   }
   if (recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) recv_displs[s] = to_int(recv_at[s]);
   } else {
-    recv_buf.reset(new T[recv_total]);
+    T* const recv_buf = host_scratch<T, HostScratch::unpack>(recv_total);
     std::size_t at = 0;
     for (std::size_t s = 0; s < devices; ++s) {
       recv_displs[s] = to_int(at);
       at += recv_boxes[s].volume();
     }
-    recv_ptr = recv_buf.get();
+    recv_ptr = recv_buf;
   }
   const MPI_Datatype type = kdist::mpi::datatype<T>();
   const std::string what = std::string(who) + ": MPI_Alltoallv";
