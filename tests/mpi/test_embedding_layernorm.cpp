@@ -26,6 +26,7 @@
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 
+#include "mpi/count_allocations.hpp"
 #include "mpi/mpi_test_util.hpp"
 
 namespace {
@@ -301,6 +302,42 @@ TEST(LayerNormalization, EveryInputLayoutAndVariableLayoutGivesTheValuesOfOnePro
     expect_close(got.y, want.y, what + ": y");
     expect_close(got.dx, want.dx, what + ": dx");
     expect_close(got.dgamma, want.dgamma, what + ": dgamma");
+  }
+}
+
+// Keras' center=False, scale=False: no variables, the values of a layer whose gamma is ones and
+// beta zeros (its initial values), on every mesh; its constants are made once, so repeated steps
+// allocate nothing once their shapes are seen.
+TEST(LayerNormalization, WithoutScaleAndCenterItOnlyNormalisesAndAllocatesNothingPerStep) {
+  for (const auto& shape : meshes()) {
+    const auto dist = distribution(shape, {});
+    const std::string what = "mesh " + mesh_of(shape).to_string();
+    for (const auto& [center, scale] : {std::pair{false, false}, {true, false}, {false, true}}) {
+      LayerNorm plain("ln", 1e-3, center, scale);
+      plain.build({S, F}, *dist, 0);
+      EXPECT_EQ(plain.variables().size(), (center ? 1u : 0u) + (scale ? 1u : 0u)) << what;
+      EXPECT_EQ(plain.gamma().has_value(), scale) << what;
+      EXPECT_EQ(plain.beta().has_value(), center) << what;
+      LayerNorm full("ln");  // gamma ones, beta zeros
+      full.build({S, F}, *dist, 0);
+      const Axes axes{"data", {}, {}};
+      const auto x = spread<double***>(uniform(B * S * F, 21), {B, S, F}, shape, axes);
+      const auto dy = spread<double***>(uniform(B * S * F, 22), {B, S, F}, shape, axes);
+      const auto want_y = values(full.forward(x));
+      const auto want_dx = values(*full.backward(dy, true));
+      const auto step = [&] {
+        const auto y = plain.forward(x);
+        return std::pair{y, *plain.backward(dy, true)};
+      };
+      const auto [y, dx] = step();
+      EXPECT_EQ(values(y), want_y) << what;
+      EXPECT_EQ(values(dx), want_dx) << what;
+      step();
+      const kdist::test::CountAllocations count;
+      step();
+      step();
+      EXPECT_EQ(count.seen(), "") << what << ", center " << center << ", scale " << scale;
+    }
   }
 }
 

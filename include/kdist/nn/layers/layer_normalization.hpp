@@ -111,6 +111,14 @@ class BasicLayerNormalization {
       beta_ = Variable<T*>{path, Vector::zeros({features}, layout, path),
                            Vector::zeros({features}, layout, path + "/grad")};
     }
+    // Without gamma or beta the kernels take constant ones or zeros, made once here.
+    ones_ = zeros_ = typename Vector::view_type();
+    if (!scale_) {
+      ones_ = typename Vector::view_type(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/ones"), features);
+      Kokkos::deep_copy(ones_, T(1));
+    }
+    if (!center_) zeros_ = typename Vector::view_type(name_ + "/zeros", features);
     output_layout_ = dist.get_tensor_layout(name_ + "/output");
   }
 
@@ -172,16 +180,12 @@ class BasicLayerNormalization {
     return Rows(v.data(), rows, v.extent(last));
   }
 
-  //! gamma or beta whole on this process, or `fill` when the layer has none.
-  typename Vector::view_type whole(const std::optional<Variable<T*>>& v, T fill,
+  //! gamma or beta whole on this process, or `constant` (ones_ or zeros_) when the layer has none.
+  typename Vector::view_type whole(const std::optional<Variable<T*>>& v,
+                                   const typename Vector::view_type& constant,
                                    const std::optional<RuntimeDeviceMesh>& mesh,
                                    ReusableViews<typename Vector::view_type>& buffers) {
-    if (!v) {
-      typename Vector::view_type out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "fill"),
-                                     features_);
-      Kokkos::deep_copy(out, fill);
-      return out;
-    }
+    if (!v) return constant;
     RuntimeTensorLayout replicated({DimAxes()}, mesh);
     if (v->value.layout() == replicated) return v->value.local();
     return redistribute(v->value, replicated, buffers).local();
@@ -205,10 +209,10 @@ class BasicLayerNormalization {
     const std::size_t n = x_rows_.extent(0);
     mean_ = mean_views_.get("mean", n);
     rstd_ = rstd_views_.get("rstd", n);
-    gamma_whole_ = whole(gamma_, T(1), mesh, gamma_moved_);
+    gamma_whole_ = whole(gamma_, ones_, mesh, gamma_moved_);
     auto y = outputs_.get_like(name_ + "/y", x.local());
-    ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, T(0), mesh, beta_moved_), epsilon_,
-                            as_rows(y), mean_, rstd_);
+    ops::layer_norm_forward(x_rows_, gamma_whole_, whole(beta_, zeros_, mesh, beta_moved_),
+                            epsilon_, as_rows(y), mean_, rstd_);
     auto out = Tensor::from_local(y, x.shape(), x.layout());
     if (output_layout_) return redistribute(out, *output_layout_, y_moved_);
     return out;
@@ -257,6 +261,7 @@ class BasicLayerNormalization {
   std::variant<std::monostate, Matrix, Sequence> x_;
   Rows x_rows_;
   typename Vector::view_type mean_, rstd_, gamma_whole_;
+  typename Vector::view_type ones_, zeros_;  // gamma and beta of a layer without them (constants)
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   LayerBuffers<T> outputs_, gradients_;
   ReusableViews<typename Vector::view_type> mean_views_, rstd_views_, dgamma_views_, dbeta_views_;
