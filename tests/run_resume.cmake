@@ -24,6 +24,12 @@ set(_sharded "d1/kernel [^\n]*optimizer state sharded: elements \\[0, 78400\\)")
 if(SHARDED AND NOT _first MATCHES "${_sharded}")
   message(FATAL_ERROR "the optimizer state was not sharded:\n${_first}")
 endif()
+# The small variables are owned whole, the largest first to process 0 (which prints):
+# d2/kernel (8000 bytes) here, d2/bias (40) on process 1.
+set(_owned "d2/kernel [^\n]*elements \\[0, 2000\\)[^\n]*\n[^\n]*d2/bias [^\n]*optimizer state on another process")
+if(SHARDED AND NOT _first MATCHES "${_owned}")
+  message(FATAL_ERROR "the small variables' optimizer state was not owned whole:\n${_first}")
+endif()
 if(NOT _first MATCHES "Saved [^\n]*checkpoint.h5 \\(epoch 1\\)")
   message(FATAL_ERROR "no checkpoint saved:\n${_first}")
 endif()

@@ -100,8 +100,12 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
       std::cout << "  " << v.path << " " << kdist::detail::shape_repr(v.shape) << " "
                 << v.layout.axes_repr();
       if (const auto part = model.optimizer_state_part(v.path)) {  // KDIST_SHARD_OPTIMIZER_STATE
-        std::cout << ", optimizer state sharded: elements [" << part->first << ", "
-                  << part->first + part->second << ") of its block here";
+        if (part->second == 0) {
+          std::cout << ", optimizer state on another process";  // a small variable owned whole
+        } else {
+          std::cout << ", optimizer state sharded: elements [" << part->first << ", "
+                    << part->first + part->second << ") of its block here";
+        }
       }
       std::cout << "\n";
     }

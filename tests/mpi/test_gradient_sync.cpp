@@ -2,7 +2,8 @@
 // Non-blocking collectives and the data-parallel gradient sync (issue 21, kdist/nn/
 // gradient_sync.hpp): kdist::start_all_reduce sums while other work runs and reports bad
 // arguments; Sequential's gradient all-reduces, bucketed or not, overlapped or not, and its
-// optimizer state sharded over the processes (ZeRO-1) or not, train to the same weights (bit for
+// optimizer state sharded over the processes (ZeRO-1: large variables split in parts, small ones
+// owned whole by one process) or not, train to the same weights (bit for
 // bit where the summation order cannot change), start as many collectives as the buckets and
 // shards say, and bad settings are the same ValueError on every process.
 #include <gtest/gtest.h>
@@ -172,23 +173,38 @@ TEST(ShardedOptimizerState, TrainsToTheSameWeightsAndState) {
     EXPECT_EQ(all.per_step.all_gathers, 4 * many);
     EXPECT_EQ(all.per_step.all_reduces, 0U);
   }
-  // 1 KiB buckets: d1/kernel (2560 bytes) sharded, the three small ones whole, in one bucket.
-  const auto big =
-      train_with({.overlap = true, .bucket_bytes = 1024, .shard_optimizer_state = true});
-  expect_same_state(big, base, "d1/kernel sharded");
-  EXPECT_EQ(big.per_step.reduce_scatters, 1 * many);
-  EXPECT_EQ(big.per_step.all_gathers, 1 * many);
-  EXPECT_EQ(big.per_step.all_reduces, 1 * many);
-  EXPECT_EQ(big.per_step.bucketed_gradients, 3 * many);
+  // 1 KiB buckets: d1/kernel (2560 bytes) split in parts; the three small ones in one bucket,
+  // all-reduced, each owned whole by one process, and gathered in one all-gather.
+  for (const bool overlap : {true, false}) {
+    const auto big =
+        train_with({.overlap = overlap, .bucket_bytes = 1024, .shard_optimizer_state = true});
+    expect_same_state(big, base, overlap ? "d1/kernel split" : "d1/kernel split, overlap off");
+    EXPECT_EQ(big.per_step.reduce_scatters, 1 * many);
+    EXPECT_EQ(big.per_step.all_gathers, 2 * many);
+    EXPECT_EQ(big.per_step.all_reduces, 1 * many);
+    EXPECT_EQ(big.per_step.bucketed_gradients, 3 * many);
+  }
+  // 4 KiB buckets: every variable owned whole, one bucket and one all-gather a step.
+  const auto owned =
+      train_with({.overlap = true, .bucket_bytes = 4096, .shard_optimizer_state = true});
+  expect_same_state(owned, base, "every variable owned whole");
+  EXPECT_EQ(owned.per_step.reduce_scatters, 0U);
+  EXPECT_EQ(owned.per_step.all_gathers, 1 * many);
+  EXPECT_EQ(owned.per_step.all_reduces, 1 * many);
+  EXPECT_EQ(owned.per_step.bucketed_gradients, 4 * many);
 
   // Keras' global_clipnorm: the norm sums each part once (a limit low enough to clip).
   const auto clipped = kdist::Adam(0.01).with_global_clipnorm(0.05);
   const auto clipped_base = train_with({.overlap = true, .bucket_bytes = 0}, clipped);
-  const auto clipped_sharded =
-      train_with({.overlap = true, .bucket_bytes = 0, .shard_optimizer_state = true}, clipped);
-  // The norm sums the parts separately: the same within rounding, not bit for bit.
-  for (const auto& [path, w] : clipped_base.state) {
-    EXPECT_LT(kdist::test::worst_relative(clipped_sharded.state.at(path), w), 1e-5) << path;
+  // The norm sums the parts separately: the same within rounding, not bit for bit. Split parts
+  // (no buckets) and variables owned whole (1 KiB buckets: d1/kernel split, three owned).
+  for (const std::size_t bucket : {0, 1024}) {
+    const auto clipped_sharded = train_with(
+        {.overlap = true, .bucket_bytes = bucket, .shard_optimizer_state = true}, clipped);
+    for (const auto& [path, w] : clipped_base.state) {
+      EXPECT_LT(kdist::test::worst_relative(clipped_sharded.state.at(path), w), 1e-5)
+          << path << ", buckets of " << bucket;
+    }
   }
   bool clip_changed_something = false;
   for (const auto& [path, w] : base.state) {
@@ -203,10 +219,22 @@ TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {
   m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
             kdist::Adam(0.01), 5);
   const auto part = m.optimizer_state_part("d1/kernel");
-  EXPECT_FALSE(m.optimizer_state_part("d1/bias"));  // 40 bytes: under the bucket size
   if (world_size() == 1) {
     EXPECT_FALSE(part);  // no other process to share it with
+    EXPECT_FALSE(m.optimizer_state_part("d1/bias"));
   } else {
+    // Under the bucket size, owned whole, the owners balancing the bytes: d2/kernel (400 bytes)
+    // first to process 0, then d1/bias and d2/bias (40 each) to the processes with the least.
+    const std::size_t r = static_cast<std::size_t>(world_rank());
+    const auto owned = [&](const char* path, std::size_t elements, std::size_t owner) {
+      const auto p = m.optimizer_state_part(path);
+      ASSERT_TRUE(p) << path;
+      EXPECT_EQ(*p, (std::pair<std::size_t, std::size_t>{0, r == owner ? elements : 0}))
+          << path << " on process " << r;
+    };
+    owned("d2/kernel", 100, 0);
+    owned("d1/bias", 10, 1);
+    owned("d2/bias", 10, world_size() == 2 ? 1 : 2);
     // 640 elements in parts of 640 / P, in rank order.
     ASSERT_TRUE(part);
     const std::size_t size = 640 / static_cast<std::size_t>(world_size());
@@ -229,33 +257,51 @@ TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {
   EXPECT_TRUE(contains(unknown, "no variable is at 'd9'")) << unknown;
 }
 
-TEST(ShardedOptimizerState, SwitchedAfterCompileKeepsTheState) {
-  // 3 steps whole, 3 sharded, 3 whole again: the state moves into the parts and back.
-  auto run = [](bool switching) {
-    auto m = kdist::test::small_model();
-    m.set_gradient_sync({.bucket_bytes = 0});
-    m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
-              kdist::Adam(0.01), 5);
-    const auto data = kdist::test::small_data();
-    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
-    if (switching) m.set_gradient_sync({.bucket_bytes = 0, .shard_optimizer_state = true});
-    const auto mid = kdist::test::state_of(m);  // gathered from the parts when sharded
-    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
-    if (switching) m.set_gradient_sync({.bucket_bytes = 0});
-    m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
-    return std::pair{mid, Trained{kdist::test::state_of(m), {}}};
-  };
-  const auto [mid_whole, whole] = run(false);
-  const auto [mid_switched, switched] = run(true);
-  kdist::test::expect_bitwise_equal(mid_switched, mid_whole, "gathered after resharding");
-  expect_same_state(switched, whole, "switched on and off");
+TEST(ShardedOptimizerState, OwnersBalanceTheBytes) {
+  // The largest first, each to the process with the fewest bytes so far (the lowest on a tie).
+  using kdist::detail::assign_owners;
+  EXPECT_EQ(assign_owners({40, 400, 40}, 2), (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(assign_owners({40, 400, 40}, 4), (std::vector<int>{1, 0, 2}));
+  EXPECT_EQ(assign_owners({10, 30, 20, 20, 10}, 2), (std::vector<int>{0, 0, 1, 1, 0}));
+  EXPECT_EQ(assign_owners({5, 5}, 1), (std::vector<int>{0, 0}));
+  EXPECT_TRUE(assign_owners({}, 3).empty());
 }
 
-TEST(ShardedOptimizerState, SlotsWrittenAsWholeBlocksLandInTheParts) {
+TEST(ShardedOptimizerState, SwitchedAfterCompileKeepsTheState) {
+  // 3 steps whole, 3 sharded, 3 whole again: the state moves into the parts and back. Sharded
+  // with no buckets (every variable split) and 1 KiB buckets (d1/kernel split, three owned).
+  for (const std::size_t bucket : {0, 1024}) {
+    auto run = [bucket](bool switching) {
+      auto m = kdist::test::small_model();
+      m.set_gradient_sync({.bucket_bytes = 0});
+      m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                kdist::Adam(0.01), 5);
+      const auto data = kdist::test::small_data();
+      m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+      if (switching) m.set_gradient_sync({.bucket_bytes = bucket, .shard_optimizer_state = true});
+      const auto mid = kdist::test::state_of(m);  // gathered from the parts when sharded
+      m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+      if (switching) m.set_gradient_sync({.bucket_bytes = 0});
+      m.fit(data, {.batch_size = 16, .epochs = 1, .verbose = 0});
+      return std::pair{mid, Trained{kdist::test::state_of(m), {}}};
+    };
+    const auto [mid_whole, whole] = run(false);
+    const auto [mid_switched, switched] = run(true);
+    const std::string what = "buckets of " + std::to_string(bucket);
+    kdist::test::expect_bitwise_equal(mid_switched, mid_whole,
+                                      "gathered after resharding, " + what);
+    expect_same_state(switched, whole, "switched on and off, " + what);
+  }
+}
+
+class SlotsWrittenAsWholeBlocks : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(SlotsWrittenAsWholeBlocks, LandInTheParts) {
   // What a checkpoint's or a Keras file's load does: write whole slots through
-  // for_each_variable_with_slots; each process keeps its part, and the state reads back whole.
+  // for_each_variable_with_slots; each process keeps its part (or the whole block of a variable it
+  // owns, nothing of one it does not), and the state reads back whole.
   auto m = kdist::test::small_model();
-  m.set_gradient_sync({.bucket_bytes = 0, .shard_optimizer_state = true});
+  m.set_gradient_sync({.bucket_bytes = GetParam(), .shard_optimizer_state = true});
   m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
             kdist::Adam(0.01), 5);
   float next = 1;
@@ -278,6 +324,9 @@ TEST(ShardedOptimizerState, SlotsWrittenAsWholeBlocksLandInTheParts) {
     EXPECT_EQ(whole.at(path), w) << path;
   }
 }
+// No buckets: every variable split in parts. 1 KiB buckets: d1/kernel split, the others owned.
+INSTANTIATE_TEST_SUITE_P(ShardedOptimizerState, SlotsWrittenAsWholeBlocks,
+                         ::testing::Values(std::size_t{0}, std::size_t{1024}));
 
 // A setting: the message every process got from compile with it (and the environment as set).
 std::string compile_error(const std::optional<kdist::GradientSyncOptions>& options) {
@@ -330,7 +379,7 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
     EXPECT_FALSE(m.gradient_sync().overlap);
     EXPECT_TRUE(m.gradient_sync().shard_optimizer_state);
     EXPECT_EQ(m.optimizer_state_part("d1/kernel").has_value(), world_size() > 1);  // 2560 bytes
-    EXPECT_FALSE(m.optimizer_state_part("d1/bias").has_value());
+    EXPECT_EQ(m.optimizer_state_part("d1/bias").has_value(), world_size() > 1);    // owned whole
     m.set_gradient_sync({.overlap = true, .bucket_bytes = 0});
     EXPECT_EQ(m.gradient_sync().bucket_bytes, 0U);
     EXPECT_TRUE(m.gradient_sync().overlap);

@@ -16,8 +16,11 @@
 //!   the gradients became ready (the last layer's first), so it updates the first variables while
 //!   the last all-reduces are still under way.
 //! With `shard_optimizer_state` (ZeRO-1, kdist/nn/optimizer_state_shards.hpp) a gradient whose
-//! optimizer state is sharded is reduce-scattered instead (never bucketed), and the optimizer
-//! all-gathers the variable's updated parts (all_gather_parts), waited for at the step's end.
+//! optimizer state is split in parts is reduce-scattered instead (never bucketed), and the
+//! optimizer all-gathers the variable's updated parts (all_gather_parts); a small variable owned
+//! whole by one process keeps its place in a bucket, and its owner's update reaches the other
+//! processes in one all-gather of every owned variable (gather_owned, start_owned_gathers). Both
+//! are waited for at the step's end.
 //! With `overlap` off every all-reduce starts after the backward pass (the same buckets). Any
 //! other case (no scope, device memory, a reduce-scatter into a sharded gradient) is the
 //! blocking kdist::redistribute_into. The sums are those of the blocking path bit for bit on 2
@@ -58,11 +61,13 @@ struct GradientSyncOptions {
   //! Gradients under this many bytes share buckets of about this size; larger ones are reduced
   //! on their own, in place. 0: every gradient on its own (`KDIST_GRADIENT_BUCKET_KB`, KiB).
   std::size_t bucket_bytes = std::size_t{256} << 10;
-  //! ZeRO stage 1 (kdist/nn/optimizer_state_shards.hpp): each of the P processes along the batch
-  //! axis keeps the optimizer state of 1/P of every replicated variable of at least
-  //! `bucket_bytes` (all of them when that is 0), its gradient reduce-scattered, its part
-  //! updated, the parts all-gathered (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory
-  //! only.
+  //! ZeRO stage 1 (kdist/nn/optimizer_state_shards.hpp): the P processes along the batch axis
+  //! share the optimizer state of every replicated variable. One of at least `bucket_bytes` (all
+  //! of them when that is 0) is split in P parts: its gradient reduce-scattered, each part
+  //! updated by its process, the parts all-gathered. A smaller one is owned whole by one process
+  //! (the owners balance the bytes): its gradient bucketed and all-reduced as without sharding,
+  //! its owner alone updating it, every owner's variables all-gathered together
+  //! (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory only.
   bool shard_optimizer_state = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
@@ -190,6 +195,7 @@ class GradientSync {
   void set_state_shards(std::vector<std::pair<const void*, StateShard>> shards) {
     wait_all();
     shards_ = std::move(shards);
+    owned_.clear();
   }
   //! The part of the gradient at `gradient` when its optimizer state is sharded, else null.
   const StateShard* state_shard(const void* gradient) const {
@@ -207,7 +213,7 @@ class GradientSync {
     wait_for(gradient.data());  // the same gradient twice in a step: the first sum lands first
     const std::size_t bytes = gradient.size() * sizeof(T);
     if (const StateShard* shard = state_shard(gradient.data());
-        shard != nullptr && shard->comm == comm) {
+        shard != nullptr && !shard->owned_whole && shard->comm == comm) {
       Launch launch;
       launch.kind = Launch::Kind::reduce_scatter;
       launch.start = [s = summand, g = gradient, shard] {
@@ -257,6 +263,85 @@ class GradientSync {
     start(launches_.back());
   }
 
+  //! Records the variable block `value`, owned whole by one process as `shard` says and updated
+  //! there this step, for start_owned_gathers. Every process records the same blocks in the same
+  //! order.
+  template <class T>
+  void gather_owned(T* value, const StateShard& shard) {
+    const MPI_Datatype type = mpi::datatype<T>();
+    const int owner = shard.owner();
+    const std::size_t elements = static_cast<std::size_t>(shard.counts.at(owner));
+    auto group = std::find_if(owned_.begin(), owned_.end(), [&](const OwnedGather& g) {
+      return !g.started && g.comm == shard.comm && g.type == type;
+    });
+    if (group == owned_.end()) {
+      OwnedGather g;
+      g.comm = shard.comm;
+      g.type = type;
+      g.element_bytes = sizeof(T);
+      g.me = shard.part;
+      g.counts.assign(shard.counts.size(), 0);
+      owned_.push_back(std::move(g));
+      group = owned_.end() - 1;
+    }
+    group->blocks.push_back({reinterpret_cast<std::byte*>(value), elements * sizeof(T), owner});
+    group->counts.at(static_cast<std::size_t>(owner)) += static_cast<int>(elements);
+  }
+
+  //! Starts one all-gather per communicator and type of the blocks gather_owned recorded: each
+  //! owner's blocks, one after the other, fill its part of a buffer kept from step to step, and
+  //! the other owners' come out into this process's blocks when it completes (wait_all).
+  void start_owned_gathers() {
+    for (std::size_t i = 0; i < owned_.size(); ++i) {
+      OwnedGather& g = owned_[i];
+      if (g.started || g.blocks.empty()) continue;
+      g.displs.assign(g.counts.size(), 0);
+      for (std::size_t r = 1; r < g.counts.size(); ++r)
+        g.displs[r] = g.displs[r - 1] + g.counts[r - 1];
+      const std::size_t total =
+          static_cast<std::size_t>(g.displs.back() + g.counts.back()) * g.element_bytes;
+      if (pool_used_ == pool_.size()) pool_.emplace_back();
+      g.storage = pool_used_++;
+      auto& storage = pool_[g.storage];
+      if (storage.size() < total) storage.resize(total);
+      std::size_t at =
+          static_cast<std::size_t>(g.displs[static_cast<std::size_t>(g.me)]) * g.element_bytes;
+      for (const OwnedBlock& b : g.blocks) {
+        if (b.owner != g.me) continue;
+        std::memcpy(storage.data() + at, b.value, b.bytes);
+        at += b.bytes;
+      }
+      g.started = true;
+      Launch launch;
+      launch.kind = Launch::Kind::all_gather;
+      launch.start = [this, i] {
+        OwnedGather& o = owned_[i];
+        MPI_Request request = MPI_REQUEST_NULL;
+        mpi::detail::check_mpi(
+            MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, pool_[o.storage].data(),
+                            o.counts.data(), o.displs.data(), o.type, o.comm, &request),
+            "kdist: MPI_Iallgatherv (variables owned whole, optimizer state sharding)");
+        return CollectiveRequest(request, o.comm, "kdist::all_gather", nullptr);
+      };
+      launch.finish = [this, i] {
+        const OwnedGather& o = owned_[i];
+        std::vector<std::size_t>& next = owned_cursor_;  // each owner's next block in the buffer
+        next.assign(o.counts.size(), 0);
+        for (std::size_t r = 0; r < next.size(); ++r) {
+          next[r] = static_cast<std::size_t>(o.displs[r]) * o.element_bytes;
+        }
+        const std::byte* buffer = pool_[o.storage].data();
+        for (const OwnedBlock& b : o.blocks) {
+          std::size_t& from = next[static_cast<std::size_t>(b.owner)];
+          if (b.owner != o.me) std::memcpy(b.value, buffer + from, b.bytes);
+          from += b.bytes;
+        }
+      };
+      launches_.push_back(std::move(launch));
+      start(launches_.back());
+    }
+  }
+
   //! Lets MPI progress the started all-reduces (between layers of the backward pass).
   void progress() {
     for (auto& l : launches_) {
@@ -300,6 +385,11 @@ class GradientSync {
     launches_.clear();
     targets_.clear();
     buckets_.clear();
+    for (auto& g : owned_) {
+      g.blocks.clear();
+      std::fill(g.counts.begin(), g.counts.end(), 0);
+      g.started = false;
+    }
     pool_used_ = 0;
   }
 
@@ -338,6 +428,24 @@ class GradientSync {
     std::vector<std::size_t> targets;  // indices into targets_
   };
   std::byte* memory(const Bucket& b) { return pool_[b.storage].data(); }
+  //! A variable block owned whole by one process (gather_owned).
+  struct OwnedBlock {
+    std::byte* value;
+    std::size_t bytes;
+    int owner;  // rank in the group's communicator
+  };
+  //! The owned blocks of one communicator and type: one all-gather.
+  struct OwnedGather {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    std::size_t element_bytes = 0;
+    int me = 0;               // this process's rank in comm
+    std::vector<int> counts;  // elements each rank owns
+    std::vector<int> displs;  // where each rank's blocks start in the buffer
+    std::vector<OwnedBlock> blocks;
+    std::size_t storage = 0;  // pool_[storage]
+    bool started = false;
+  };
 
   //! The open bucket of (comm, T), made when there is none.
   template <class T>
@@ -413,6 +521,8 @@ class GradientSync {
   std::vector<Launch> launches_;
   std::vector<Target> targets_;
   std::vector<Bucket> buckets_;
+  std::vector<OwnedGather> owned_;  // kept from step to step (their vectors' memory with them)
+  std::vector<std::size_t> owned_cursor_;
   std::vector<std::vector<std::byte>> pool_;  // bucket memory, reused step after step
   std::size_t pool_used_ = 0;
   GradientSyncCounts counts_;

@@ -211,8 +211,9 @@ class BasicSequential {
   }
   //! Whether the optimizer state of the variable at `path` is sharded over the data-parallel
   //! processes (GradientSyncOptions::shard_optimizer_state), and this process's part of its block
-  //! then: {first element, element count}. Errors: kdist::ValueError for a path that is no
-  //! variable's.
+  //! then: {first element, element count}; a small variable owned whole by one process is
+  //! {0, its size} there and {0, 0} on the others. Errors: kdist::ValueError for a path that is
+  //! no variable's.
   std::optional<std::pair<std::size_t, std::size_t>> optimizer_state_part(std::string_view path) {
     require_compiled("optimizer_state_part");
     std::size_t k = 0;
@@ -647,23 +648,37 @@ class BasicSequential {
               }
               optimizer_.update_step(param, grad, std::span<const OptimizerView<T>>(slots),
                                      v->path);
-              if (shard) gradient_sync_.all_gather_parts(v->value.local().data(), *shard);
+              if (shard && shard->owned_whole) {
+                gradient_sync_.gather_owned(v->value.local().data(), *shard);
+              } else if (shard) {
+                gradient_sync_.all_gather_parts(v->value.local().data(), *shard);
+              }
               gradient_sync_.progress();  // answer the other processes' all-reduce messages
             },
             refs[r]);
       }
     }
+    gradient_sync_.start_owned_gathers();
     gradient_sync_.wait_all();
     optimizer_.finish_step();
   }
   //! Which variables' optimizer state is sharded, and how (GradientSyncOptions::
-  //! shard_optimizer_state): those replicated over the batch axis, in host memory, of at least
-  //! bucket_bytes (smaller ones share buckets). Errors: kdist::ValueError for the setting on
-  //! device memory.
+  //! shard_optimizer_state): those replicated over the batch axis, in host memory; split in parts
+  //! when of at least bucket_bytes (or bucket_bytes is 0), else owned whole by one process, the
+  //! owners balancing the bytes among the processes of each communicator (their gradients share
+  //! buckets; optimizer_state_shards.hpp). Errors: kdist::ValueError for the setting on device
+  //! memory.
   std::vector<std::optional<detail::StateShard>> plan_state_shards() {
     std::vector<std::optional<detail::StateShard>> out;
     const GradientSyncOptions& o = gradient_sync_.options();
     const auto& batch = dist_->batch_dim_name();
+    struct Small {  // a variable to be owned whole
+      std::size_t k;
+      std::size_t elements;
+      MPI_Comm comm;
+      std::size_t axis;
+    };
+    std::vector<Small> small;
     for_each_variable([&](auto& v) {
       std::optional<detail::StateShard> shard;
       const RuntimeDeviceMesh& mesh = v.value.device_mesh();
@@ -671,12 +686,15 @@ class BasicSequential {
       const auto copies_along = v.value.layout().replicated_mesh_axes();
       const std::size_t n = v.value.local().size();
       if (o.shard_optimizer_state && axis && mesh.shape()[*axis] > 1 &&
-          std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end() &&
-          (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes)) {
+          std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end()) {
         using Memory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
         if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
-          shard = detail::make_state_shard(n, sizeof(T), communicators(mesh).comm(*batch).get(),
-                                           {*axis});
+          const MPI_Comm comm = communicators(mesh).comm(*batch).get();
+          if (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes) {
+            shard = detail::make_state_shard(n, sizeof(T), comm, {*axis});
+          } else {
+            small.push_back({out.size(), n, comm, *axis});
+          }
         } else {
           throw ValueError(
               "kdist::GradientSyncOptions::shard_optimizer_state (KDIST_SHARD_OPTIMIZER_STATE) "
@@ -686,6 +704,26 @@ class BasicSequential {
       }
       out.push_back(std::move(shard));
     });
+    // The owners of the small ones, per communicator: the same sizes in the same order on each
+    // of its processes (they hold the same blocks), so the same owners.
+    std::vector<bool> done(small.size(), false);
+    for (std::size_t i = 0; i < small.size(); ++i) {
+      if (done[i]) continue;
+      std::vector<std::size_t> members, bytes;
+      for (std::size_t j = i; j < small.size(); ++j) {
+        if (small[j].comm != small[i].comm) continue;
+        members.push_back(j);
+        bytes.push_back(small[j].elements * sizeof(T));
+        done[j] = true;
+      }
+      int processes = 1;
+      mpi::detail::check_mpi(MPI_Comm_size(small[i].comm, &processes), "kdist: MPI_Comm_size");
+      const std::vector<int> owners = detail::assign_owners(bytes, processes);
+      for (std::size_t m = 0; m < members.size(); ++m) {
+        const Small& s = small[members[m]];
+        out[s.k] = detail::make_owned_state_shard(s.elements, owners[m], s.comm, {s.axis});
+      }
+    }
     return out;
   }
   //! The gradient sync's copy of the shards, keyed by each gradient block's address.
@@ -731,8 +769,9 @@ class BasicSequential {
     for_each_variable([&](auto& v) {
       const auto& now = state_shards_[k];
       const auto& then = next[k];
-      const bool same = (!now && !then) ||
-                        (now && then && now->counts == then->counts && now->comm == then->comm);
+      const bool same =
+          (!now && !then) || (now && then && now->counts == then->counts &&
+                              now->comm == then->comm && now->owned_whole == then->owned_whole);
       if (!same) {
         using View = typename std::decay_t<decltype(v.value)>::view_type;
         for (std::size_t i = 0; i < slots_[k].size(); ++i) {

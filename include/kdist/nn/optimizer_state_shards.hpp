@@ -15,9 +15,19 @@
 //! in whole 64-byte lines (16 floats): each part starts on a cache line, so the optimizer's
 //! vectorised loop splits a part into the same vector body and scalar ends as it splits the whole
 //! block (the same bits: GCC contracts the scalar ends into FMAs, the vector body not), and no two
-//! processes' parts share a line. kdist::Sequential decides which variables are
-//! sharded and keeps their state (kdist/nn/model.hpp); the gradient sync starts the collectives
-//! (kdist/nn/gradient_sync.hpp).
+//! processes' parts share a line.
+//!
+//! Small variables, whose gradients share buckets (GradientSyncOptions::bucket_bytes), are not
+//! split: each is *owned* whole by one process (PyTorch's ZeroRedundancyOptimizer partitions
+//! parameters so), the owners chosen to balance the bytes (`assign_owners`). Their bucket is
+//! all-reduced as without sharding, the owner alone updates the variable and keeps its state, and
+//! one all-gather per step brings every owner's updated variables to every process
+//! (GradientSync::gather_owned): a few collectives a step for any number of small variables,
+//! where splitting each would cost two of its own (38 small gradients in the GPT of
+//! docs/benchmarks.md).
+//!
+//! kdist::Sequential decides which variables are sharded and keeps their state
+//! (kdist/nn/model.hpp); the gradient sync starts the collectives (kdist/nn/gradient_sync.hpp).
 
 #include <mpi.h>
 
@@ -44,9 +54,17 @@ struct StateShard {
   std::vector<int> counts;   //!< elements of each process's part, in rank order
   std::vector<int> offsets;  //!< where each part starts in the block
   int part = 0;              //!< this process's rank in `comm`: its part
+  //! The block is not split: one process owns all of it (counts is the block's size at the
+  //! owner, 0 elsewhere; every offset 0), its gradient all-reduced whole (it shares a bucket).
+  bool owned_whole = false;
 
   std::size_t begin() const { return static_cast<std::size_t>(offsets[part]); }
   std::size_t size() const { return static_cast<std::size_t>(counts[part]); }
+  //! The rank in `comm` of the process that updates the block (owned_whole).
+  int owner() const {
+    return static_cast<int>(
+        std::find_if(counts.begin(), counts.end(), [](int c) { return c > 0; }) - counts.begin());
+  }
 };
 
 //! The parts of a block of `n` elements of `element_bytes` each over the processes of `comm`
@@ -75,6 +93,41 @@ inline StateShard make_state_shard(std::size_t n, std::size_t element_bytes, MPI
     offset += count;
   }
   return s;
+}
+
+//! The block of `n` elements owned whole by the process of rank `owner` in `comm` (spanning
+//! `mesh_axes`): a small variable's (see the file's comment).
+inline StateShard make_owned_state_shard(std::size_t n, int owner, MPI_Comm comm,
+                                         std::vector<std::size_t> mesh_axes) {
+  StateShard s;
+  s.comm = comm;
+  s.mesh_axes = std::move(mesh_axes);
+  s.owned_whole = true;
+  int size = 1;
+  mpi::detail::check_mpi(MPI_Comm_size(comm, &size), "kdist: MPI_Comm_size");
+  mpi::detail::check_mpi(MPI_Comm_rank(comm, &s.part), "kdist: MPI_Comm_rank");
+  s.counts.assign(static_cast<std::size_t>(size), 0);
+  s.offsets.assign(static_cast<std::size_t>(size), 0);
+  s.counts.at(static_cast<std::size_t>(owner)) = static_cast<int>(n);
+  return s;
+}
+
+//! Owners for blocks of `sizes` bytes among `processes` processes, balancing the bytes each one
+//! updates: the largest block first, each to the process with the fewest bytes so far (the
+//! lowest rank on a tie). The same sizes give the same owners on every process.
+inline std::vector<int> assign_owners(const std::vector<std::size_t>& sizes, int processes) {
+  std::vector<std::size_t> order(sizes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<std::size_t> load(static_cast<std::size_t>(std::max(processes, 1)), 0);
+  std::vector<int> owners(sizes.size(), 0);
+  for (const std::size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    owners[i] = static_cast<int>(least);
+    load[static_cast<std::size_t>(least)] += sizes[i];
+  }
+  return owners;
 }
 
 //! Starts summing `summand` (a whole block) over the shard's processes into this process's part

@@ -20,6 +20,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/parallel/concepts.hpp>
+#include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/tensor/detail/box.hpp>
 #include <kdist/tensor/detail/exchange.hpp>
@@ -66,11 +67,11 @@ struct SameReplica {
   }
 };
 
-//! Host copy of a tensor's local block as stored, a summand when the tensor is partial (no copy
-//! when it already lives on the host).
+//! A host copy of t's block (its summand when t is a pending sum) for the length of one call:
+//! the block itself in host memory, else a copy in host scratch (nothing allocated).
 template <class Tensor>
-auto host_local(const Tensor& t) {
-  auto h = Kokkos::create_mirror_view(t.local_summand());
+auto host_local_in_scratch(const Tensor& t) {
+  auto h = host_view_in_scratch<HostScratch::source>(t.local_summand());
   Kokkos::deep_copy(h, t.local_summand());
   return h;
 }
@@ -385,7 +386,7 @@ Kokkos::View<DataType, Kokkos::LayoutRight, Kokkos::HostSpace> full_tensor(
   if (here) ext = t.shape();
   Host out = detail::make_view<Host>("kdist::full_tensor", ext, std::make_index_sequence<R>{},
                                      /*zero=*/t.is_partial());
-  auto src = detail::host_local(t);
+  auto src = detail::host_local_in_scratch(t);
   std::vector<detail::Box<R>> blocks;
   for (std::size_t d = 0; d < n; ++d) blocks.push_back(t.block_of(d));
   detail::SameReplica sender(t.device_mesh(),

@@ -61,15 +61,6 @@ RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
                                   std::span<const std::size_t>(t.shape().data(), t.shape().size()));
 }
 
-//! A host copy of t's block (its summand when t is a pending sum) for the length of one call:
-//! the block itself in host memory, else a copy in host scratch (nothing allocated).
-template <class Tensor>
-auto host_local_in_scratch(const Tensor& t) {
-  auto h = host_view_in_scratch<HostScratch::source>(t.local_summand());
-  Kokkos::deep_copy(h, t.local_summand());
-  return h;
-}
-
 //! The reduce_scatter step: `out`'s block of the sum over `step.axes` of `t`'s summands, which
 //! hold the whole of dimension `step.dim`. One kdist::reduce_scatter over those axes'
 //! communicator (ranked row-major over them in the order listed, as the target's shards are).
