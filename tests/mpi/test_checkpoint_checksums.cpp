@@ -139,9 +139,9 @@ TEST_F(CheckpointChecksums, EveryDatasetHasAFletcher32ChecksumAndRoundTripsBitFo
       for (const char* name :
            {"variables/d1/kernel", "variables/d1/bias", "variables/d2/kernel", "variables/d2/bias",
             "optimizer/d1/kernel/slot0", "optimizer/d1/kernel/slot1", "optimizer/d2/bias/slot1"}) {
-        const auto s = storage_of(path, name);
-        EXPECT_TRUE(s.chunked) << name;
-        EXPECT_TRUE(s.fletcher32) << name;
+        const auto stored = storage_of(path, name);
+        EXPECT_TRUE(stored.chunked) << name;
+        EXPECT_TRUE(stored.fletcher32) << name;
       }
     }
     for (const auto& dist : dists) {
@@ -300,7 +300,9 @@ TEST_F(CheckpointChecksums, AKerasWeightsFileWithoutChecksumsStillLoads) {
     WithoutChecksums old;
     kdist::save_keras_weights(saved, path);
   }
-  if (world_rank() == 0) EXPECT_FALSE(storage_of(path, "layers/dense/vars/0").fletcher32);
+  if (world_rank() == 0) {
+    EXPECT_FALSE(storage_of(path, "layers/dense/vars/0").fletcher32);
+  }
   auto loaded = small_model();
   loaded.compile(distributions().front(), kdist::Loss::mean_squared_error, kdist::Adam(0.01), 99);
   EXPECT_TRUE(kdist::load_keras_weights(loaded, path).optimizer_loaded);

@@ -100,7 +100,9 @@ void expect_reduce_scatter(const std::array<std::size_t, 2>& shape, std::size_t 
   for (int call = 0; call < 2; ++call) {
     auto kept = kdist::redistribute(pending, target, views);
     if (call == 0) first = kept.local().data();
-    if (call == 1 && kept.local().size() > 0) EXPECT_EQ(kept.local().data(), first);
+    if (call == 1 && kept.local().size() > 0) {
+      EXPECT_EQ(kept.local().data(), first);
+    }
     auto l3 = kdist_test::local_on_host(kept);
     for (std::size_t i = 0; i < l3.extent(0); ++i) {
       for (std::size_t j = 0; j < l3.extent(1); ++j) ASSERT_EQ(l3(i, j), want);

@@ -178,14 +178,20 @@ constexpr std::size_t write_static_shape(char* out) {
   put(')');
   return n;
 }
-//! The same as a fixed_string, for diagnostics (compilers print a run-time extent as
-//! 18446744073709551615).
 template <class DataType>
-constexpr auto static_shape_string() {
+constexpr auto make_static_shape_string() {
   constexpr std::size_t n = write_static_shape<DataType>(nullptr);
   char buf[n + 1]{};
   write_static_shape<DataType>(buf);
   return fixed_string<n + 1>(std::string_view(buf, n));
+}
+//! The same as a fixed_string, for diagnostics (compilers print a run-time extent as
+//! 18446744073709551615). Always computed at compile time: GCC 12 warned
+//! (-Wstringop-overflow) on the digit copy it could not bound when a caller ran it at run time.
+template <class DataType>
+constexpr auto static_shape_string() {
+  constexpr auto s = make_static_shape_string<DataType>();
+  return s;
 }
 
 }  // namespace kdist::detail
