@@ -8,11 +8,17 @@
 //   BM_LayoutMap_Uncached   every path resolved with the cache off: exact-key probe + RE2::Set
 //   BM_LayoutMap_CachedFind warm cache, find(): a pointer to the stored layout
 //   BM_LayoutMap_CachedGet  warm cache, get(): a std::optional copy of the layout
+//   BM_LayoutMap_LoadJson   JSON text of N rules (layout_map_from_json) into a map over a 2x4 mesh:
+//                           the workload's regex keys (/0) and per-variable exact paths (/1), 1,000
+//                           and 100,000 rules; counters: rules/s and the resident memory it added
+//                           (issue 35: 100,000 rules took 610 s and 631 MB; target < 1 s, 100 MB)
 //   Baselines in the same binary: BM_Raw_Re2PerKey (RE2::FullMatch key by key, Keras' loop with
 //   RE2), BM_Raw_UnorderedMapFind (a plain hash-map probe, the floor for a cached lookup).
 #include <benchmark/benchmark.h>
 #include <kdist/strategy/detail/re2.hpp>  // RE2, as kdist includes it (nvcc-safe)
 
+#include <fstream>
+#include <kdist/io/layout_map_file.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <memory>
 #include <string>
@@ -173,6 +179,46 @@ void BM_Raw_UnorderedMapFind(benchmark::State& state) {
 
 // Wall-clock time (UseRealTime), as the Python anchor measures (time.perf_counter): the "lookup"
 // counter is wall seconds per lookup.
+//! Resident memory of this process in bytes (/proc/self/statm), 0 where there is none.
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0;
+  double resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096.0;
+}
+
+void BM_LayoutMap_LoadJson(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const bool exact_paths = state.range(1) != 0;
+  const Workload w = make_workload(n, exact_paths ? n : 0);
+  const auto& keys = exact_paths ? w.paths : w.rules;
+  std::string text = "{";
+  for (std::size_t i = 0; i < n; ++i) {
+    // unique exact paths: the workload's paths repeat once its blocks are used up
+    const std::string key = exact_paths ? keys[i] + "_" + std::to_string(i) : keys[i];
+    text += (i > 0 ? ",\n  \"" : "\n  \"") + key + "\": [null, \"model\"]";
+  }
+  text += "\n}\n";
+  const kdist::RuntimeDeviceMesh mesh({2, 4}, {"data", "model"}, 8);
+  double added = 0;
+  for (auto _ : state) {
+    const double before = resident_bytes();
+    auto map = kdist::layout_map_from_json(text, mesh);
+    added = resident_bytes() - before;
+    if (map.size() != n) state.SkipWithError("not every rule was loaded");
+    benchmark::DoNotOptimize(map);
+  }
+  state.counters["rules"] = benchmark::Counter(static_cast<double>(n * state.iterations()),
+                                               benchmark::Counter::kIsRate);
+  state.counters["resident_MB"] = added / 1e6;
+}
+
+BENCHMARK(BM_LayoutMap_LoadJson)
+    ->ArgsProduct({{1000, 100000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
 BENCHMARK(BM_LayoutMap_Cold)->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LayoutMap_Uncached)->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LayoutMap_CachedFind)

@@ -430,6 +430,66 @@ TEST_F(LayoutMapTest, KeyByKeyFallbackGivesTheSameResults) {
   EXPECT_TRUE(key_by_key.uses_regex_set());
 }
 
+TEST_F(LayoutMapTest, LiteralKeysMatchExactlyTheirPathBesideRegexKeys) {
+  // A key without regex metacharacters (a generated per-variable rule) is found by the exact-key
+  // index, with no RE2 object of its own and outside the RE2::Set: Keras' rules all the same.
+  LayoutMap layout_map(device_mesh);
+  for (int i = 0; i < 1000; ++i) {
+    layout_map["block" + std::to_string(i) + "/dense/kernel"] = sharded_2d;
+  }
+  layout_map[".*dense/kernel"] = replicated_2d;
+  layout_map["block7/dense/bias"] = sharded_1d;
+  EXPECT_EQ(layout_map.matching_key("block3/dense/kernel"), "block3/dense/kernel");  // exact wins
+  EXPECT_EQ(layout_map.matching_key("other/dense/kernel"), ".*dense/kernel");
+  EXPECT_EQ(layout_map.matching_key("xblock3/dense/kernel"), ".*dense/kernel");  // no substring
+  EXPECT_FALSE(layout_map.get("block7/dense/biasx"));
+  EXPECT_EQ(layout_map.get("block7/dense/bias"), sharded_1d.with_device_mesh(device_mesh));
+  EXPECT_EQ(layout_map.matching_keys("block3/dense/kernel"),
+            (std::vector<std::string>{"block3/dense/kernel", ".*dense/kernel"}));
+  // Key by key (a Set budget too small for any Set) gives the same answers.
+  LayoutMap key_by_key = layout_map;
+  key_by_key.set_match_memory_budget(1);
+  EXPECT_FALSE(key_by_key.uses_regex_set());
+  for (const std::string path : {"block3/dense/kernel", "other/dense/kernel", "block7/dense/bias",
+                                 "block7/dense/biasx", "xblock3/dense/kernel"}) {
+    EXPECT_EQ(key_by_key.matching_key(path), layout_map.matching_key(path)) << path;
+  }
+  // A literal key that would also be a path's regex match elsewhere is still only that path.
+  layout_map["block1/dense"] = sharded_1d;
+  EXPECT_EQ(layout_map.matching_key("block1/dense"), "block1/dense");
+  EXPECT_FALSE(layout_map.get("block1/densex"));
+}
+
+TEST_F(LayoutMapTest, InsertAllAppendsRulesInOrderOrNothing) {
+  LayoutMap layout_map(device_mesh);
+  layout_map["c"] = replicated_1d;
+  kdist::RuntimeLayoutMap more(device_mesh);
+  more["a/kernel"] = sharded_2d;
+  more["b.*"] = sharded_1d;
+  layout_map.insert_all(std::move(more));
+  EXPECT_EQ(layout_map.keys(), (std::vector<std::string>{"c", "a/kernel", "b.*"}));
+  EXPECT_EQ(layout_map.matching_key("bx"), "b.*");
+  EXPECT_TRUE(more.empty());
+  // A key the map has: nothing is inserted.
+  kdist::RuntimeLayoutMap clash(device_mesh);
+  clash["d"] = replicated_1d;
+  clash["c"] = replicated_1d;
+  expect_value_error([&] { layout_map.insert_all(std::move(clash)); },
+                     {"c already exist in the LayoutMap"});
+  EXPECT_EQ(layout_map.size(), 3u);
+  // Rules without a mesh get the map's, checked: one that does not fit inserts nothing.
+  kdist::RuntimeLayoutMap no_mesh;
+  no_mesh["e"] = RuntimeTensorLayout{"model"};
+  no_mesh["f"] = RuntimeTensorLayout{"nope"};
+  expect_value_error([&] { layout_map.insert_all(std::move(no_mesh)); },
+                     {"does not fit the map's mesh"});
+  EXPECT_EQ(layout_map.size(), 3u);
+  kdist::RuntimeLayoutMap fits;
+  fits["e"] = RuntimeTensorLayout{"model"};
+  layout_map.insert_all(std::move(fits));
+  EXPECT_EQ(layout_map.at("e"), RuntimeTensorLayout{"model"}.with_device_mesh(device_mesh));
+}
+
 // ---- cache
 // ----------------------------------------------------------------------------------------
 

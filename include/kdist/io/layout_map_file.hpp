@@ -51,10 +51,10 @@ inline std::string rule_context(std::string_view source, std::string_view key) {
 }
 
 //! One dimension's entry: "axis", null, or ["axis", ...].
-inline DimAxes dim_from_json(const nlohmann::ordered_json& entry, std::string_view source,
+inline DimAxes dim_from_json(const nlohmann::json& entry, std::string_view source,
                              std::string_view key, std::size_t dim) {
   const std::string where = rule_context(source, key) + ", dimension " + std::to_string(dim);
-  const auto name_of = [&](const nlohmann::ordered_json& e) {
+  const auto name_of = [&](const nlohmann::json& e) {
     if (!e.is_string()) {
       throw ValueError(where + ": " + e.dump() +
                        " is not a mesh axis name; write \"axis\", null (replicated) or "
@@ -82,15 +82,22 @@ inline DimAxes dim_from_json(const nlohmann::ordered_json& entry, std::string_vi
 //! `source` names the text in errors (a file name). On an error no rule of the text is added.
 inline void layout_map_from_json(std::string_view text, RuntimeLayoutMap& into,
                                  std::string_view source = "<layout map JSON>") {
-  using Json = nlohmann::ordered_json;
-  // A key given twice would silently keep the last value: the parser callback sees every key of
-  // the top-level object first.
-  std::set<std::string> keys;
+  // nlohmann's ordered_json finds a key by a linear search on every insert (quadratic: 100,000
+  // rules took minutes); the plain json is a std::map, and the parser callback, which sees every
+  // key of the top-level object in order, keeps the file's order and finds a key given twice
+  // (which would silently keep the last value).
+  using Json = nlohmann::json;
+  std::vector<std::string> order;
+  std::set<std::string, std::less<>> keys;
   std::string repeated;
   const Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (event == Json::parse_event_t::key && depth == 1) {
-      const auto key = parsed.get<std::string>();
-      if (!keys.insert(key).second && repeated.empty()) repeated = key;
+      auto key = parsed.get<std::string>();
+      if (keys.insert(key).second) {
+        order.push_back(std::move(key));
+      } else if (repeated.empty()) {
+        repeated = std::move(key);
+      }
     }
     return true;
   };
@@ -111,7 +118,8 @@ inline void layout_map_from_json(std::string_view text, RuntimeLayoutMap& into,
                      " is given twice; each regex may appear once (merge the two)");
   }
   RuntimeLayoutMap map(into.device_mesh());  // all rules checked before any reaches `into`
-  for (const auto& [key, value] : rules.items()) {
+  for (const auto& key : order) {
+    const Json& value = rules.find(key).value();
     if (!value.is_array()) {
       throw ValueError(detail::rule_context(source, key) + ": the value " + value.dump() +
                        " is not an array with one entry per dimension, such as [null, \"model\"]");
@@ -125,17 +133,15 @@ inline void layout_map_from_json(std::string_view text, RuntimeLayoutMap& into,
       throw ValueError(detail::rule_context(source, key) + ": " + e.what());
     }
   }
-  for (const auto& rule : map) {
-    for (const auto& existing : into) {
-      if (existing.first == rule.first) {
-        throw ValueError(detail::rule_context(source, rule.first) +
-                         ": this key already exists in the LayoutMap with value " +
-                         existing.second.to_string() + "; no rule of " + std::string(source) +
-                         " was added (drop one of the two)");
-      }
+  for (const auto& [key, layout] : map) {
+    if (into.contains(key)) {
+      throw ValueError(detail::rule_context(source, key) +
+                       ": this key already exists in the LayoutMap with value " +
+                       into.at(key).to_string() + "; no rule of " + std::string(source) +
+                       " was added (drop one of the two)");
     }
   }
-  for (const auto& [key, layout] : map) into.insert(key, layout.axes());
+  into.insert_all(std::move(map));
 }
 
 //! A map over `mesh` (none: layouts without a mesh) with the rules of JSON text.

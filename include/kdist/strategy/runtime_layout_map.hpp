@@ -172,7 +172,7 @@ class RuntimeLayoutMap {
   RuntimeLayoutMap(const RuntimeLayoutMap& other)
       : mesh_(other.mesh_),
         items_(other.items_),
-        regexes_(other.regexes_),
+        is_literal_(other.is_literal_),
         index_(other.index_),
         strict_(other.strict_),
         set_max_mem_(other.set_max_mem_),
@@ -188,7 +188,7 @@ class RuntimeLayoutMap {
   RuntimeLayoutMap(RuntimeLayoutMap&& other) noexcept
       : mesh_(std::move(other.mesh_)),
         items_(std::move(other.items_)),
-        regexes_(std::move(other.regexes_)),
+        is_literal_(std::move(other.is_literal_)),
         index_(std::move(other.index_)),
         strict_(other.strict_),
         set_max_mem_(other.set_max_mem_),
@@ -196,7 +196,7 @@ class RuntimeLayoutMap {
         row_parallel_(std::move(other.row_parallel_)),
         state_(std::exchange(other.state_, std::make_unique<State>())) {
     other.items_.clear();
-    other.regexes_.clear();
+    other.is_literal_.clear();
     other.index_.clear();
   }
   RuntimeLayoutMap& operator=(const RuntimeLayoutMap& other) {
@@ -207,7 +207,7 @@ class RuntimeLayoutMap {
     if (this != &other) {
       mesh_ = std::move(other.mesh_);
       items_ = std::move(other.items_);
-      regexes_ = std::move(other.regexes_);
+      is_literal_ = std::move(other.is_literal_);
       index_ = std::move(other.index_);
       strict_ = other.strict_;
       set_max_mem_ = other.set_max_mem_;
@@ -215,7 +215,7 @@ class RuntimeLayoutMap {
       row_parallel_ = std::move(other.row_parallel_);
       state_ = std::exchange(other.state_, std::make_unique<State>());
       other.items_.clear();
-      other.regexes_.clear();
+      other.is_literal_.clear();
       other.index_.clear();
     }
     return *this;
@@ -237,7 +237,7 @@ class RuntimeLayoutMap {
           "kdist::LayoutMap: " + abbreviated(key) + " already exist in the LayoutMap with value " +
           items_[it->second].second.to_string() + ". Please make sure to not use duplicated keys.");
     }
-    auto regex = compile_key(key);
+    validate_key(key);
     if (!layout.device_mesh() && mesh_) {
       try {
         layout.set_device_mesh(*mesh_);
@@ -247,14 +247,43 @@ class RuntimeLayoutMap {
                          mesh_->to_string() + ": " + e.what() + "; nothing was inserted");
       }
     }
-    // Commit: reserve first so that nothing below can throw halfway.
-    items_.reserve(items_.size() + 1);
-    regexes_.reserve(regexes_.size() + 1);
-    index_.reserve(index_.size() + 1);
+    // Commit: make room first so that nothing below can throw halfway. Room grows geometrically
+    // (a reserve of size() + 1 per insert made loading N rules quadratic: 610 s for 100,000).
+    reserve_for(1);
     const std::size_t pos = items_.size();
     index_.emplace(key, pos);
+    is_literal_.push_back(is_literal_key(key) ? char{1} : char{0});
     items_.emplace_back(std::move(key), std::move(layout));
-    regexes_.push_back(std::move(regex));
+    changed();
+  }
+  //! Inserts every rule of `other`, in its order, after this map's rules; other is left empty.
+  //! Rules whose layout already has this map's mesh (or which have none, in a map without one)
+  //! are moved without checking their keys again. Strong guarantee: on any error (a key this map
+  //! has already; the errors of insert) nothing changes.
+  void insert_all(RuntimeLayoutMap&& other) {
+    for (const auto& [key, layout] : other.items_) {
+      if (auto it = index_.find(key); it != index_.end()) {
+        throw ValueError("kdist::LayoutMap: " + abbreviated(key) +
+                         " already exist in the LayoutMap with value " +
+                         items_[it->second].second.to_string() +
+                         ". Please make sure to not use duplicated keys.");
+      }
+    }
+    if (other.mesh_ != mesh_) {  // layouts to give this map's mesh: one by one, then commit
+      RuntimeLayoutMap checked(mesh_);
+      for (auto& [key, layout] : other.items_) checked.insert(key, layout);
+      other = std::move(checked);
+    }
+    reserve_for(other.items_.size());
+    for (std::size_t i = 0; i < other.items_.size(); ++i) {
+      index_.emplace(other.items_[i].first, items_.size());
+      is_literal_.push_back(other.is_literal_[i]);
+      items_.push_back(std::move(other.items_[i]));
+    }
+    other.items_.clear();
+    other.is_literal_.clear();
+    other.index_.clear();
+    other.changed();
     changed();
   }
   //! Inserts a static `kdist::TensorLayout<...>` or anything convertible to a RuntimeTensorLayout.
@@ -529,13 +558,15 @@ class RuntimeLayoutMap {
     explicit Matcher(std::int64_t max_mem)
         : set(detail::layout_map_re2_options(max_mem), RE2::ANCHOR_BOTH) {}
     RE2::Set set;
-    bool ok = false;  // compiled; false means "match each key's own RE2"
+    std::vector<std::size_t> rule;  // the item of each of the Set's patterns (regex keys only)
+    bool ok = false;                // compiled; false means "match each key's own RE2"
   };
 
   //! Everything const lookups change, behind one shared_mutex.
   struct State {
     mutable std::shared_mutex mutex;
     std::shared_ptr<const Matcher> matcher;  // built lazily after each change
+    std::shared_ptr<const std::vector<std::shared_ptr<const RE2>>> regexes;  // key_regexes()
     std::unordered_map<std::string, std::size_t, detail::string_hash, std::equal_to<>> cache;
     std::size_t cache_capacity = default_cache_capacity;
     std::vector<char> used;  // per rule: matched a looked-up path
@@ -598,7 +629,7 @@ class RuntimeLayoutMap {
 
   void remove_at(std::size_t pos) {
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(pos));
-    regexes_.erase(regexes_.begin() + static_cast<std::ptrdiff_t>(pos));
+    is_literal_.erase(is_literal_.begin() + static_cast<std::ptrdiff_t>(pos));
     index_.clear();
     for (std::size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
     {
@@ -610,46 +641,105 @@ class RuntimeLayoutMap {
     changed();
   }
 
-  //! Any change: drop the compiled set and the cache (the diagnostics stay).
+  //! Any change: drop the compiled set, the keys' regexes and the cache (the diagnostics stay).
   void changed() {
     std::unique_lock lock(state_->mutex);
     state_->matcher.reset();
-    state_->cache.clear();
+    state_->regexes.reset();
+    if (!state_->cache.empty()) state_->cache.clear();  // clear() costs the bucket count
     state_->used.resize(items_.size(), char{0});
   }
 
+  //! Room for `n` more rules, growing geometrically.
+  void reserve_for(std::size_t n) {
+    const std::size_t want = items_.size() + n;
+    if (want > items_.capacity()) {
+      const std::size_t grown = std::max(want, 2 * items_.capacity());
+      items_.reserve(grown);
+      is_literal_.reserve(grown);
+    }
+    const double buckets_hold =
+        static_cast<double>(index_.bucket_count()) * index_.max_load_factor();
+    if (static_cast<double>(want) > buckets_hold) index_.reserve(2 * want);
+  }
+
+  //! A key without regex metacharacters matches exactly the path equal to it, which the exact-key
+  //! index finds: it needs no RE2 (an RE2 object is ~4 KB; 100,000 generated per-variable rules
+  //! were 430 MB of them) and stays out of the RE2::Set.
+  static bool is_literal_key(std::string_view key) {
+    // (a key longer than a cached path goes through RE2, whose budget refuses a huge pattern)
+    if (key.size() > max_cached_path_length) return false;
+    for (const char c : key) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u >= 0x7f) return false;  // RE2 checks its UTF-8 and control characters
+    }
+    return key.find_first_of("\\.^$|?*+()[]{}") == std::string_view::npos;
+  }
+  //! Checks that `key` is a valid RE2 regular expression (compiled, then dropped: the keys'
+  //! regexes are built only when a lookup needs them, `key_regexes`).
+  static void validate_key(const std::string& key) {
+    if (!is_literal_key(key)) (void)compile_key(key);
+  }
+
+  //! Every key's own RE2 (nullptr for a literal key), built on first need after each change:
+  //! only the debugging and fallback paths match key by key.
+  using KeyRegexes = std::vector<std::shared_ptr<const RE2>>;
+  std::shared_ptr<const KeyRegexes> key_regexes() const {
+    std::unique_lock lock(state_->mutex);
+    if (!state_->regexes) {
+      auto all = std::make_shared<KeyRegexes>(items_.size());
+      for (std::size_t i = 0; i < items_.size(); ++i) {
+        if (!is_literal_[i]) (*all)[i] = compile_key(items_[i].first);
+      }
+      state_->regexes = std::move(all);
+    }
+    return state_->regexes;
+  }
+  //! The regex matches of `path` key by key (literal keys: only an equal path), insertion order.
+  std::vector<std::size_t> matches_key_by_key(std::string_view path) const {
+    const auto regexes = key_regexes();
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      const bool hit =
+          (*regexes)[i] ? detail::re2_full_match(path, *(*regexes)[i]) : items_[i].first == path;
+      if (hit) out.push_back(i);
+    }
+    return out;
+  }
+
   std::shared_ptr<const Matcher> build_matcher() const {
+    std::size_t regex_keys = 0;
+    for (char literal : is_literal_) regex_keys += literal ? 0 : 1;
     auto m = std::make_shared<Matcher>(
-        set_max_mem_ > 0 ? set_max_mem_ : detail::layout_map_set_max_mem(items_.size()));
+        set_max_mem_ > 0 ? set_max_mem_ : detail::layout_map_set_max_mem(regex_keys));
     bool ok = true;
-    for (const auto& [key, layout] : items_) {
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      if (is_literal_[i]) continue;
       std::string error;
-      if (m->set.Add(key, &error) < 0) {
+      if (m->set.Add(items_[i].first, &error) < 0) {
         ok = false;  // cannot happen: each key compiled alone with the same options
         break;
       }
+      m->rule.push_back(i);
     }
-    m->ok = ok && m->set.Compile();
+    m->ok = ok && (m->rule.empty() || m->set.Compile());
     return m;
   }
 
-  //! Indices (insertion order) of every rule matching `path`: the exact key first if any.
+  //! Indices (insertion order) of every rule matching `path`, the exact key included.
   std::vector<std::size_t> all_matches(std::string_view path) const {
-    std::vector<std::size_t> out;
-    for (std::size_t i = 0; i < items_.size(); ++i) {
-      if (items_[i].first == path || detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
-    }
-    return out;
+    return matches_key_by_key(path);
   }
 
   //! The regex matches of `path` (no exact-key step), in insertion order.
   std::vector<std::size_t> regex_matches(std::string_view path, const Matcher& m) const {
     std::vector<std::size_t> out;
     if (m.ok) {
+      if (m.rule.empty()) return out;  // literal keys only: the exact-key index decided
       std::vector<int> hits;
       RE2::Set::ErrorInfo info{RE2::Set::kNoError};
       if (m.set.Match(path, &hits, &info)) {
-        for (int h : hits) out.push_back(static_cast<std::size_t>(h));
+        for (int h : hits) out.push_back(m.rule[static_cast<std::size_t>(h)]);
         std::sort(out.begin(), out.end());
         return out;
       }
@@ -658,10 +748,7 @@ class RuntimeLayoutMap {
       // RE2 2022-06 never reports this for budgets the Set compiled in, but later releases may):
       // match key by key below.
     }
-    for (std::size_t i = 0; i < regexes_.size(); ++i) {
-      if (detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
-    }
-    return out;
+    return regex_matches_for_error(path);
   }
 
   //! Index of the rule for `path`, no_match, or throws for several matches. Cached.
@@ -705,11 +792,11 @@ class RuntimeLayoutMap {
     return result;
   }
 
+  //! The regex matches of `path` key by key, literal keys left out (the lookup reaches this only
+  //! for a path that is no key).
   std::vector<std::size_t> regex_matches_for_error(std::string_view path) const {
-    std::vector<std::size_t> out;
-    for (std::size_t i = 0; i < regexes_.size(); ++i) {
-      if (detail::re2_full_match(path, *regexes_[i])) out.push_back(i);
-    }
+    auto out = matches_key_by_key(path);
+    std::erase_if(out, [&](std::size_t i) { return is_literal_[i] != 0; });
     return out;
   }
 
@@ -797,8 +884,8 @@ class RuntimeLayoutMap {
   }
 
   std::optional<RuntimeDeviceMesh> mesh_;
-  std::vector<value_type> items_;                    // insertion order
-  std::vector<std::shared_ptr<const RE2>> regexes_;  // one per item, immutable
+  std::vector<value_type> items_;  // insertion order
+  std::vector<char> is_literal_;   // per item: a key without regex metacharacters
   std::unordered_map<std::string, std::size_t, detail::string_hash, std::equal_to<>> index_;
   bool strict_ = false;
   std::int64_t set_max_mem_ = 0;                  // 0: detail::layout_map_set_max_mem(size())
