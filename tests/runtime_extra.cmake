@@ -48,6 +48,25 @@ add_test(NAME runtime.communicator_groups.null.np1
 set_tests_properties(runtime.communicator_groups.null.np1 PROPERTIES
   PASS_REGULAR_EXPRESSION "kdist::initialize: the communicator is MPI_COMM_NULL on process 0 of MPI_COMM_WORLD; give kdist the communicator"
   RESOURCE_LOCK mpi TIMEOUT 60)
+# kdist only where it was started (issue 35): half 1 never starts kdist, and every kdist call there
+# is a RuntimeError, never MPI_COMM_WORLD's answer.
+add_test(NAME runtime.communicator_groups.kdist_only_where_started.np4
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_groups} outside)
+set_tests_properties(runtime.communicator_groups.kdist_only_where_started.np4 PROPERTIES
+  PASS_REGULAR_EXPRESSION "kdist only where it was started ok" FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 60)
+# A failure in a group of the job names the group's process, its world rank and its host.
+add_test(NAME reliability.group_process_named_by_world_rank.np4
+         COMMAND ${CMAKE_COMMAND} "-DCMD=${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|4|${_groups}|one_fails"
+                 -DLIMIT=20 "-DEXPECT=error: process 1 of 2 \\(world rank 3 of 4, host [^)]+\\) failed: process 1 of half 1 cannot go on"
+                 "-DFORBID=process -1" -P ${CMAKE_CURRENT_SOURCE_DIR}/reliability/expect_job_ends.cmake)
+add_test(NAME reliability.group_process_stopped_named_by_world_rank.np4
+         COMMAND ${CMAKE_COMMAND} "-DCMD=env|KDIST_COLLECTIVE_TIMEOUT=2|${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|4|${_groups}|one_stops"
+                 -DLIMIT=20 "-DEXPECT=error: process 0 of 2 \\(world rank 2 of 4, host [^)]+\\) failed: kdist::all_reduce on [^\n]*: process 1 \\(world rank 3, host [^)]+\\) did not arrive"
+                 "-DFORBID=process -1" -P ${CMAKE_CURRENT_SOURCE_DIR}/reliability/expect_job_ends.cmake)
+set_tests_properties(reliability.group_process_named_by_world_rank.np4
+                     reliability.group_process_stopped_named_by_world_rank.np4 PROPERTIES
+  PASS_REGULAR_EXPRESSION "job ended as expected" PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 60)
 # An error shared by one group ends the whole job: the other group, waiting for it, is not left hanging.
 add_test(NAME reliability.group_fails_job_ends.np4
          COMMAND ${CMAKE_COMMAND} "-DCMD=${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|4|${_groups}|fail"

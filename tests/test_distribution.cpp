@@ -5,8 +5,8 @@
 // DistributionOptions. Plus kdist's differences, every error path, and a thread test.
 //
 // The tests run in file order: the first ones run without MPI (processes 1 and 0, as Keras
-// without a multi-process backend); DataParallel() needs kdist::list_devices(), which starts MPI
-// (singleton) for the rest of the program.
+// without a multi-process backend); DataParallel() needs kdist::list_devices(), which needs kdist
+// started (kdist::initialize: an MPI singleton) for the rest of the program.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <kdist/core/mesh.hpp>
+#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/data_sharding.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -53,23 +54,12 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
   }
 }
 
-//! MPI started by this test program (for kdist::list_devices), finalised at the end.
+//! kdist (MPI and Kokkos) started by this test program for kdist::list_devices, finalised at exit
+//! by kdist::initialize's own hook: kdist answers only where it was started, never for an MPI it
+//! finds running.
 class MpiEnvironment : public ::testing::Environment {
  public:
-  static void ensure_started() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      MPI_Init(nullptr, nullptr);
-      started_ = true;
-    }
-  }
-  void TearDown() override {
-    if (started_) MPI_Finalize();
-  }
-
- private:
-  static inline bool started_ = false;
+  static void ensure_started() { kdist::initialize(); }
 };
 [[maybe_unused]] auto* const mpi_environment =
     ::testing::AddGlobalTestEnvironment(new MpiEnvironment);

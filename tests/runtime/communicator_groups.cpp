@@ -10,14 +10,26 @@
 //   fail        half 1 fails alike on every one of its processes (kdist::run on the half) while
 //               half 0 waits in a barrier of the world for it: the job must end (MPI_Abort).
 //   null        kdist started on MPI_COMM_NULL: a kdist::ValueError that says what to give.
+//   outside     half 0 starts kdist on its half; half 1 never does (a simulation): there
+//               process_count, process_id, communicator, a kdist collective and a distribution
+//               each raise a kdist::RuntimeError saying kdist was not started on this process
+//               (never MPI_COMM_WORLD's answers, never a collective waiting for half 0). Prints
+//               "kdist only where it was started ok".
+//   one_fails   kdist::run on each half; in half 1, its process 1 (world rank 3) throws while its
+//               process 0 waits in a kdist collective: the message names the group's process,
+//               the world rank and the host.
+//   one_stops   the same, process 1 of half 1 stopping (SIGSTOP) instead: with
+//               KDIST_COLLECTIVE_TIMEOUT=2, the watchdog names it by world rank and host.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/run.hpp>
 #include <kdist/strategy/data_parallel.hpp>
@@ -128,6 +140,57 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(group, &group_rank);
   MPI_Comm_size(group, &group_size);
 
+  if (mode == "outside") {
+    if (color == 0) {
+      kdist::ScopeGuard guard(argc, argv, group);
+      check(kdist::process_count() == group_size, "half 0: process_count() is not its size");
+    } else {
+      Kokkos::ScopeGuard kokkos(argc, argv);  // the simulation's own Kokkos
+      const auto refused = [&](const char* what, auto&& call) {
+        std::string message = "(no kdist::RuntimeError)";
+        try {
+          call();
+        } catch (const kdist::RuntimeError& e) {
+          message = e.what();
+        }
+        check(message.find("kdist was not started on this process (rank " +
+                           std::to_string(world_rank) + " of MPI_COMM_WORLD)") !=
+                  std::string::npos,
+              std::string("half 1: ") + what + ": " + message);
+      };
+      refused("process_count", [] { (void)kdist::process_count(); });
+      refused("process_id", [] { (void)kdist::process_id(); });
+      refused("communicator", [] { (void)kdist::communicator(); });
+      refused("all_reduce on MPI_COMM_WORLD", [] {
+        Kokkos::View<double*, Kokkos::HostSpace> x("x", 1);
+        kdist::all_reduce(Kokkos::DefaultHostExecutionSpace(), x, kdist::ReduceOp::sum,
+                          MPI_COMM_WORLD);
+      });
+      refused("DataParallel", [] { (void)kdist::DataParallel(); });
+    }
+    int all_failures = 0;
+    MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (world_rank == 0 && all_failures == 0) {
+      std::printf("kdist only where it was started ok\n");
+    }
+    MPI_Comm_free(&group);
+    MPI_Finalize();
+    return all_failures == 0 ? 0 : 1;
+  }
+  if (mode == "one_fails" || mode == "one_stops") {
+    return kdist::run(argc, argv, group, [&](int, char**) -> int {
+      if (color == 1 && group_rank == 1) {
+        if (mode == "one_stops") std::raise(SIGSTOP);
+        throw kdist::ValueError("process 1 of half 1 cannot go on");
+      }
+      Kokkos::View<double*, Kokkos::HostSpace> x("x", 1);
+      kdist::all_reduce(Kokkos::DefaultHostExecutionSpace(), x, kdist::ReduceOp::sum,
+                        kdist::communicator());
+      MPI_Barrier(MPI_COMM_WORLD);  // half 0 waits for half 1, as a simulation would
+      return 0;
+    });
+  }
+
   if (mode == "fail") {
     if (color == 1) {
       // An error every process of the half shares; kdist::run ends the job, not just the half.
@@ -175,7 +238,16 @@ int main(int argc, char** argv) {
     }
     group_loss = train(color, file);
   }
-  check(kdist::communicator() == MPI_COMM_WORLD, "kdist::communicator() after the guard");
+  {
+    std::string message = "(no kdist::RuntimeError)";
+    try {
+      (void)kdist::communicator();
+    } catch (const kdist::RuntimeError& e) {
+      message = e.what();
+    }
+    check(message.find("kdist was not started on this process") != std::string::npos,
+          "kdist::communicator() after the guard: " + message);
+  }
   double alone_loss = 0;
   {
     kdist::ScopeGuard guard(argc, argv, MPI_COMM_SELF);

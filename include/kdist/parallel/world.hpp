@@ -2,7 +2,8 @@
 //! \file parallel/world.hpp
 //! The processes kdist runs on: `kdist::communicator()` (MPI_COMM_WORLD, or the communicator given
 //! to kdist::initialize / kdist::ScopeGuard), `kdist::process_count()`, `kdist::process_id()`, and
-//! the one check of whether MPI is running (`detail::mpi_running`, `detail::require_mpi`).
+//! the one check of whether MPI is running (`detail::mpi_running`, `detail::require_mpi`) and of
+//! whether kdist runs on this process (`detail::require_started`: never MPI_COMM_WORLD by default).
 //! Everything in kdist that asks "is MPI up?", "which process am I?" or "whom do I talk to?" asks
 //! here; strategies take the process count from here without pulling in start-up
 //! (parallel/initialize.hpp, the CUDA/HIP runtime headers).
@@ -61,6 +62,26 @@ inline ProcessGroup& process_group() {
   return group;
 }
 
+//! Throws kdist::RuntimeError naming `who` unless kdist runs on this process: MPI is running and
+//! kdist::initialize, kdist::ScopeGuard or kdist::run started kdist here (and it was not stopped).
+//! kdist never falls back to MPI_COMM_WORLD: on a process outside kdist's communicator (the
+//! simulation half of an in-situ job) a collective over "every process" would wait for processes
+//! that never join.
+inline void require_started(const char* who) {
+  require_mpi(who);
+  if (!process_group().in_use) {
+    int world_rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    throw RuntimeError(
+        std::string(who) + ": kdist was not started on this process (rank " +
+        std::to_string(world_rank) +
+        " of MPI_COMM_WORLD): kdist runs on the communicator given to kdist::ScopeGuard, "
+        "kdist::initialize or kdist::run, which this process is not in, and never falls back to "
+        "MPI_COMM_WORLD; start kdist here (kdist::ScopeGuard guard(argc, argv, comm)) or keep "
+        "kdist's calls to the processes that started it");
+  }
+}
+
 }  // namespace detail
 
 //! The communicator kdist runs on: MPI_COMM_WORLD, or (a private duplicate of) the communicator
@@ -68,24 +89,27 @@ inline ProcessGroup& process_group() {
 //! checkpoints and the failure path all use it; a code that trains on some of its ranks gives
 //! kdist those ranks' communicator. Pass it to kdist::all_reduce and friends for a collective over
 //! every process of the run.
-[[nodiscard]] inline MPI_Comm communicator() noexcept {
+//! Errors: kdist::RuntimeError when kdist does not run on this process (MPI not running, or no
+//! ScopeGuard / initialize / run started kdist here): never MPI_COMM_WORLD by default.
+[[nodiscard]] inline MPI_Comm communicator() {
+  detail::require_started("kdist::communicator");
   const MPI_Comm comm = detail::process_group().comm;
   return comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm;
 }
 
 //! The number of processes, the size of kdist::communicator() (Keras: `jax.process_count()`).
-//! Errors: kdist::RuntimeError when MPI is not running (no ScopeGuard or initialize() yet).
+//! Errors: kdist::RuntimeError when kdist does not run on this process (see communicator()).
 [[nodiscard]] inline int process_count() {
-  detail::require_mpi("kdist::process_count");
+  detail::require_started("kdist::process_count");
   int size = 0;
   MPI_Comm_size(communicator(), &size);
   return size;
 }
 
 //! This process' id, its rank in kdist::communicator(), in [0, process_count()).
-//! Errors: kdist::RuntimeError when MPI is not running.
+//! Errors: kdist::RuntimeError when kdist does not run on this process (see communicator()).
 [[nodiscard]] inline int process_id() {
-  detail::require_mpi("kdist::process_id");
+  detail::require_started("kdist::process_id");
   int rank = 0;
   MPI_Comm_rank(communicator(), &rank);
   return rank;

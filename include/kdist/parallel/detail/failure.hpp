@@ -18,10 +18,12 @@
 
 #include <kdist/parallel/world.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -37,12 +39,65 @@ struct State {
   std::uint64_t generation = 0;   // of kdist's communicator it duplicates (world.hpp)
   int rank = -1;                  // rank in kdist's communicator, kept for after MPI_Finalize
   int size = 0;
+  // Per process of kdist's communicator, gathered at start-up (a message about a missing process
+  // cannot ask it): its rank in MPI_COMM_WORLD and its host. Empty before the first prepare.
+  std::vector<int> world_ranks;
+  std::vector<std::string> hosts;
+  int world_size = 0;
+  bool several_hosts = false;
   std::terminate_handler previous = nullptr;
   bool handler_installed = false;
 };
 inline State& state() {
   static State s;
   return s;
+}
+
+//! Whether messages name world ranks and hosts: kdist runs on a group of the job (the group's
+//! numbering alone is in no launcher's output), or its processes are on several hosts.
+inline bool name_world_rank_and_host() {
+  const State& s = state();
+  return !s.hosts.empty() && (s.world_size != s.size || s.several_hosts);
+}
+
+//! Process `rank` of kdist's communicator for a message: "process 1", or "process 1 (host n2)" on
+//! several hosts, or "process 1 (world rank 3, host n2)" when kdist runs on a group of the job.
+inline std::string describe_process(int rank) {
+  const State& s = state();
+  std::string out = "process " + std::to_string(rank);
+  const auto r = static_cast<std::size_t>(rank);
+  if (rank < 0 || r >= s.hosts.size() || !name_world_rank_and_host()) return out;
+  out += " (";
+  if (s.world_size != s.size) out += "world rank " + std::to_string(s.world_ranks[r]) + ", ";
+  return out + "host " + s.hosts[r] + ")";
+}
+
+//! This process for a message: "process 1 of 2", "process 1 of 2 (host n2)" on several hosts,
+//! "process 1 of 2 (world rank 3 of 4, host n2)" on a group of the job, or, where kdist was never
+//! started, "a process where kdist was not started (world rank 3 of 4)".
+inline std::string describe_this_process() {
+  const State& s = state();
+  if (s.rank < 0) {
+    std::string out = "a process where kdist was not started";
+    if (kdist::detail::mpi_running()) {
+      int world_rank = 0;
+      int world_size = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+      out +=
+          " (world rank " + std::to_string(world_rank) + " of " + std::to_string(world_size) + ")";
+    }
+    return out;
+  }
+  std::string out = "process " + std::to_string(s.rank) + " of " + std::to_string(s.size);
+  const auto r = static_cast<std::size_t>(s.rank);
+  if (r >= s.hosts.size() || !name_world_rank_and_host()) return out;
+  out += " (";
+  if (s.world_size != s.size) {
+    out += "world rank " + std::to_string(s.world_ranks[r]) + " of " +
+           std::to_string(s.world_size) + ", ";
+  }
+  return out + "host " + s.hosts[r] + ")";
 }
 
 //! Seconds a failing process waits for the others before it aborts the job.
@@ -72,7 +127,7 @@ inline void print(const std::string& line) {
 [[noreturn]] inline void mpi_abort(int status) {
   std::thread([status] {
     std::this_thread::sleep_for(std::chrono::seconds(10));
-    print("kdist: MPI_Abort has not ended process " + std::to_string(state().rank) +
+    print("kdist: MPI_Abort has not ended " + describe_this_process() +
           " within 10 s (its launcher is unreachable: a lost network link?); it exits itself");
     std::_Exit(status);
   }).detach();
@@ -81,9 +136,7 @@ inline void print(const std::string& line) {
 }
 
 [[noreturn]] inline void abort_job(const std::string& message) {
-  const State& s = state();
-  print("error: process " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
-        " failed: " + message);
+  print("error: " + describe_this_process() + " failed: " + message);
   print(
       "kdist: ending the MPI job (MPI_Abort): the other processes did not fail and may be "
       "waiting in a collective");
@@ -121,7 +174,8 @@ inline void gather_and_print(const std::string& message) {
     print("error: " + seen.front());
   } else {
     for (std::size_t i = 0; i < lens.size(); ++i) {
-      print("error (process " + std::to_string(i) + " of " + std::to_string(s.size) + "): " +
+      print("error (" + describe_process(static_cast<int>(i)) + " of " + std::to_string(s.size) +
+            "): " +
             all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
     }
   }
@@ -202,6 +256,25 @@ inline void prepare() {
   if (s.comm != MPI_COMM_NULL && s.generation != generation) MPI_Comm_free(&s.comm);
   if (s.comm == MPI_COMM_NULL) MPI_Comm_dup(processes, &s.comm);
   s.generation = generation;
+  // Who is who, for the messages about a process that cannot answer any more.
+  MPI_Comm_size(MPI_COMM_WORLD, &s.world_size);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  s.world_ranks.assign(static_cast<std::size_t>(s.size), -1);
+  MPI_Allgather(&world_rank, 1, MPI_INT, s.world_ranks.data(), 1, MPI_INT, s.comm);
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(host, &length);
+  std::vector<char> all(static_cast<std::size_t>(s.size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, s.comm);
+  s.hosts.clear();
+  for (int i = 0; i < s.size; ++i) {
+    const char* name = all.data() + static_cast<std::size_t>(i) * MPI_MAX_PROCESSOR_NAME;
+    s.hosts.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
+  s.several_hosts = std::any_of(s.hosts.begin(), s.hosts.end(),
+                                [&](const std::string& h) { return h != s.hosts.front(); });
   if (!s.handler_installed) {
     s.previous = std::set_terminate(&on_terminate);
     s.handler_installed = true;
