@@ -40,3 +40,71 @@ foreach(_np 2 4)
                        FIXTURES_REQUIRED checkpoint_killed_np${_np} PROCESSORS ${_np}
                        RESOURCE_LOCK mpi TIMEOUT 120)
 endforeach()
+
+# No blocking operation without a deadline (issue 35): a process STOPPED during a save (SIGSTOP: a
+# hung host or file system; it stays, silent) at the save's MPI_File_open, in the middle of the data
+# (its 2nd MPI-IO write) or, process 0, at the rename that publishes the file. The I/O watchdog
+# (include/kdist/io/detail/io_watch.hpp) or the collective watchdog must end the job within the
+# timeout (2 s) plus 10 s after the stop (LIMIT adds the run's first epoch and save), naming the
+# file, the operation and the process that did not arrive; the previous checkpoint stays intact.
+set(_stops open "2" publish)
+set(_stop_names at_open in_the_data at_publish)
+foreach(_np 2 4)
+  math(EXPR _last "${_np} - 1")
+  foreach(_i RANGE 2)
+    list(GET _stops ${_i} _at)
+    list(GET _stop_names ${_i} _name)
+    if(_at STREQUAL "publish")
+      set(_expect "SIGSTOPs itself as it publishes the save.*kdist::mpi::agree on [^\n]* did not complete within 2 s[^\n]*process 0 did not arrive")
+    elseif(_at STREQUAL "open")
+      set(_expect "SIGSTOPs itself as the save opens its file.*kdist::save_checkpoint: creating '[^']*ckpt.h5.tmp-[0-9]+' \\(H5Fcreate, MPI-IO\\) of '[^']*ckpt.h5' did not complete within 2 s, outside a training step: process ${_last} did not arrive.*is as it was: the save writes")
+    else()
+      set(_expect "SIGSTOPs itself in the middle of a save.*kdist::save_checkpoint: [^\n]* of '[^']*ckpt.h5' did not complete within 2 s[^\n]*process ${_last} did not arrive")
+    endif()
+    set(_dir ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_stop_${_name}_np${_np})
+    set(_test reliability.checkpoint_stop_${_name}.np${_np})
+    add_test(NAME ${_test}
+             COMMAND ${CMAKE_COMMAND}
+                     "-DCMD=env|KDIST_COLLECTIVE_TIMEOUT=2|KDIST_TEST_STOP_DURING_SAVE=${_at}|${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|${_np}|$<TARGET_FILE:reliability_checkpoint_kill>|save|${_dir}"
+                     -DLIMIT=40 "-DEXPECT=first checkpoint saved.*${_expect}"
+                     "-DFORBID=second checkpoint saved" -P ${_kdist_job_ends})
+    set_tests_properties(${_test} PROPERTIES PASS_REGULAR_EXPRESSION "job ended as expected"
+                         FIXTURES_SETUP checkpoint_stop_${_name}_np${_np} PROCESSORS ${_np}
+                         RESOURCE_LOCK mpi TIMEOUT 120)
+    add_test(NAME reliability.checkpoint_intact_after_stop_${_name}.np${_np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_np}
+                     $<TARGET_FILE:reliability_checkpoint_kill> check ${_dir} any)
+    set_tests_properties(reliability.checkpoint_intact_after_stop_${_name}.np${_np} PROPERTIES
+                         PASS_REGULAR_EXPRESSION "checkpoint intact"
+                         FIXTURES_REQUIRED checkpoint_stop_${_name}_np${_np} PROCESSORS ${_np}
+                         RESOURCE_LOCK mpi TIMEOUT 120)
+  endforeach()
+endforeach()
+# The I/O watchdog alone (the collective watchdog off, KDIST_IO_TIMEOUT set), and a FIRST save
+# stopped midway: the job ends and nothing is published under the checkpoint's name.
+set(_dir ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_stop_first_save)
+add_test(NAME reliability.checkpoint_stop_first_save_io_timeout_only.np2
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD=env|KDIST_COLLECTIVE_TIMEOUT=off|KDIST_IO_TIMEOUT=2|KDIST_TEST_STOP_FIRST_SAVE=1|KDIST_TEST_STOP_DURING_SAVE=2|${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2|$<TARGET_FILE:reliability_checkpoint_kill>|save|${_dir}"
+                 -DLIMIT=30 "-DEXPECT=SIGSTOPs itself in the middle of a save.*kdist::save_checkpoint: [^\n]* of '[^']*ckpt.h5' did not complete within 2 s[^\n]*process 1 did not arrive[^\n]*The timeout is KDIST_IO_TIMEOUT"
+                 "-DFORBID=first checkpoint saved" -P ${_kdist_job_ends})
+set_tests_properties(reliability.checkpoint_stop_first_save_io_timeout_only.np2 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "job ended as expected"
+                     FIXTURES_SETUP checkpoint_stop_first_save PROCESSORS 2
+                     RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME reliability.checkpoint_none_after_first_save_stopped.np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2
+                 $<TARGET_FILE:reliability_checkpoint_kill> check_none ${_dir})
+set_tests_properties(reliability.checkpoint_none_after_first_save_stopped.np2 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "no checkpoint published"
+                     FIXTURES_REQUIRED checkpoint_stop_first_save PROCESSORS 2
+                     RESOURCE_LOCK mpi TIMEOUT 120)
+# A bad KDIST_IO_TIMEOUT: one clear error on every process, at the first save.
+add_test(NAME reliability.io_timeout_bad_value.np2
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD=env|KDIST_IO_TIMEOUT=soon|${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2|$<TARGET_FILE:reliability_checkpoint_kill>|save|${CMAKE_CURRENT_BINARY_DIR}/checkpoint_bad_io_timeout"
+                 -DLIMIT=30 "-DEXPECT=error: KDIST_IO_TIMEOUT is 'soon', not a number of seconds"
+                 "-DFORBID=first checkpoint saved" -P ${_kdist_job_ends})
+set_tests_properties(reliability.io_timeout_bad_value.np2 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "job ended as expected" PROCESSORS 2
+                     RESOURCE_LOCK mpi TIMEOUT 120)

@@ -270,7 +270,7 @@ void quiet_barrier() {
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);  // the program owns MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // the program owns MPI
   int rank = 0;
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

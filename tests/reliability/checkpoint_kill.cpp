@@ -6,11 +6,21 @@
 //                               save (this program wraps MPI_File_write_at[_all] through MPI's
 //                               profiling interface; the library knows nothing of it). The job
 //                               must then end, non-zero, without "second checkpoint saved".
+//                               KDIST_TEST_STOP_DURING_SAVE=K does the same with SIGSTOP (a hung
+//                               host or file system: the process stays, silent); =open stops it
+//                               in the save's MPI_File_open, =publish stops process 0 in the
+//                               rename that publishes the file. The I/O watchdog must end the job.
+//                               KDIST_TEST_STOP_FIRST_SAVE=1: the stop happens in the FIRST save.
 //   checkpoint_kill check DIR   a fresh run: DIR/ckpt.h5 loads, on another layout, and holds the
 //                               first checkpoint's weights and slots bit for bit (recomputed by
 //                               training the same epoch again); the killed save's temporary file
 //                               is there, and loading it is an error, not garbage weights.
+//   checkpoint_kill check DIR any   the same, without looking at the temporary file (a save
+//                               stopped before its file existed, or once it was complete)
+//   checkpoint_kill check_none DIR   the first save was interrupted: no DIR/ckpt.h5 exists.
+#include <fcntl.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -34,17 +44,22 @@
 
 namespace {
 
-bool armed = false;  // set around the second save
+bool armed = false;  // set around the save to interrupt
 long writes_left = -1;
+bool stop_at_open = false;
+bool stop_at_publish = false;
+int signal_to_send = SIGKILL;
+
+void interrupt(const char* where) {
+  std::fprintf(stderr, "checkpoint_kill: process %d %s itself %s\n", kdist::process_id(),
+               signal_to_send == SIGKILL ? "SIGKILLs" : "SIGSTOPs", where);
+  std::fflush(stderr);
+  std::raise(signal_to_send);
+}
 
 void count_write() {
   if (!armed || writes_left < 0) return;
-  if (--writes_left == 0) {
-    std::fprintf(stderr, "checkpoint_kill: process %d SIGKILLs itself in the middle of a save\n",
-                 kdist::process_id());
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+  if (--writes_left == 0) interrupt("in the middle of a save");
 }
 
 }  // namespace
@@ -59,6 +74,16 @@ extern "C" int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void* buf
                                  MPI_Datatype datatype, MPI_Status* status) {
   count_write();
   return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+}
+extern "C" int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
+                             MPI_File* fh) {
+  if (armed && stop_at_open) interrupt("as the save opens its file");
+  return PMPI_File_open(comm, filename, amode, info, fh);
+}
+// The rename that publishes a save (kdist's publish calls std::rename, which is this one here).
+extern "C" int rename(const char* from, const char* to) noexcept {
+  if (armed && stop_at_publish) interrupt("as it publishes the save (rename)");
+  return renameat(AT_FDCWD, from, AT_FDCWD, to);
 }
 
 namespace {
@@ -112,26 +137,43 @@ int save(const std::string& dir) {
     std::filesystem::create_directories(dir);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  const bool last = kdist::process_id() + 1 == kdist::process_count();
+  if (const char* k = std::getenv("KDIST_TEST_KILL_DURING_SAVE")) {
+    if (last) writes_left = std::atol(k);
+  }
+  if (const char* k = std::getenv("KDIST_TEST_STOP_DURING_SAVE")) {
+    signal_to_send = SIGSTOP;
+    const std::string at = k;
+    if (at == "open") {
+      stop_at_open = last;
+    } else if (at == "publish") {
+      stop_at_publish = kdist::process_id() == 0;
+    } else if (last) {
+      writes_left = std::atol(k);
+    }
+  }
+  const char* first_env = std::getenv("KDIST_TEST_STOP_FIRST_SAVE");
+  const bool interrupt_first = first_env != nullptr && std::string(first_env) == "1";
   const auto data = seeds_data();
   auto m = first_epoch(data);
+  armed = interrupt_first;
   kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 1});
+  armed = false;
   if (kdist::process_id() == 0) std::printf("first checkpoint saved\n");
   std::fflush(stdout);
   m.fit(data, {.batch_size = 16, .epochs = 2, .initial_epoch = 1, .verbose = 0});
-  if (const char* k = std::getenv("KDIST_TEST_KILL_DURING_SAVE")) {
-    if (kdist::process_id() + 1 == kdist::process_count()) writes_left = std::atol(k);
-  }
-  armed = true;
+  armed = !interrupt_first;
   kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 2});
   armed = false;
   if (kdist::process_id() == 0) {
     std::printf("second checkpoint saved\n");
     if (writes_left > 0) std::printf("the kill never happened: fewer MPI-IO writes than asked\n");
+    if (stop_at_open || stop_at_publish) std::printf("the stop never happened\n");
   }
   return writes_left > 0 ? 1 : 0;
 }
 
-int check(const std::string& dir) {
+int check(const std::string& dir, bool require_tmp) {
   const auto data = seeds_data();
   auto reference = first_epoch(data);
   const auto want = state_of(reference);
@@ -164,7 +206,10 @@ int check(const std::string& dir) {
     }
   }
   kdist::detail::checkpoint::broadcast_string(tmp);
-  if (tmp.empty()) {
+  if (!require_tmp) {
+    // stopped before its temporary file existed (in MPI_File_open), or after it was complete (at
+    // the publish): only the published checkpoint matters
+  } else if (tmp.empty()) {
     if (kdist::process_id() == 0) {
       std::printf("no ckpt.h5.tmp-* in %s: the second save was not interrupted\n", dir.c_str());
     }
@@ -193,7 +238,15 @@ int main(int argc, char** argv) {
   return kdist::run(argc, argv, [](int argc_, char** argv_) {
     const std::string mode = argc_ > 2 ? argv_[1] : "";
     if (mode == "save") return save(argv_[2]);
-    if (mode == "check") return check(argv_[2]);
-    throw kdist::ValueError("usage: checkpoint_kill save|check DIR");
+    if (mode == "check") return check(argv_[2], argc_ < 4 || std::string(argv_[3]) != "any");
+    if (mode == "check_none") {
+      const bool exists = std::filesystem::exists(std::string(argv_[2]) + "/ckpt.h5");
+      if (kdist::process_id() == 0) {
+        std::printf(exists ? "error: the interrupted first save left ckpt.h5\n"
+                           : "no checkpoint published: the interrupted first save left none\n");
+      }
+      return exists ? 1 : 0;
+    }
+    throw kdist::ValueError("usage: checkpoint_kill save|check|check_none DIR");
   });
 }

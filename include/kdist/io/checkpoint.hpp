@@ -59,6 +59,7 @@
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/io_watch.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -377,8 +378,14 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   ck::require_same_path(path, "kdist::load_checkpoint");
   const auto opt = ck::describe(model.optimizer());
   LoadedCheckpoint out;
-  const std::string problem =
-      kdist::process_id() == 0 ? ck::check_file(path, ck::expected_of(model, opt), out) : "";
+  // Every call below has a deadline (io_watch.hpp): a process stopped midway ends the job.
+  detail::io_watch::IoWatch watch("kdist::load_checkpoint", path, kdist::communicator());
+  detail::io_watch::IoWatch::Scope watching(watch);
+  std::string problem;
+  if (kdist::process_id() == 0) {
+    const auto checking = detail::io_watch::operation("checking the file (process 0)", false);
+    problem = ck::check_file(path, ck::expected_of(model, opt), out);
+  }
   mpi::agree<ValueError>(kdist::communicator(), problem.empty(), problem);
   ck::broadcast(out);
 
@@ -391,6 +398,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
     h5::ParallelFile file = ck::open_on_every_process(path, "kdist::load_checkpoint");
     ck::ReadLog log;
     try {
+      const auto reading = detail::io_watch::operation("reading '" + path + "'");
       commit = ck::read_state(file.get(), model, opt.slot_count, log);
     } catch (const RuntimeError& e) {
       throw RuntimeError("kdist::load_checkpoint: reading '" + path + "': " + e.what());
@@ -403,6 +411,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
       (void)file.close();  // every process throws the same: it may close collectively
       throw;
     }
+    const auto closing = detail::io_watch::operation("closing the file (H5Fclose)");
     h5::check(file.close(), "kdist::load_checkpoint: closing '" + path + "'");
   }
   for (auto& c : commit) c();

@@ -55,6 +55,7 @@
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/io_watch.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/model.hpp>
@@ -625,7 +626,13 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
   kw::Plan plan;
-  if (kdist::process_id() == 0) plan = kw::check_file(path, model, layers, opt, options.optimizer);
+  // Every call below has a deadline (io_watch.hpp): a process stopped midway ends the job.
+  detail::io_watch::IoWatch watch(who, path, kdist::communicator());
+  detail::io_watch::IoWatch::Scope watching(watch);
+  if (kdist::process_id() == 0) {
+    const auto checking = detail::io_watch::operation("checking the file (process 0)", false);
+    plan = kw::check_file(path, model, layers, opt, options.optimizer);
+  }
   mpi::agree<ValueError>(kdist::communicator(), plan.problem.empty(), plan.problem);
   kw::broadcast(plan);
 
@@ -638,6 +645,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
     h5::ParallelFile file = io::open_on_every_process(path, who);
     io::ReadLog log;
     try {
+      const auto reading = detail::io_watch::operation("reading '" + path + "'");
       auto dxpl = h5::independent_transfer();  // each process its own block
       const auto names = kw::variable_datasets(layers);
       const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
@@ -669,6 +677,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
       (void)file.close();  // every process throws the same: it may close collectively
       throw;
     }
+    const auto closing = detail::io_watch::operation("closing the file (H5Fclose)");
     h5::check(file.close(), std::string(who) + ": closing '" + path + "'");
   }
   for (auto& c : commit) c();

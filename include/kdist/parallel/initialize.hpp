@@ -33,7 +33,7 @@
 //! \endcode
 //!
 //! \code
-//! MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);   // the code owns MPI
+//! MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);   // the code owns MPI
 //! MPI_Comm_split(MPI_COMM_WORLD, rank < 4 ? 0 : 1, rank, &group);   // simulation | training
 //! if (rank >= 4) { kdist::ScopeGuard guard(argc, argv, group); /* kdist on 'group' */ }
 //! \endcode
@@ -55,7 +55,7 @@ namespace kdist {
 
 //! Initialises kdist for a run of several processes, like `keras.distribution.initialize`.
 //!
-//! Starts MPI (MPI_THREAD_FUNNELED) and Kokkos if they are not running yet (only what is not; what
+//! Starts MPI (MPI_THREAD_MULTIPLE) and Kokkos if they are not running yet (only what is not; what
 //! this call starts is finalised when the program exits), then checks the arguments against
 //! kdist's communicator (MPI_COMM_WORLD; the overload below takes another). Each argument not given
 //! falls back to its environment variable:
@@ -101,7 +101,7 @@ inline void initialize(MPI_Comm comm, std::optional<std::string> job_addresses =
 //! RAII start of MPI and Kokkos for `main`, like `Kokkos::ScopeGuard`:
 //! `kdist::ScopeGuard guard(argc, argv);`.
 //!
-//! Initialises MPI (`MPI_Init_thread`, MPI_THREAD_FUNNELED) and then Kokkos, each only if it is not
+//! Initialises MPI (`MPI_Init_thread`, MPI_THREAD_MULTIPLE) and then Kokkos, each only if it is not
 //! initialised already, and finalises in reverse order only what it initialised. Kokkos reads and
 //! removes its `--kokkos-*` options from argc/argv. Then checks the Keras settings exactly as
 //! kdist::initialize does (same arguments, same environment variables, same errors, collective over

@@ -29,6 +29,7 @@
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/io/detail/hdf5.hpp>
+#include <kdist/io/detail/io_watch.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/detail/failure.hpp>
@@ -186,6 +187,7 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
                   bool annotate = true) {
   using T = typename Tensor::value_type;
   constexpr std::size_t R = Tensor::rank;
+  const auto watched = io_watch::operation("writing dataset '/" + name + "'");
   const auto dims = dims_of<R>(t.shape());
   hdf5::PropertyList lcpl(hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
   hdf5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
@@ -327,6 +329,7 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const std
     staging = typename View::HostMirror(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::read_staging"), t.local().layout());
   }
+  const auto watched = io_watch::operation("reading dataset '/" + name + "'");
   hdf5::ParallelDataset ds(
       hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
   std::size_t n = 1;
@@ -424,6 +427,7 @@ inline DatasetProblem check_float_dataset(hid_t root, const std::string& name,
 //! Opens `path` for reading on every process (MPI-IO); the same kdist::RuntimeError everywhere if
 //! any process cannot (`who` begins it). Call it under hdf5::QuietErrors.
 inline hdf5::ParallelFile open_on_every_process(const std::string& path, const std::string& who) {
+  const auto watched = io_watch::operation("opening (H5Fopen, MPI-IO) on every process");
   const auto fapl = hdf5::mpio_access(kdist::communicator());
   hdf5::ParallelFile file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
   const std::string why = file.valid() ? std::string() : hdf5::error_text();
@@ -459,15 +463,20 @@ inline std::string publish(const std::string& tmp, const std::string& path) {
 
 //! Creates `<path>.tmp-<pid of process 0>` collectively (MPI-IO), lets `body(file)` write it,
 //! flushes it (MPI_File_sync on every process), closes it, and has process 0 flush and rename it
-//! to `path`: a write that dies midway leaves `path` as it was. Errors (kdist::RuntimeError, on
-//! every process alike): the file cannot be created, written, flushed or renamed; `who` begins
-//! each message.
+//! to `path`: a write that dies midway leaves `path` as it was. Every call has a deadline (the I/O
+//! watchdog, io_watch.hpp): a process that stops midway ends the job, naming it. Errors
+//! (kdist::RuntimeError, on every process alike): the file cannot be created, written, flushed or
+//! renamed; `who` begins each message.
 template <class Body>
 void write_atomically(const std::string& path, const std::string& who, Body&& body) {
   std::int64_t pid = static_cast<std::int64_t>(::getpid());
   kdist::broadcast(pid, 0, kdist::communicator());
   const std::string tmp = path + ".tmp-" + std::to_string(pid);
   Kokkos::fence();  // the model's last step is complete before its blocks are read
+  io_watch::IoWatch watch(who, path, kdist::communicator(),
+                          "'" + path + "' is as it was: the save writes '" + tmp +
+                              "' and renames it only once every process has written its part");
+  io_watch::IoWatch::Scope watching(watch);
   {
     hdf5::QuietErrors quiet;
     const auto fapl = hdf5::mpio_access(kdist::communicator());
@@ -477,22 +486,34 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
       hdf5::check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
                   "H5Pset_libver_bounds");
     }
-    hdf5::ParallelFile file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    hdf5::ParallelFile file;
+    {
+      const auto watched = io_watch::operation("creating '" + tmp + "' (H5Fcreate, MPI-IO)");
+      file = hdf5::ParallelFile(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    }
     const std::string why = file.valid() ? std::string() : hdf5::error_text();
     mpi::agree<RuntimeError>(
         kdist::communicator(), file.valid(),
         who + ": cannot create '" + tmp + "' (the temporary file of '" + path + "'): HDF5: " + why);
     try {
+      const auto writing = io_watch::operation("writing '" + tmp + "'");  // its datasets nest
       body(file.get());
+      const auto flushing = io_watch::operation("flushing '" + tmp + "' (H5Fflush)");
       hdf5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "H5Fflush");
     } catch (const RuntimeError& e) {
       throw RuntimeError(who + ": writing '" + tmp + "': " + e.what());
     }
+    const auto watched = io_watch::operation("closing '" + tmp + "' (H5Fclose)");
     hdf5::check(file.close(), who + ": closing '" + tmp + "'");
   }
   // every process has closed the file (an all-reduce: none goes on before all have come here)
   mpi::agree<RuntimeError>(kdist::communicator(), true, "");
-  const std::string failed = kdist::process_id() == 0 ? publish(tmp, path) : std::string();
+  std::string failed;
+  if (kdist::process_id() == 0) {
+    const auto watched =
+        io_watch::operation("publishing it (fsync and rename of '" + tmp + "')", false);
+    failed = publish(tmp, path);
+  }
   mpi::agree<RuntimeError>(kdist::communicator(), failed.empty(),
                            who + ": '" + path + "': " + failed);
 }

@@ -1,7 +1,8 @@
 #pragma once
 //! \file parallel/detail/initialize_startup.hpp
 //! How kdist::initialize and kdist::ScopeGuard (runtime.hpp) start and stop MPI and Kokkos: each
-//! only when it is not running, MPI first (MPI_THREAD_FUNNELED), then kdist's communicator
+//! only when it is not running, MPI first (MPI_THREAD_MULTIPLE: the I/O watchdog asks the others
+//! from its own thread, io/detail/io_watch.hpp), then kdist's communicator
 //! (kdist::communicator(): MPI_COMM_WORLD or a duplicate of the caller's) with the failure path of
 //! detail/failure.hpp, then Kokkos on this process' device (on a GPU build its node-local rank
 //! modulo the visible GPUs, unless the user chose one); finalised in reverse order, only what was
@@ -51,7 +52,8 @@ inline RuntimeState& runtime_state() {
   return state;
 }
 
-//! Initialises MPI (MPI_THREAD_FUNNELED) unless it is; returns whether it did.
+//! Initialises MPI (MPI_THREAD_MULTIPLE, which the I/O watchdog's helper thread needs) unless it
+//! is; returns whether it did.
 inline bool start_mpi(int* argc, char*** argv) {
   // MPI_Initialized stays true after MPI_Finalize: ask MPI_Finalized first.
   if (kdist::detail::mpi_is_finalized()) {
@@ -61,7 +63,7 @@ inline bool start_mpi(int* argc, char*** argv) {
     return false;
   }
   int provided = MPI_THREAD_SINGLE;
-  mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+  mpi::detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided),
                          "kdist: MPI_Init_thread");
   return true;
 }
@@ -254,8 +256,15 @@ inline bool start_kokkos(int* argc, char** argv) {
   const int device = device_for_this_process(argc != nullptr ? *argc : 0, argv);
   if (argc != nullptr && argv != nullptr) {
     // Kokkos 3 cannot take both argv and settings: pass the device as an option on a copy of argv,
-    // then write back what Kokkos left (it removes the options it understood).
-    std::vector<char*> args(argv, argv + *argc);
+    // then write back what Kokkos left (it removes the options it understood). The program's own
+    // --help is not shown to Kokkos, which would print its 40 lines of options first: Kokkos' help
+    // is --kokkos-help.
+    const std::vector<char*> given(argv, argv + *argc);
+    const auto is_program_help = [](const char* a) { return std::string_view(a) == "--help"; };
+    std::vector<char*> args;
+    for (char* a : given) {
+      if (!is_program_help(a)) args.push_back(a);
+    }
     std::string device_option = "--kokkos-device-id=" + std::to_string(device);
     if (device >= 0) {
       args.push_back(device_option.data());
@@ -263,11 +272,12 @@ inline bool start_kokkos(int* argc, char** argv) {
     int n = static_cast<int>(args.size());
     args.push_back(nullptr);
     Kokkos::initialize(n, args.data());
+    const auto left_by_kokkos = [&](const char* a) {
+      return std::find(args.begin(), args.begin() + n, a) != args.begin() + n;
+    };
     int kept = 0;
-    for (int i = 0; i < n; ++i) {
-      if (args[static_cast<std::size_t>(i)] != device_option.data()) {
-        argv[kept++] = args[static_cast<std::size_t>(i)];
-      }
+    for (char* a : given) {  // the given order, less what Kokkos took
+      if (is_program_help(a) || left_by_kokkos(a)) argv[kept++] = a;
     }
     argv[kept] = nullptr;
     *argc = kept;

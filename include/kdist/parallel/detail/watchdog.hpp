@@ -100,35 +100,37 @@ inline std::string seconds_text(std::int64_t ns) {
   return s + " s";
 }
 
-inline std::string list_processes(const std::vector<int>& world, const std::vector<int>& members) {
-  std::string out = members.size() == 1 ? "process " : "processes ";
+//! "process 1 (host n2)", "process 1 (world rank 3, host n2) and process 2 (...)": the members
+//! `members` of a communicator whose ranks in kdist's communicator are `kdist_ranks`.
+inline std::string list_processes(const std::vector<int>& kdist_ranks,
+                                  const std::vector<int>& members) {
+  std::string out;
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (i > 0) out += i + 1 == members.size() ? " and " : ", ";
     const int m = members[i];
-    if (world[static_cast<std::size_t>(m)] == MPI_UNDEFINED) {
+    const int k = kdist_ranks[static_cast<std::size_t>(m)];
+    if (k == MPI_UNDEFINED) {
       out += "rank " + std::to_string(m) + " of the communicator (not one of kdist's processes)";
       continue;
     }
-    out += std::to_string(world[static_cast<std::size_t>(m)]);
-    if (world[static_cast<std::size_t>(m)] != m) {
-      out += " (rank " + std::to_string(m) + " of the communicator)";
-    }
+    out += failure::describe_process(k);
+    if (k != m) out += " (rank " + std::to_string(m) + " of the communicator)";
   }
   return out;
 }
 
-//! After a timeout: finds which members of `comm` did not arrive and ends the job.
-[[noreturn]] inline void on_timeout(MPI_Comm comm, const char* collective, std::uint64_t sequence,
-                                    std::int64_t timeout) {
+//! After a timeout in `what` (the `sequence`-th watched operation on `comm`, the same number on
+//! every member): asks the other members of `comm` where they wait, over the error communicator,
+//! and says who did not arrive: "process 1 did not arrive", "process 2 is waiting in another
+//! collective", or "every process arrived, but ...". Every member that timed out runs this at about
+//! the same time; a member that never answers within the window (half the timeout, 0.5 to 5 s) did
+//! not arrive. Needs MPI on this thread (the main thread, or any under MPI_THREAD_MULTIPLE).
+inline std::string who_did_not_arrive(MPI_Comm comm, const std::string& what,
+                                      std::uint64_t sequence, std::int64_t timeout) {
   int rank = 0;
   int size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  std::string message = std::string(collective) + " on " + describe(comm) + " (" +
-                        std::to_string(size) + " processes) did not complete within " +
-                        seconds_text(timeout) + " (collective #" + std::to_string(sequence) +
-                        " on it), " + current_step_description() + ": ";
-
   // The members' process ids: their ranks in kdist's communicator (the error communicator's).
   std::vector<int> world(static_cast<std::size_t>(size));
   {
@@ -144,13 +146,12 @@ inline std::string list_processes(const std::vector<int>& world, const std::vect
   }
   std::uint64_t members_hash = 0xcbf29ce484222325ULL;
   for (int w : world) members_hash = fnv1a(members_hash, static_cast<std::uint64_t>(w));
-  const std::uint64_t collective_hash = hash_of(collective);
+  const std::uint64_t collective_hash = hash_of(what.c_str());
 
   const MPI_Comm errors = failure::state().comm;
-  if (errors == MPI_COMM_NULL) {
-    failure::abort_job(message +
-                       "which processes did not arrive is unknown (MPI was not started by "
-                       "kdist::initialize, kdist::ScopeGuard or kdist::run)");
+  if (errors == MPI_COMM_NULL) {  // require_started implies a prepared failure path
+    return "which processes did not arrive is unknown (kdist's failure path was not prepared on "
+           "this process)";
   }
   // Tell every other member where this process waits; the sends are never waited for.
   static std::uint64_t mine[3];
@@ -201,17 +202,29 @@ inline std::string list_processes(const std::vector<int>& world, const std::vect
     if (heard[static_cast<std::size_t>(m)] == 2) elsewhere.push_back(m);
   }
   if (absent.empty() && elsewhere.empty()) {
-    message +=
-        "every process arrived, but MPI did not complete the collective (a slow or broken "
-        "link?)";
-  } else {
-    if (!absent.empty()) message += list_processes(world, absent) + " did not arrive";
-    if (!elsewhere.empty()) {
-      if (!absent.empty()) message += "; ";
-      message += list_processes(world, elsewhere) + (elsewhere.size() == 1 ? " is" : " are") +
-                 " waiting in another collective";
-    }
+    return "every process arrived, but MPI did not complete the collective (a slow or broken "
+           "link?)";
   }
+  std::string out;
+  if (!absent.empty()) out += list_processes(world, absent) + " did not arrive";
+  if (!elsewhere.empty()) {
+    if (!absent.empty()) out += "; ";
+    out += list_processes(world, elsewhere) + (elsewhere.size() == 1 ? " is" : " are") +
+           " waiting in another collective";
+  }
+  return out;
+}
+
+//! After a timeout: finds which members of `comm` did not arrive and ends the job.
+[[noreturn]] inline void on_timeout(MPI_Comm comm, const char* collective, std::uint64_t sequence,
+                                    std::int64_t timeout) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::string message = std::string(collective) + " on " + describe(comm) + " (" +
+                        std::to_string(size) + " processes) did not complete within " +
+                        seconds_text(timeout) + " (collective #" + std::to_string(sequence) +
+                        " on it), " + current_step_description() + ": ";
+  message += who_did_not_arrive(comm, collective, sequence, timeout);
   message +=
       ". The timeout is KDIST_COLLECTIVE_TIMEOUT (seconds; 0 or off: no timeout) or "
       "kdist::set_collective_timeout";
@@ -243,6 +256,7 @@ inline void wait(MPI_Request& request, MPI_Comm comm, const char* collective,
 template <bool Watchable = true, class Start, class Blocking>
 void run(MPI_Comm comm, const char* collective, const char* what, Start&& start,
          Blocking&& blocking) {
+  kdist::detail::require_started(collective);  // never a collective where kdist does not run
   const std::int64_t timeout = Watchable ? timeout_ns() : 0;
   if (timeout == 0) {
     mpi::detail::check_mpi(blocking(), what);
