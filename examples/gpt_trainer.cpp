@@ -6,8 +6,13 @@
 // (every kernel also sharded on "data") and --sequence-parallel (blocks' outputs sharded on the
 // sequence). AdamW with global-norm clipping; Keras-style progress with tokens/s and the
 // validation loss per epoch; checkpoints (--checkpoint-dir, --resume on another mesh); a sample of
-// generated text at the end (temperature sampling, the same on every mesh). E.g.
+// generated text at the end (temperature sampling, the same on every mesh; every byte shown, those
+// that are not printable ASCII as \xNN). The map declares the GPT's row-parallel kernels to the
+// LayoutMap report, which then flags only contracted-dimension shardings the rules did not mean;
+// FSDP's gathers over "data" are one information line; --strict-layout-map makes every variable of
+// rank >= 2 that no rule matches an error (keras-hub#2806). E.g.
 //   mpiexec -n 2 build/examples/gpt_trainer --mesh 1x2 --epochs 1 --steps 50
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,6 +55,7 @@ struct GptOptions {
   std::string checkpoint_dir;
   std::string load_keras_weights, save_keras_weights;
   bool resume = false, quiet = false, evaluate_only = false;
+  bool strict_layout_map = false;  // unmatched variables of rank >= 2 are an error
   std::string prompt = "The ";
   std::size_t sample_tokens = 200;
   double temperature = 0.8;
@@ -71,7 +77,8 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
   const std::string usage =
       "usage: gpt_trainer [--mesh DATAxMODEL] [--text FILE] [--epochs N] [--batch-size N] "
       "[--steps N] [--seq N] [--d-model N] [--heads N] [--blocks N] [--fsdp] "
-      "[--sequence-parallel] [--checkpoint-dir DIR [--resume]] [--prompt TEXT] ...";
+      "[--sequence-parallel] [--layout-map FILE] [--strict-layout-map] "
+      "[--checkpoint-dir DIR [--resume]] [--prompt TEXT] ...";
   CLI::App app(usage);
   std::string mesh_text;
   using kdist::examples::detail::unsigned_flag;
@@ -115,6 +122,9 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
   app.add_option("--layout-map", o.layout_map,
                  "LayoutMap rules from a JSON file instead of the built-in ones "
                  "(examples/layout_maps/gpt_*.json)");
+  app.add_flag("--strict-layout-map", o.strict_layout_map,
+               "a variable of rank >= 2 that no rule matches is an error, all named at once, "
+               "before anything is allocated (default: replicated, listed in the report)");
   app.add_option_function<std::string>(
       "--learning-rate",
       [&](const std::string& t) { o.learning_rate = positive("--learning-rate", t); },
@@ -208,6 +218,63 @@ std::string sample(kdist::Sequential& model, const GptOptions& o, std::size_t da
   return text;
 }
 
+// The sampled bytes as one readable text: printable ASCII, newlines and tabs as they are, a
+// backslash as \\, every other byte (a zero byte included) as \xNN, so nothing cuts the text short
+// and nothing reaches the terminal as a control byte.
+std::string escaped(const std::string& bytes) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size());
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// The LayoutMap report as the GPT reads it, from process 0. A kernel whose contracted dimension
+// is sharded over the batch axis only is FSDP's (--fsdp, or a file's FSDP rules): it is gathered
+// over that axis before use, on purpose, so those are counted in one information line; every
+// other contracted-dimension sharding stays a warning. Variables of rank 1 that no rule names
+// (biases, norms: replicated, as keras-hub leaves them) are counted in one line, so the report
+// lists by name only the unmatched variables of rank >= 2, which --strict-layout-map refuses.
+void print_layout_map_report(const kdist::Distribution& dist, const std::string& batch_axis) {
+  auto report = kdist::layout_map_report(dist);
+  if (!report) return;
+  const auto fsdp_gather = [&](const kdist::LayoutMapReport::ContractedSharding& c) {
+    return std::ranges::all_of(c.axes, [&](const std::vector<std::string>& a) {
+      return a.size() == 1 && a[0] == batch_axis;
+    });
+  };
+  const std::size_t gathered = std::erase_if(report->contracted_shardings, fsdp_gather);
+  const std::size_t rank1 =
+      std::erase_if(report->replicated_variables, [](const auto& f) { return f.shape.size() < 2; });
+  if (!report->empty()) {
+    std::cout << *report;
+    if (!report->replicated_variables.empty()) {
+      std::cout << "  (--strict-layout-map makes the replicated variables above an error)\n";
+    }
+  }
+  if (rank1 > 0) {
+    std::cout << "LayoutMap: " << rank1
+              << " variable(s) of rank 1 (biases, norms) match no rule: replicated\n";
+  }
+  if (gathered > 0) {
+    const bool one = gathered == 1;
+    std::cout << "FSDP: " << gathered << (one ? " kernel shards its" : " kernels shard their")
+              << " contracted dimension over '" << batch_axis << "' and " << (one ? "is" : "are")
+              << " gathered over it before use (expected)\n";
+  }
+}
+
 int train(const GptOptions& o) {
   const bool root = kdist::process_id() == 0;
   const auto devices = kdist::list_devices();
@@ -226,13 +293,28 @@ int train(const GptOptions& o) {
   auto model = make_gpt(o.model);
   auto layout_map =
       o.layout_map.empty() ? gpt_layout_map(mesh, o.sharding) : kdist::LayoutMap(mesh);
-  if (!o.layout_map.empty()) read_layout_map_flag(o.layout_map, layout_map);
+  if (!o.layout_map.empty()) {
+    declare_gpt_kernels(layout_map);  // a file's rules shard the same GPT's row-parallel kernels
+    read_layout_map_flag(o.layout_map, layout_map);
+  }
+  layout_map.set_strict(o.strict_layout_map);
   const kdist::ModelParallel model_parallel(layout_map, "data");  // "data" checked at compile time
   auto dist = std::make_shared<kdist::ModelParallel>(model_parallel);
   kdist::set_distribution(dist);
+  // Strict: every unmatched variable of rank >= 2 named in ONE error on every process, before
+  // compile allocates anything (compile alone would stop at the first).
+  const auto variables = gpt_variables(o.model);
+  if (o.strict_layout_map) kdist::check_variable_layouts(*dist, variables);
   model.compile(dist, kdist::Loss::sparse_categorical_crossentropy,
                 kdist::AdamW(o.learning_rate, o.weight_decay).with_global_clipnorm(o.clipnorm),
                 o.seed);
+  if (o.strict_layout_map) {  // gpt_variables must list what make_gpt builds
+    const auto built = model.variables();
+    const bool same = std::ranges::equal(built, variables, [](const auto& a, const auto& b) {
+      return a.path == b.path() && a.shape == b.shape();
+    });
+    if (!same) throw kdist::RuntimeError("gpt_variables() does not list make_gpt's variables");
+  }
   if (root && !o.quiet) {
     std::cout << "GPT on " << dist->device_mesh() << ": " << o.model.blocks << " blocks, d_model "
               << o.model.d_model << ", " << o.model.heads << " heads, sequence " << o.model.sequence
@@ -251,9 +333,7 @@ int train(const GptOptions& o) {
       params += n;
     }
     std::cout << params << " parameters\n";
-    if (auto report = kdist::layout_map_report(*dist); report && !report->empty()) {
-      std::cout << *report;
-    }
+    print_layout_map_report(*dist, "data");
   }
   const std::string ckpt =
       o.checkpoint_dir.empty()
@@ -264,20 +344,26 @@ int train(const GptOptions& o) {
                         .shuffle = true,
                         .steps_per_epoch = o.max_steps,
                         .verbose = o.quiet ? 0 : 1};
+  // What was loaded is said even with --quiet: the losses that follow are of these weights.
   if (!o.load_keras_weights.empty()) {
     const auto loaded = kdist::load_keras_weights(model, o.load_keras_weights);
-    if (root && !o.quiet) {
-      std::printf("Loaded Keras weights from %s (optimizer state: %s)\n",
-                  o.load_keras_weights.c_str(),
-                  loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str());
+    if (root) {
+      std::printf(
+          "Loaded Keras weights from %s (optimizer state: %s) at step %lld (a Keras "
+          "weights file records no epoch)\n",
+          o.load_keras_weights.c_str(),
+          loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str(),
+          static_cast<long long>(loaded.iterations));
     }
   }
   if (o.resume) {
     const auto saved = kdist::load_checkpoint(model, ckpt);
     fit.initial_epoch = saved.epoch;
-    if (root && !o.quiet) {
-      std::printf("Resumed from %s: epoch %zu (saved by %s on %s)\n", ckpt.c_str(), saved.epoch,
-                  saved.distribution.c_str(), saved.mesh.c_str());
+    if (root) {
+      std::printf("%s %s: epoch %zu, step %lld (saved by %s on %s)\n",
+                  o.evaluate_only ? "Loaded checkpoint" : "Resumed from", ckpt.c_str(), saved.epoch,
+                  static_cast<long long>(saved.step), saved.distribution.c_str(),
+                  saved.mesh.c_str());
     }
   }
   if (!ckpt.empty()) {
@@ -312,7 +398,11 @@ int train(const GptOptions& o) {
   }
   if (o.sample_tokens > 0) {
     const std::string text = sample(model, o, shape[0]);
-    if (root) std::printf("Sample (temperature %.2f):\n%s\n", o.temperature, text.c_str());
+    if (root) {  // every byte, escaped where it is not printable (a zero byte no longer ends it)
+      std::printf(
+          "Sample (temperature %.2f, %zu bytes; \\xNN: a byte that is not printable):\n%s\n",
+          o.temperature, text.size(), escaped(text).c_str());
+    }
   }
   return 0;
 }

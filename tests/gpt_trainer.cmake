@@ -53,3 +53,76 @@ kdist_gpt_error(keras_weights_missing "no_such.weights.h5"
 kdist_gpt_error(bad_validation_split "--validation-split must be below 1" --validation-split 1.5)
 kdist_gpt_error(layout_map_with_fsdp "--layout-map replaces the built-in rules that --fsdp"
                 --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/gpt_tensor_parallel.json --fsdp)
+
+# The GPT's map passes its own checks (issue 35). The README's tensor-parallel command: the map
+# declares the GPT's row-parallel kernels (attention_output, down), so the report warns of no
+# contracted-dimension sharding; the same when the rules come from a file.
+set(_no_warning "contracted-dimension sharding \\(warning\\)|shard a contracted dimension")
+add_test(NAME trainer.gpt.map_declares_its_row_parallel_kernels
+         COMMAND ${_run2} ${_gpt} --mesh 1x2 --text ${_text} ${_tiny} --sample-tokens 0)
+set_tests_properties(trainer.gpt.map_declares_its_row_parallel_kernels PROPERTIES
+  PASS_REGULAR_EXPRESSION "parameters\nLayoutMap: 8 variable\\(s\\) of rank 1 \\(biases, norms\\) match no rule: replicated\nEpoch 1/1.*Validation loss"
+  FAIL_REGULAR_EXPRESSION "${_no_warning}" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+# FSDP on (2, 1): the kernels whose contracted dimension is sharded over "data" are gathered
+# before use on purpose: one information line, no warning.
+add_test(NAME trainer.gpt.fsdp_gathers_are_one_information_line
+         COMMAND ${_run2} ${_gpt} --mesh 2x1 --fsdp --text ${_text} ${_tiny} --sample-tokens 0)
+set_tests_properties(trainer.gpt.fsdp_gathers_are_one_information_line PROPERTIES
+  PASS_REGULAR_EXPRESSION "\nFSDP: 5 kernels shard their contracted dimension over 'data' and are gathered over it before use \\(expected\\)\nEpoch 1/1.*Validation loss"
+  FAIL_REGULAR_EXPRESSION "${_no_warning}" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+# --strict-layout-map: the built-in rules name every variable of rank >= 2 (the run trains) ...
+add_test(NAME trainer.gpt.strict_layout_map_builtin_rules
+         COMMAND ${_run2} ${_gpt} --mesh 1x2 --strict-layout-map --text ${_text} ${_tiny}
+                 --sample-tokens 0)
+set_tests_properties(trainer.gpt.strict_layout_map_builtin_rules PROPERTIES
+  PASS_REGULAR_EXPRESSION "epoch 1: loss [0-9.]+.*Validation loss" FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+if(TARGET nlohmann_json::nlohmann_json)  # --layout-map FILE
+  add_test(NAME trainer.gpt.map_file_declares_its_row_parallel_kernels
+           COMMAND ${_run2} ${_gpt} --mesh 1x2 --text ${_text} ${_tiny} --sample-tokens 0
+                   --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/gpt_tensor_parallel.json)
+  set_tests_properties(trainer.gpt.map_file_declares_its_row_parallel_kernels PROPERTIES
+    PASS_REGULAR_EXPRESSION "layout_map \\(keras-hub style, from [^\n]*gpt_tensor_parallel.json\\).*Validation loss"
+    FAIL_REGULAR_EXPRESSION "${_no_warning}" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+  # ... and a file that leaves kernels unmatched is ONE error naming each, on every process
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gpt_partial_map.json
+       "{\"token_embedding/embeddings\": [\"model\", null],\n \".*mha/(query|key|value)/kernel\": [null, \"model\", null],\n \".*up/kernel\": [null, \"model\"]}\n")
+  kdist_gpt_error(strict_layout_map_unmatched
+    "kdist::LayoutMap \\(strict\\): 7 variable\\(s\\) of rank 2 or more match no rule: 'position_embedding/embeddings' \\(32, 32\\), 'block0/mha/query/bias' \\(2, 16\\).*'block0/mha/attention_output/kernel' \\(2, 16, 32\\), 'block0/down/kernel' \\(128, 32\\), 'lm_head/kernel' \\(32, 256\\)[^,]"
+    --mesh 1x2 --text ${_text} ${_tiny} --strict-layout-map
+    --layout-map ${CMAKE_CURRENT_BINARY_DIR}/gpt_partial_map.json)
+endif()
+
+# The sample shows every sampled byte: the prompt's 4 and 64 generated, each printable ASCII (or a
+# newline or tab) as it is and any other byte as \xNN (a backslash as \\); nothing raw, nothing cut
+# at a zero byte (the tiny model samples all 256 byte values).
+set(_sample_check [=[
+"$@" > "$0.out" || exit 1
+sed -n '/^Sample (/,$p' "$0.out" | tail -n +2 > "$0.sample"
+raw=$(LC_ALL=C tr -d ' -~\n\t' < "$0.sample" | wc -c)
+units=$(LC_ALL=C sed -E 's/\\(x[0-9a-f]{2}|\\)/#/g' "$0.sample" | wc -c)
+escaped=$(grep -o '\\x[0-9a-f][0-9a-f]' "$0.sample" | wc -l)
+echo "sample: $units bytes and newline, $raw raw, $escaped escaped"
+]=])
+add_test(NAME trainer.gpt.sample_shows_every_byte
+         COMMAND sh -c "${_sample_check}" ${CMAKE_CURRENT_BINARY_DIR}/gpt_sample
+                 ${_run2} ${_gpt} --mesh 1x2 --text ${_text} ${_tiny} --sample-tokens 64)
+set_tests_properties(trainer.gpt.sample_shows_every_byte PROPERTIES
+  PASS_REGULAR_EXPRESSION "sample: 69 bytes and newline, 0 raw, [1-9][0-9]* escaped"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+
+# What was loaded is said: --resume (path, epoch, step), --evaluate-only of a checkpoint and of a
+# Keras weights file, even with --quiet.
+set(_loaded_check [=[
+rm -rf "$0"
+"$@" --epochs 1 --checkpoint-dir "$0" > /dev/null || exit 1
+"$@" --epochs 2 --checkpoint-dir "$0" --resume --save-keras-weights "$0/gpt.weights.h5" || exit 1
+"$@" --evaluate-only --checkpoint-dir "$0" --resume --quiet || exit 1
+"$@" --evaluate-only --load-keras-weights "$0/gpt.weights.h5" --quiet || exit 1
+]=])
+add_test(NAME trainer.gpt.says_what_it_loaded
+         COMMAND sh -c "${_loaded_check}" ${CMAKE_CURRENT_BINARY_DIR}/gpt_loaded_test
+                 ${_run2} ${_gpt} --mesh 1x2 --text ${_text} ${_tiny} --sample-tokens 0)
+set_tests_properties(trainer.gpt.says_what_it_loaded PROPERTIES
+  PASS_REGULAR_EXPRESSION "Resumed from [^\n]*gpt_loaded_test/checkpoint.h5: epoch 1, step 3 \\(saved by ModelParallel on [^\n]*\n.*Loaded checkpoint [^\n]*gpt_loaded_test/checkpoint.h5: epoch 2, step 6 \\(saved by ModelParallel on [^\n]*\nValidation loss: [0-9.]+\nLoaded Keras weights from [^\n]*gpt_loaded_test/gpt.weights.h5 \\(optimizer state: restored\\) at step 6 \\(a Keras weights file records no epoch\\)\nValidation loss"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)

@@ -14,6 +14,18 @@ add_test(NAME trainer.data_parallel.smoke COMMAND ${_run} ${_dp} --mesh 2 --epoc
 set_tests_properties(trainer.data_parallel.smoke PROPERTIES
   PASS_REGULAR_EXPRESSION "20/20 .*Test loss: [0-9.]+ - Test accuracy: 0\\.[5-9]")
 
+# --help shows the trainer's options first, without Kokkos' 40 lines; --kokkos-help shows Kokkos'.
+foreach(_trainer IN ITEMS model_parallel_trainer gpt_trainer)
+  add_test(NAME trainer.help_shows_its_own_options.${_trainer}
+           COMMAND sh -c "\"$@\" 2>&1 | head -n 3" sh $<TARGET_FILE:${_trainer}> --help)
+  set_tests_properties(trainer.help_shows_its_own_options.${_trainer} PROPERTIES
+    PASS_REGULAR_EXPRESSION "^usage: ${_trainer} " FAIL_REGULAR_EXPRESSION "Kokkos command line"
+    TIMEOUT 60)
+endforeach()
+add_test(NAME trainer.kokkos_help_shows_kokkos_options COMMAND ${_mp} --kokkos-help --epochs 1 --steps 1)
+set_tests_properties(trainer.kokkos_help_shows_kokkos_options PROPERTIES
+  PASS_REGULAR_EXPRESSION "Kokkos command line arguments" TIMEOUT 60)
+
 # name; expected message; command. Passes when the message is printed AND the run exits non-zero.
 function(kdist_trainer_error name regex)
   add_test(NAME trainer.error.${name}
@@ -108,6 +120,20 @@ add_test(NAME trainer.keras_weights_on_another_mesh
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/run_keras_weights.cmake)
 set_tests_properties(trainer.keras_weights_on_another_mesh PROPERTIES
   PASS_REGULAR_EXPRESSION "keras weights agree" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 600)
+# What was loaded is said (issue 35): --resume and --evaluate-only of a checkpoint print its path,
+# epoch and step, --evaluate-only of a Keras weights file its path and step, even with --quiet.
+set(_loaded_check [=[
+rm -rf "$0"
+"$@" --epochs 1 --steps 5 --checkpoint-dir "$0" --save-keras-weights "$0/mlp.weights.h5" > /dev/null || exit 1
+"$@" --evaluate-only --checkpoint-dir "$0" --resume --quiet || exit 1
+"$@" --evaluate-only --load-keras-weights "$0/mlp.weights.h5" --quiet || exit 1
+]=])
+add_test(NAME trainer.evaluate_only_says_what_it_loaded
+         COMMAND sh -c "${_loaded_check}" ${CMAKE_CURRENT_BINARY_DIR}/evaluate_only_test
+                 ${_run} ${_mp} --mesh 1x2)
+set_tests_properties(trainer.evaluate_only_says_what_it_loaded PROPERTIES
+  PASS_REGULAR_EXPRESSION "Loaded checkpoint [^\n]*evaluate_only_test/checkpoint.h5: epoch 1, step 5 \\(saved by ModelParallel on [^\n]*\nTest loss: [0-9.]+ - Test accuracy: [0-9.]+\nLoaded Keras weights from [^\n]*evaluate_only_test/mlp.weights.h5 \\(optimizer state: restored\\) at step 5 \\(a Keras weights file records no epoch\\)\nTest loss"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
 set(_env KDIST_TRAINER_DUMMY=1)
 kdist_trainer_error(evaluate_only_needs_weights "--evaluate-only needs weights to evaluate"
                     ${_mp} --evaluate-only)

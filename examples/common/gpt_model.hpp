@@ -26,7 +26,9 @@
 #include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/runtime_layout_map.hpp>
 
 namespace kdist::examples {
 
@@ -72,6 +74,37 @@ BasicSequential<T> make_gpt(const GptConfig& c) {
   return M(Shape{c.sequence}, std::move(l));
 }
 
+//! The variables of make_gpt(c), path and shape, in the model's order, without building it: what
+//! a strict LayoutMap checks all at once before compile allocates anything (`check_variables`),
+//! so that every unmatched kernel is named in one error. The trainer compares this list with the
+//! compiled model's `variables()`.
+inline std::vector<VariableInfo> gpt_variables(const GptConfig& c) {
+  const std::size_t d = c.d_model, h = c.heads, k = c.heads ? c.d_model / c.heads : 0;
+  std::vector<VariableInfo> v{{"token_embedding/embeddings", {c.vocab, d}},
+                              {"position_embedding/embeddings", {c.sequence, d}}};
+  for (std::size_t b = 0; b < c.blocks; ++b) {
+    const std::string p = "block" + std::to_string(b) + "/";
+    v.push_back({p + "ln1/gamma", {d}});
+    v.push_back({p + "ln1/beta", {d}});
+    for (const std::string qkv : {"query", "key", "value"}) {
+      v.push_back({p + "mha/" + qkv + "/kernel", {d, h, k}});
+      v.push_back({p + "mha/" + qkv + "/bias", {h, k}});
+    }
+    v.push_back({p + "mha/attention_output/kernel", {h, k, d}});
+    v.push_back({p + "mha/attention_output/bias", {d}});
+    v.push_back({p + "ln2/gamma", {d}});
+    v.push_back({p + "ln2/beta", {d}});
+    v.push_back({p + "up/kernel", {d, 4 * d}});
+    v.push_back({p + "up/bias", {4 * d}});
+    v.push_back({p + "down/kernel", {4 * d, d}});
+    v.push_back({p + "down/bias", {d}});
+  }
+  v.push_back({"final_norm/gamma", {d}});
+  v.push_back({"final_norm/beta", {d}});
+  v.push_back({"lm_head/kernel", {d, c.vocab}});
+  return v;
+}
+
 //! How the GPT is sharded: tensor parallelism on "model" always (heads, the MLP's column -> row
 //! pair, a vocabulary-parallel embedding and lm_head); `fsdp` also shards every kernel's other
 //! dimension on "data" (keras-hub's (2, N) maps: gathered for compute, gradients reduce-scattered,
@@ -89,6 +122,7 @@ inline std::vector<std::pair<std::string, std::vector<DimAxes>>> gpt_rules(const
   const DimAxes none;
   std::vector<std::pair<std::string, std::vector<DimAxes>>> r{
       {"token_embedding/embeddings", {"model", data}},            // vocabulary-parallel
+      {"position_embedding/embeddings", {none, none}},            // small: replicated, said so
       {".*mha/(query|key|value)/kernel", {data, "model", none}},  // heads
       {".*mha/(query|key|value)/bias", {"model", none}},
       {".*mha/attention_output/kernel", {"model", none, data}},  // row-parallel
@@ -105,10 +139,31 @@ inline std::vector<std::pair<std::string, std::vector<DimAxes>>> gpt_rules(const
   return r;
 }
 
-//! The LayoutMap of gpt_rules on `mesh`.
+//! The GPT's row-parallel kernels (Megatron: each follows a column-parallel projection and
+//! contracts the dimension that projection sharded on "model", so the rule shards it on purpose
+//! and the all-reduce of the output is the intended one): the attention's output projection,
+//! (heads, head_dim, d_model), and the MLP's `down`, (4 d_model, d_model).
+inline constexpr const char* gpt_row_parallel_pattern =
+    "block\\d+/(mha/attention_output|down)/kernel";
+
+//! Declares the GPT's layers to `map`'s contracted-dimension check (LayoutMapReport) by their own
+//! names, not by the default name pattern's luck (which knows keras-hub's `down_proj`, not the
+//! GPT's `down`): the row-parallel kernels above contract nothing the report should flag; the
+//! query, key and value kernels (d_model, heads, head_dim), `up` (d_model, 4 d_model) and
+//! `lm_head` (d_model, vocab) contract dimension 0. Call it for any map the GPT runs under, the
+//! built-in rules' or a JSON file's (--layout-map).
+inline void declare_gpt_kernels(RuntimeLayoutMap& map) {
+  map.set_row_parallel_pattern(gpt_row_parallel_pattern);
+  map.set_contracted_dims("block\\d+/mha/(query|key|value)/kernel", {0});
+  map.set_contracted_dims("block\\d+/up/kernel", {0});
+  map.set_contracted_dims("lm_head/kernel", {0});
+}
+
+//! The LayoutMap of gpt_rules on `mesh`, with the GPT's kernels declared (declare_gpt_kernels).
 template <class Mesh>
 LayoutMap<Mesh> gpt_layout_map(const Mesh& mesh, const GptSharding& s) {
   LayoutMap<Mesh> map(mesh);
+  declare_gpt_kernels(map);
   for (const auto& [key, axes] : gpt_rules(s)) map[key] = RuntimeTensorLayout(axes, std::nullopt);
   return map;
 }

@@ -48,6 +48,19 @@ inline ArrayDataset<float> as_dataset(FashionMnist&& data, Shape example_shape) 
   return ArrayDataset<float>(std::move(data.images), std::move(example_shape), std::move(labels));
 }
 
+//! load_checkpoint(model, path), and from process 0 (even with --quiet: what follows is of these
+//! weights) the line "<what> <path>: epoch E, step S (saved by <distribution> on <mesh>)".
+inline LoadedCheckpoint load_checkpoint_and_say(Sequential& model, const std::string& path,
+                                                const char* what, bool root) {
+  const LoadedCheckpoint saved = load_checkpoint(model, path);
+  if (root) {
+    std::printf("%s %s: epoch %zu, step %lld (saved by %s on %s)\n", what, path.c_str(),
+                saved.epoch, static_cast<long long>(saved.step), saved.distribution.c_str(),
+                saved.mesh.c_str());
+  }
+  return saved;
+}
+
 //! model.fit with a checkpoint in --checkpoint-dir every --save-every epochs and after the last
 //! (an on_epoch_end callback, Keras' ModelCheckpoint); with --resume, first loads that checkpoint
 //! (saved on any mesh) and continues after its epoch: the same losses as a run never interrupted.
@@ -56,15 +69,8 @@ inline void fit_with_checkpoints(Sequential& model, const ArrayDataset<float>& t
   std::error_code ignored;
   std::filesystem::create_directories(o.checkpoint_dir, ignored);  // every process: idempotent
   const std::string path = (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string();
-  if (o.resume) {
-    const LoadedCheckpoint saved = load_checkpoint(model, path);
-    fit.initial_epoch = saved.epoch;
-    if (root && fit.verbose) {
-      std::printf("Resumed from %s: epoch %zu, step %lld (saved by %s on %s)\n", path.c_str(),
-                  saved.epoch, static_cast<long long>(saved.step), saved.distribution.c_str(),
-                  saved.mesh.c_str());
-    }
-  }
+  if (o.resume)
+    fit.initial_epoch = load_checkpoint_and_say(model, path, "Resumed from", root).epoch;
   const std::size_t last = fit.epochs;
   fit.on_epoch_end = [&](std::size_t done, const Metrics& m) {
     if (done % o.save_every != 0 && done != last) return;
@@ -114,15 +120,21 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
   }
   if (!o.load_keras_weights.empty()) {
     const LoadedKerasWeights loaded = load_keras_weights(model, o.load_keras_weights);
-    if (root && !o.quiet) {
-      std::printf("Loaded Keras weights from %s (optimizer state: %s)\n",
-                  o.load_keras_weights.c_str(),
-                  loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str());
+    if (root) {  // even with --quiet: what follows is of these weights
+      std::printf(
+          "Loaded Keras weights from %s (optimizer state: %s) at step %lld (a Keras "
+          "weights file records no epoch)\n",
+          o.load_keras_weights.c_str(),
+          loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str(),
+          static_cast<long long>(loaded.iterations));
     }
   }
   if (o.evaluate_only) {
-    if (o.resume)
-      load_checkpoint(model, (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string());
+    if (o.resume) {
+      load_checkpoint_and_say(model,
+                              (std::filesystem::path(o.checkpoint_dir) / "checkpoint.h5").string(),
+                              "Loaded checkpoint", root);
+    }
   } else if (o.checkpoint_dir.empty()) {
     model.fit(train, fit);
   } else {
