@@ -3,13 +3,14 @@
 # fuzz-corpus tests built with -fsanitize=address,undefined in build-sanitize/, plus each libFuzzer
 # target fuzzing for KDIST_FUZZ_SECONDS (default 15) when the compiler has libFuzzer. Uses clang
 # (installing clang and libclang-rt-14-dev when missing); KDIST_SANITIZE_CXX=g++ uses GCC's
-# sanitizers instead, without the fuzzers. .ci/run runs it after the test command. CI's job
-# (90 minutes for all of CI) leaves out the kernel-against-reference tests
-# (-DKDIST_TEST_KERNEL_REFERENCES=OFF, tests/CMakeLists.txt), whose kernels the MPI and GPT tests
-# run here too, the guide's example programs (-DKDIST_TEST_GUIDE_EXAMPLES=OFF; the GCC job builds
-# and runs them) and the example trainers with their tests (-DKDIST_ENABLE_EXAMPLES=OFF; the
-# trainers' flag parsing is still fuzzed); KDIST_SANITIZE_ALL=1 builds them all (about three times
-# the build time).
+# sanitizers instead, without the fuzzers. .ci/run runs it after the test command. CI's job runs
+# the sanitizers on the tests of run-time paths (CI's budget: 45 minutes for all of it). It leaves
+# out the kernel-against-reference tests (-DKDIST_TEST_KERNEL_REFERENCES=OFF, tests/CMakeLists.txt),
+# whose kernels the MPI and GPT tests run here too, the tests of compile-time types and plans and
+# the MPI tests whose paths the kept ones run too (-DKDIST_TEST_RUNTIME_PATHS_ONLY=ON), the guide's
+# example programs (-DKDIST_TEST_GUIDE_EXAMPLES=OFF; the GCC job builds and runs them) and the
+# example trainers with their tests (-DKDIST_ENABLE_EXAMPLES=OFF; the trainers' flag parsing is
+# still fuzzed); KDIST_SANITIZE_ALL=1 builds them all (about three times the build time).
 set -euo pipefail
 KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export KDIST_EXTRA_PACKAGES="clang libclang-rt-14-dev"
@@ -17,16 +18,17 @@ export KDIST_BUILD="${KDIST_SANITIZE_BUILD:-$KDIST_ROOT/build-sanitize}"
 cxx="${KDIST_SANITIZE_CXX:-clang++}"
 case "$cxx" in *clang*) lines=-gline-tables-only ;; *) lines=-g1 ;; esac
 all=OFF
-[ "${KDIST_SANITIZE_ALL:-0}" = 1 ] && all=ON
+only=ON
+[ "${KDIST_SANITIZE_ALL:-0}" = 1 ] && all=ON && only=OFF
 export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKDIST_SANITIZE=address,undefined -DKDIST_SANITIZE_DEBUG_INFO=$lines \
   -DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
-  -DKDIST_TEST_GUIDE_EXAMPLES=$all \
+  -DKDIST_TEST_GUIDE_EXAMPLES=$all -DKDIST_TEST_RUNTIME_PATHS_ONLY=$only \
   -DKDIST_FUZZ_SECONDS=${KDIST_FUZZ_SECONDS:-15}"
 source "$KDIST_ROOT/scripts/setup.sh"
 # setup.sh configures a new build directory only; an existing one follows KDIST_SANITIZE_ALL too.
 cmake "$KDIST_BUILD" -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
-  -DKDIST_TEST_GUIDE_EXAMPLES=$all > /dev/null
+  -DKDIST_TEST_GUIDE_EXAMPLES=$all -DKDIST_TEST_RUNTIME_PATHS_ONLY=$only > /dev/null
 
 # Every sanitizer report ends the process with an error; MPICH's own allocations at exit are not
 # kdist's leaks (tests/sanitizers/lsan.supp says which).

@@ -15,7 +15,8 @@ case "$KDIST_MPI" in
   *) echo "kdist: KDIST_MPI is '$KDIST_MPI'; give mpich or openmpi" >&2; exit 1 ;;
 esac
 KDIST_PACKAGES=(
-  cmake make g++ pkg-config          # toolchain
+  cmake make ninja-build g++ pkg-config  # toolchain (Ninja: the generator)
+  ccache                             # compiler cache: a rebuild of the same sources compiles nothing
   libtrilinos-kokkos-dev             # Kokkos 3.4.1 (Serial)
   "${kdist_mpi_packages[@]}"         # MPI and its parallel HDF5 (checkpoints)
   libeigen3-dev                      # host linear algebra
@@ -48,8 +49,10 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# Ninja schedules the whole build as one graph (a directory configured with another generator
+# keeps it).
 if [ ! -f "$KDIST_BUILD/CMakeCache.txt" ]; then
-  cmake -S "$KDIST_ROOT" -B "$KDIST_BUILD" -DCMAKE_BUILD_TYPE=Release -DKDIST_MPI="$KDIST_MPI" \
-    ${KDIST_CMAKE_ARGS:-}
+  cmake -S "$KDIST_ROOT" -B "$KDIST_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKDIST_MPI="$KDIST_MPI" ${KDIST_CMAKE_ARGS:-}
 fi
 KDIST_JOBS="${KDIST_JOBS:-$(nproc)}"

@@ -277,8 +277,10 @@ std::string normalized(const std::string& text) {
 }
 
 TEST(GuideMeshes, GuideBlocksAreHere) {
-  const std::string here = __FILE__;
-  const std::string root = here.substr(0, here.rfind("/tests/"));
+  // The source tree from the build (__FILE__ is relative when ccache rewrites paths under
+  // CCACHE_BASEDIR, tests/CMakeLists.txt).
+  const std::string root = KDIST_SOURCE_DIR;
+  const std::string here = root + "/tests/test_guide_meshes.cpp";
   const std::string page = read(root + "/docs/guide/01-meshes-and-layouts.md");
   ASSERT_FALSE(page.empty()) << "cannot read the guide page";
   const std::string tests = normalized(read(here));

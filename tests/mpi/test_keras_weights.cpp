@@ -1,4 +1,6 @@
 // kdist-mpi-ranks: 1 2 4
+// kdist-mpi-filter-4: KerasWeights.FileWrittenByKeras*:KerasWeights.SavedOnEvery*
+// At 4 processes only the tests of 4-process layouts run; the rest at 1 and 2.
 // Keras weights exchange (issue 11): save_keras_weights writes Keras 3's `.weights.h5` layout
 // (groups, dataset names, dtypes, the optimizer's variables in Keras' order), checked here with the
 // HDF5 library and h5ls only; a file Keras 3.15 wrote (tests/data, made by

@@ -1,6 +1,6 @@
 // LayoutAxes (the value of a LayoutMap rule written in code) checks its names with the layout
 // rules of core/detail/layout_rules.hpp at compile time; built by g++/clang and plain nvcc
-// (nvcc.static.core_layout_axes). The failing cases are compile-fail tests
+// (nvcc.static). The failing cases are compile-fail tests
 // (layout_map_rule_axis_not_in_mesh, layout_map_rule_uses_axis_twice).
 #include <kdist/core/layout_axes.hpp>
 
