@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <kdist/core/error.hpp>
+#include <optional>
 #include <string>
 
 namespace kdist {
@@ -48,6 +49,22 @@ inline Settings& settings() noexcept {
   return s;
 }
 
+//! A timeout setting as the environment gives it, in nanoseconds: a decimal number of seconds from
+//! 0 to max_seconds (no space, sign or hex), or "off" (0); nothing for any other text. Shared by
+//! KDIST_COLLECTIVE_TIMEOUT and KDIST_IO_TIMEOUT (io/detail/io_watch.hpp).
+inline std::optional<std::int64_t> timeout_setting(const char* v) {
+  const std::string s = v;
+  if (s == "off" || s == "OFF" || s == "Off") return 0;
+  char* end = nullptr;
+  const double seconds = std::strtod(v, &end);
+  const bool starts_as_number = (*v >= '0' && *v <= '9') || *v == '.';
+  if (!starts_as_number || s.starts_with("0x") || s.starts_with("0X") || end == v || *end != '\0' ||
+      !std::isfinite(seconds) || seconds < 0 || seconds > max_seconds) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+}
+
 //! The timeout KDIST_COLLECTIVE_TIMEOUT asks for, in nanoseconds (0: off; the default when the
 //! variable is unset or empty). Errors: kdist::ValueError for any other value.
 inline std::int64_t timeout_from_environment() {
@@ -55,19 +72,15 @@ inline std::int64_t timeout_from_environment() {
   if (v == nullptr || *v == '\0') {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(default_collective_timeout).count();
   }
-  const std::string s = v;
-  if (s == "off" || s == "OFF" || s == "Off") return 0;
-  char* end = nullptr;
-  const double seconds = std::strtod(v, &end);
-  const bool starts_as_number = (*v >= '0' && *v <= '9') || *v == '.';  // no space, sign, hex
-  if (!starts_as_number || s.starts_with("0x") || s.starts_with("0X") || end == v || *end != '\0' ||
-      !std::isfinite(seconds) || seconds < 0 || seconds > max_seconds) {
+  const auto timeout = timeout_setting(v);
+  if (!timeout) {
+    const std::string s = v;
     throw ValueError("KDIST_COLLECTIVE_TIMEOUT is '" + s +
                      "', not a number of seconds from 0 to 10000000 or 'off'; set it to the "
                      "seconds a collective may wait for the other processes (e.g. 600), or to 0 "
                      "or off to turn the stuck-collective watchdog off");
   }
-  return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+  return *timeout;
 }
 
 //! Reads (and checks) the environment; it sets the timeout unless the program set one.

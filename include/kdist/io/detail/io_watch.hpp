@@ -47,19 +47,14 @@ namespace kdist::detail::io_watch {
 inline std::int64_t timeout_ns() {
   const char* v = std::getenv("KDIST_IO_TIMEOUT");
   if (v == nullptr || *v == '\0') return kdist::detail::watchdog::timeout_ns();
-  const std::string s = v;
-  if (s == "off" || s == "OFF" || s == "Off") return 0;
-  char* end = nullptr;
-  const double seconds = std::strtod(v, &end);
-  const bool starts_as_number = (*v >= '0' && *v <= '9') || *v == '.';
-  if (!starts_as_number || s.starts_with("0x") || s.starts_with("0X") || end == v || *end != '\0' ||
-      !(seconds >= 0) || seconds > kdist::detail::watchdog::max_seconds) {
-    throw ValueError("KDIST_IO_TIMEOUT is '" + s +
+  const auto timeout = kdist::detail::watchdog::timeout_setting(v);
+  if (!timeout) {
+    throw ValueError("KDIST_IO_TIMEOUT is '" + std::string(v) +
                      "', not a number of seconds from 0 to 10000000 or 'off'; set it to the "
                      "seconds one step of a checkpoint's I/O may take (e.g. 600), or to 0 or off "
                      "to let saves and loads wait without a deadline");
   }
-  return static_cast<std::int64_t>(seconds * 1e9 + 0.5);
+  return *timeout;
 }
 
 //! Whether MPI calls are allowed on the helper thread.
