@@ -6,10 +6,14 @@ if(KDIST_H5LS)
   if(TARGET mpi_test_checkpoint)  # not in CI's sanitizer job (KDIST_TEST_KERNEL_REFERENCES)
     target_compile_definitions(mpi_test_checkpoint PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
   endif()
-  target_compile_definitions(mpi_test_keras_weights PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
+  if(TARGET mpi_test_keras_weights)  # not in CI's sanitizer job (KDIST_TEST_RUNTIME_PATHS_ONLY)
+    target_compile_definitions(mpi_test_keras_weights PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
+  endif()
 endif()
-target_compile_definitions(mpi_test_keras_weights
-                           PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
+if(TARGET mpi_test_keras_weights)
+  target_compile_definitions(mpi_test_keras_weights
+                             PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
+endif()
 
 # Crash safety: a save killed midway (SIGKILL of one process during its MPI-IO writes) leaves the
 # previous checkpoint intact and loadable. The first test kills the job and must see it end

@@ -82,35 +82,60 @@ inline DimAxes dim_from_json(const nlohmann::json& entry, std::string_view sourc
 //! `source` names the text in errors (a file name). On an error no rule of the text is added.
 inline void layout_map_from_json(std::string_view text, RuntimeLayoutMap& into,
                                  std::string_view source = "<layout map JSON>") {
-  // nlohmann's ordered_json finds a key by a linear search on every insert (quadratic: 100,000
-  // rules took minutes); the plain json is a std::map, and the parser callback, which sees every
-  // key of the top-level object in order, keeps the file's order and finds a key given twice
-  // (which would silently keep the last value).
+  // Each rule is converted as the parser completes it, and its JSON value is then dropped (the
+  // parser callback returns false): no tree of the whole file is kept (100,000 rules would hold
+  // ~25 MB of it), the rules keep the file's order, and a key given twice (which JSON would
+  // silently resolve to the last value) is found. (nlohmann's ordered_json also searches its keys
+  // linearly on every insert: 100,000 rules took minutes.) The errors come in the order they did
+  // when the file was read whole: not JSON, not an object, a key twice, then rule by rule.
   using Json = nlohmann::json;
-  std::vector<std::string> order;
+  struct Rule {
+    std::string key;
+    std::vector<DimAxes> axes;
+    std::string problem;  // what is wrong with its value, if anything
+  };
+  std::vector<Rule> rules;
   std::set<std::string, std::less<>> keys;
   std::string repeated;
+  bool top_is_object = false;
   const Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::key && depth == 1) {
+    using Event = Json::parse_event_t;
+    if (depth == 0 && event == Event::object_start) top_is_object = true;
+    if (!top_is_object || depth != 1) return true;
+    if (event == Event::key) {
       auto key = parsed.get<std::string>();
-      if (keys.insert(key).second) {
-        order.push_back(std::move(key));
-      } else if (repeated.empty()) {
-        repeated = std::move(key);
-      }
+      if (!keys.insert(key).second && repeated.empty()) repeated = key;
+      rules.push_back({std::move(key), {}, {}});
+      return true;
     }
-    return true;
+    if (event != Event::array_end && event != Event::object_end && event != Event::value) {
+      return true;  // the start of a rule's value
+    }
+    Rule& rule = rules.back();  // its value is complete
+    try {
+      if (!parsed.is_array()) {
+        throw ValueError(detail::rule_context(source, rule.key) + ": the value " + parsed.dump() +
+                         " is not an array with one entry per dimension, such as [null, "
+                         "\"model\"]");
+      }
+      for (std::size_t d = 0; d < parsed.size(); ++d)
+        rule.axes.push_back(detail::dim_from_json(parsed[d], source, rule.key, d));
+    } catch (const ValueError& e) {
+      rule.problem = e.what();
+    }
+    return false;  // converted: not kept in the tree
   };
-  Json rules;
+  Json document;
   try {
-    rules = Json::parse(text.begin(), text.end(), on_event);
+    document = Json::parse(text.begin(), text.end(), on_event);
   } catch (const Json::parse_error& e) {
     throw ValueError(std::string(source) + ": not valid JSON (byte " + std::to_string(e.byte) +
                      "): " + e.what() +
                      "; a LayoutMap file is an object {\"regex\": [\"axis\" | null, ...], ...}");
   }
-  if (!rules.is_object()) {
-    throw ValueError(std::string(source) + ": the top level is " + std::string(rules.type_name()) +
+  if (!document.is_object()) {
+    throw ValueError(std::string(source) + ": the top level is " +
+                     std::string(document.type_name()) +
                      ", not an object; write {\"regex\": [\"axis\" | null, ...], ...}");
   }
   if (!repeated.empty()) {
@@ -118,19 +143,12 @@ inline void layout_map_from_json(std::string_view text, RuntimeLayoutMap& into,
                      " is given twice; each regex may appear once (merge the two)");
   }
   RuntimeLayoutMap map(into.device_mesh());  // all rules checked before any reaches `into`
-  for (const auto& key : order) {
-    const Json& value = rules.find(key).value();
-    if (!value.is_array()) {
-      throw ValueError(detail::rule_context(source, key) + ": the value " + value.dump() +
-                       " is not an array with one entry per dimension, such as [null, \"model\"]");
-    }
-    std::vector<DimAxes> axes;
-    for (std::size_t d = 0; d < value.size(); ++d)
-      axes.push_back(detail::dim_from_json(value[d], source, key, d));
+  for (auto& rule : rules) {
+    if (!rule.problem.empty()) throw ValueError(rule.problem);
     try {
-      map.insert(key, std::move(axes));
+      map.insert(rule.key, std::move(rule.axes));
     } catch (const ValueError& e) {
-      throw ValueError(detail::rule_context(source, key) + ": " + e.what());
+      throw ValueError(detail::rule_context(source, rule.key) + ": " + e.what());
     }
   }
   for (const auto& [key, layout] : map) {
