@@ -34,6 +34,7 @@
 
 #include "common/gpt_model.hpp"
 #include "common/layout_map_flag.hpp"
+#include "common/load_and_say.hpp"
 #include "common/text_data.hpp"
 #include "common/trainer_flags.hpp"
 
@@ -346,25 +347,13 @@ int train(const GptOptions& o) {
                         .verbose = o.quiet ? 0 : 1};
   // What was loaded is said even with --quiet: the losses that follow are of these weights.
   if (!o.load_keras_weights.empty()) {
-    const auto loaded = kdist::load_keras_weights(model, o.load_keras_weights);
-    if (root) {
-      std::printf(
-          "Loaded Keras weights from %s (optimizer state: %s) at step %lld (a Keras "
-          "weights file records no epoch)\n",
-          o.load_keras_weights.c_str(),
-          loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str(),
-          static_cast<long long>(loaded.iterations));
-    }
+    load_keras_weights_and_say(model, o.load_keras_weights, root);
   }
   if (o.resume) {
-    const auto saved = kdist::load_checkpoint(model, ckpt);
-    fit.initial_epoch = saved.epoch;
-    if (root) {
-      std::printf("%s %s: epoch %zu, step %lld (saved by %s on %s)\n",
-                  o.evaluate_only ? "Loaded checkpoint" : "Resumed from", ckpt.c_str(), saved.epoch,
-                  static_cast<long long>(saved.step), saved.distribution.c_str(),
-                  saved.mesh.c_str());
-    }
+    fit.initial_epoch =
+        load_checkpoint_and_say(model, ckpt, o.evaluate_only ? "Loaded checkpoint" : "Resumed from",
+                                root)
+            .epoch;
   }
   if (!ckpt.empty()) {
     std::error_code ignored;

@@ -26,6 +26,7 @@
 #include <kdist/strategy/data_sharding.hpp>
 
 #include "common/fashion_mnist.hpp"
+#include "common/load_and_say.hpp"
 #include "common/trainer_flags.hpp"
 
 namespace kdist::examples {
@@ -46,19 +47,6 @@ inline Sequential make_seed_model() {
 inline ArrayDataset<float> as_dataset(FashionMnist&& data, Shape example_shape) {
   std::vector<std::int32_t> labels(data.labels.begin(), data.labels.end());
   return ArrayDataset<float>(std::move(data.images), std::move(example_shape), std::move(labels));
-}
-
-//! load_checkpoint(model, path), and from process 0 (even with --quiet: what follows is of these
-//! weights) the line "<what> <path>: epoch E, step S (saved by <distribution> on <mesh>)".
-inline LoadedCheckpoint load_checkpoint_and_say(Sequential& model, const std::string& path,
-                                                const char* what, bool root) {
-  const LoadedCheckpoint saved = load_checkpoint(model, path);
-  if (root) {
-    std::printf("%s %s: epoch %zu, step %lld (saved by %s on %s)\n", what, path.c_str(),
-                saved.epoch, static_cast<long long>(saved.step), saved.distribution.c_str(),
-                saved.mesh.c_str());
-  }
-  return saved;
 }
 
 //! model.fit with a checkpoint in --checkpoint-dir every --save-every epochs and after the last
@@ -119,15 +107,7 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
               << " rows per data shard, " << plan.steps_per_epoch() << " steps per epoch\n";
   }
   if (!o.load_keras_weights.empty()) {
-    const LoadedKerasWeights loaded = load_keras_weights(model, o.load_keras_weights);
-    if (root) {  // even with --quiet: what follows is of these weights
-      std::printf(
-          "Loaded Keras weights from %s (optimizer state: %s) at step %lld (a Keras "
-          "weights file records no epoch)\n",
-          o.load_keras_weights.c_str(),
-          loaded.optimizer_loaded ? "restored" : loaded.optimizer_note.c_str(),
-          static_cast<long long>(loaded.iterations));
-    }
+    load_keras_weights_and_say(model, o.load_keras_weights, root);
   }
   if (o.evaluate_only) {
     if (o.resume) {
