@@ -209,8 +209,8 @@ void BM_LayoutMap_LoadJson(benchmark::State& state) {
     if (map.size() != n) state.SkipWithError("not every rule was loaded");
     benchmark::DoNotOptimize(map);
   }
-  state.counters["rules"] = benchmark::Counter(static_cast<double>(n * state.iterations()),
-                                               benchmark::Counter::kIsRate);
+  state.counters["rules"] =
+      benchmark::Counter(static_cast<double>(n * state.iterations()), benchmark::Counter::kIsRate);
   state.counters["resident_MB"] = added / 1e6;
 }
 

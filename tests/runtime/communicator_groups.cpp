@@ -154,8 +154,7 @@ int main(int argc, char** argv) {
           message = e.what();
         }
         check(message.find("kdist was not started on this process (rank " +
-                           std::to_string(world_rank) + " of MPI_COMM_WORLD)") !=
-                  std::string::npos,
+                           std::to_string(world_rank) + " of MPI_COMM_WORLD)") != std::string::npos,
               std::string("half 1: ") + what + ": " + message);
       };
       refused("process_count", [] { (void)kdist::process_count(); });
