@@ -41,10 +41,20 @@ namespace kdist {
 //! not left waiting for the group.
 template <MainFunction Body>
 int run(int argc, char** argv, MPI_Comm comm, Body&& body) noexcept {
-  std::optional<ScopeGuard> guard;
+  // ScopeGuard's start, except that a start-up error is reported before MPI is finalised.
+  struct Guard {
+    explicit Guard(detail::runtime::Started s) : started(s) {}
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    detail::runtime::Started started;
+    ~Guard() { detail::runtime::stop_runtime(started.mpi, started.kokkos, started.communicator); }
+  };
+  std::optional<Guard> guard;
   try {
-    guard.emplace(argc, argv, comm);
+    guard.emplace(detail::runtime::start_checked(&argc, &argv, comm, {}, {}, {}, true));
     return body(argc, argv);
+  } catch (const detail::failure::Reported&) {
+    return detail::failure::exit_status;
   } catch (const std::exception& e) {
     return detail::failure::end_job(e.what());
   } catch (...) {

@@ -221,17 +221,23 @@ inline int end_job(const std::string& message) {
   return exit_status;
 }
 
+//! Thrown, instead of the error, by a start-up that has already reported its error (end_job).
+struct Reported {};
+
+//! An exception's message, as end_job reports it.
+inline std::string message_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception of a type not derived from std::exception";
+  }
+}
+
 //! What std::terminate is running for: the uncaught exception's message, if any.
 inline std::string current_exception_message() {
-  if (auto e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      return std::string("uncaught exception: ") + x.what();
-    } catch (...) {
-      return "uncaught exception of a type not derived from std::exception";
-    }
-  }
+  if (auto e = std::current_exception()) return "uncaught exception: " + message_of(e);
   return "std::terminate called without an exception";
 }
 

@@ -344,9 +344,14 @@ struct Started {
 //! kdist::ScopeGuard's start: MPI, then Kokkos (which reads and removes its options from argc and
 //! argv when given), each unless it runs, then validate_initialize_arguments with the command line
 //! as given. When anything throws, what was started is finalised before the error propagates.
+//! With `report_failure` (kdist::run) the error is reported as kdist::run reports any other
+//! (failure::end_job) while MPI still runs, and failure::Reported is thrown instead: once MPI is
+//! finalised, a process that exits with the error can make the launcher (Open MPI's) kill
+//! process 0 before it printed the message.
 inline Started start_checked(int* argc, char*** argv, MPI_Comm comm,
                              std::optional<std::string> job_addresses,
-                             std::optional<int> num_processes, std::optional<int> process_id) {
+                             std::optional<int> num_processes, std::optional<int> process_id,
+                             bool report_failure = false) {
   // Keep the command line as given, for the mpiexec hint (MPI and Kokkos may edit argv).
   std::vector<std::string> words;
   if (argc != nullptr && argv != nullptr && *argv != nullptr) {
@@ -364,7 +369,10 @@ inline Started start_checked(int* argc, char*** argv, MPI_Comm comm,
     validate_initialize_arguments(std::move(job_addresses), num_processes, process_id,
                                   static_cast<int>(pointers.size()), pointers.data());
   } catch (...) {
+    const bool report = report_failure && kdist::detail::mpi_running();
+    if (report) failure::end_job(failure::message_of(std::current_exception()));
     stop_runtime(started.mpi, started.kokkos, started.communicator);
+    if (report) throw failure::Reported{};
     throw;
   }
   return started;
