@@ -24,23 +24,61 @@ template <std::size_t Extent>
 struct axis_name_is_empty;
 }  // namespace error
 
+namespace detail {
+//! An axis' extent as `axis`'s template argument: its decimal digits, or "dynamic_extent". Text,
+//! not a number, because compilers print a template's arguments in their instantiation notes,
+//! where a std::size_t dynamic extent reads 18446744073709551615; GCC and nvcc print this as
+//! `kdist::detail::axis_extent{"dynamic_extent"}` and `{"4"}`. One spelling per value: `axis<"x",
+//! 4>` is one type however the 4 is written.
+struct axis_extent {
+  char text[21] = {};  // the 20 digits of the largest std::size_t, and the terminating zero
+
+  constexpr axis_extent(std::size_t extent) {  // NOLINT: implicit, `axis<"model", 4>`
+    if (extent == dynamic_extent) {
+      const char* word = "dynamic_extent";
+      for (std::size_t i = 0; word[i] != '\0'; ++i) text[i] = word[i];
+      return;
+    }
+    char digits[20] = {};  // (not write_extent: GCC 12 rejects its null test of `text` here)
+    std::size_t n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + extent % 10);
+      extent /= 10;
+    } while (extent != 0);
+    for (std::size_t i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+  }
+  //! From the text (nvcc's front end hands the argument to the host compiler as `{{'4', ...}}`).
+  constexpr axis_extent(const char (&t)[21]) {  // NOLINT: implicit
+    for (std::size_t i = 0; i < 21; ++i) text[i] = t[i];
+  }
+  [[nodiscard]] constexpr std::size_t value() const {
+    if (text[0] == 'd') return dynamic_extent;
+    std::size_t v = 0;
+    for (std::size_t i = 0; text[i] != '\0'; ++i)
+      v = v * 10 + static_cast<std::size_t>(text[i] - '0');
+    return v;
+  }
+};
+}  // namespace detail
+
 //! One named mesh axis. `axis<"model", 4>` has a static extent; `axis<"batch">` (or
 //! `axis<"batch", kdist::dynamic_extent>`) takes its extent from the devices at run time.
 //!
 //! Example: `using Mesh = kdist::DeviceMesh<kdist::axis<"data">, kdist::axis<"model", 4>>;`
-template <detail::fixed_string Name, std::size_t Extent = dynamic_extent>
+template <detail::fixed_string Name, detail::axis_extent Extent = dynamic_extent>
 struct axis {
-  static_assert(detail::diagnose<Name.size() != 0, error::axis_name_is_empty<Extent>>::value,
-                "kdist::axis: an axis name must not be empty");
-  static_assert(detail::diagnose<Extent != 0,
+  static_assert(
+      detail::diagnose<Name.size() != 0, error::axis_name_is_empty<Extent.value()>>::value,
+      "kdist::axis: an axis name must not be empty");
+  static_assert(detail::diagnose<Extent.value() != 0,
                                  error::axis_extent_is_zero<detail::diagnostic_name<Name>>>::value,
                 "kdist::axis: an axis extent must be at least 1");
 
   using kdist_axis_type = axis;  // what detail::axis_type recognises
 
   static constexpr detail::fixed_string name = Name;
-  static constexpr std::size_t static_extent = Extent;
-  static constexpr bool is_dynamic = Extent == dynamic_extent;
+  static constexpr std::size_t static_extent = Extent.value();
+  static constexpr bool is_dynamic = static_extent == dynamic_extent;
 };
 
 namespace detail {
