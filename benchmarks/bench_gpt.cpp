@@ -9,6 +9,8 @@
 //                                                 # (2,1) FSDP, (1,2) sequence parallel, (2,1)
 //                                                 # data parallel with ZeRO-1 optimizer state
 //   ... --benchmark_filter=BM_gpt_step            # only the timings
+//   ... --benchmark_filter=BM_gpt_save_every      # checkpoints every 10 steps: none, synchronous,
+//                                                 # asynchronous (KDIST_BENCH_DIR: where; /tmp)
 //
 // BM_gpt_step/<config>: one train_step per iteration, its time the slowest rank's (manual time);
 //   counters: tokens_per_s (16 x 128 tokens over the step's time), state_bytes_per_rank (the
@@ -16,6 +18,10 @@
 //   (the same on one process: the global sizes), state_ratio (their quotient; target <= 0.55 for
 //   the sharded configurations), grad_bytes_per_rank, load_begin / load_end (/proc/loadavg's
 //   1-minute load when the benchmark started and ended: the machine is shared).
+// BM_gpt_save_every_10_steps/<config>: ms per step with a checkpoint every 10 steps, none /
+//   kdist::save_checkpoint / kdist::AsyncCheckpointer in the same run; counters sync_cost and
+//   async_cost (per-step time over the no-save time, less 1; target for async: <= 0.05),
+//   snapshot_ms (save()'s time: the copy), write_ms (the background write), snapshot_bytes_per_rank.
 // BM_gpt_profile/<config>: a few steps under instrumentation (not a speed figure); rank 0 prints
 //   after the runs
 //   - where a step's time goes by layer: an instrumented step built from the model's public
@@ -48,6 +54,8 @@
 #include <tuple>
 #include <vector>
 
+#include <kdist/io/async_checkpoint.hpp>
+#include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/parallel/initialize.hpp>
@@ -363,6 +371,69 @@ void gpt_step(benchmark::State& state, const Config& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Checkpoints every 10 steps (issue 35): blocks of 10 train_steps each followed by no save, a
+// kdist::save_checkpoint or a kdist::AsyncCheckpointer::save of the same file, each mode for
+// kCheckpointBlocks blocks in turn, the modes in turn in every iteration. Time per step: a mode's
+// blocks, the slowest rank's, until its last save returned (the asynchronous one's last write is
+// then waited for outside the time: in a long run the next block hides it as it hid the others).
+constexpr int kSaveEvery = 10;
+constexpr int kCheckpointBlocks = 3;
+
+std::string checkpoint_scratch() {
+  const char* dir = std::getenv("KDIST_BENCH_DIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/bench_gpt_checkpoint.h5";
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void gpt_checkpointing(benchmark::State& state, const Config& c) {
+  const double load_begin = load_average();
+  GptStep op(c);
+  const std::string path = checkpoint_scratch();
+  kdist::AsyncCheckpointer checkpointer;
+  for (int i = 0; i < 2; ++i) op();        // warm-up
+  kdist::save_checkpoint(op.model, path);  // and the file system's
+  enum Mode { none, sync, async };
+  std::vector<double> per_step[3], snapshot, write;
+  for (auto _ : state) {
+    for (int mode : {none, sync, async}) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double start = MPI_Wtime();
+      for (int b = 0; b < kCheckpointBlocks; ++b) {
+        for (int s = 0; s < kSaveEvery; ++s) op();
+        if (mode == sync) kdist::save_checkpoint(op.model, path);
+        if (mode == async) {
+          checkpointer.save(op.model, path);
+          snapshot.push_back(max_over_ranks(checkpointer.stats().snapshot_seconds));
+        }
+      }
+      const double elapsed = kdist::bench::slowest_rank(MPI_Wtime() - start);
+      per_step[mode].push_back(elapsed / (kCheckpointBlocks * kSaveEvery));
+      if (mode == async) {
+        checkpointer.wait();
+        write.push_back(max_over_ranks(checkpointer.stats().write_seconds));
+      }
+    }
+    state.SetIterationTime(per_step[async].back());
+  }
+  const double base = median_of(per_step[none]);
+  state.counters["ms_per_step_no_saves"] = 1e3 * base;
+  state.counters["ms_per_step_sync"] = 1e3 * median_of(per_step[sync]);
+  state.counters["ms_per_step_async"] = 1e3 * median_of(per_step[async]);
+  state.counters["sync_cost"] = median_of(per_step[sync]) / base - 1;
+  state.counters["async_cost"] = median_of(per_step[async]) / base - 1;
+  state.counters["snapshot_ms"] = 1e3 * median_of(snapshot);
+  state.counters["write_ms"] = 1e3 * median_of(write);
+  state.counters["snapshot_bytes_per_rank"] =
+      max_over_ranks(static_cast<double>(checkpointer.stats().snapshot_bytes));
+  state.counters["load_begin"] = load_begin;
+  state.counters["load_end"] = load_average();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Profile: per-layer times, kernel times, MPI calls. Results for rank 0's printout.
 struct Row {
   std::string what;
@@ -560,6 +631,14 @@ void register_all() {
         ->Iterations(kIterations)
         ->Repetitions(kRepetitions)
         ->ReportAggregatesOnly(true)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const auto& c : configs()) {
+    if (c.data * c.model != n || c.fsdp || c.sequence_parallel || c.shard_state) continue;
+    benchmark::RegisterBenchmark((std::string("BM_gpt_save_every_10_steps/") + c.name).c_str(),
+                                 [c](benchmark::State& s) { gpt_checkpointing(s, c); })
+        ->Iterations(3)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
 #include <kdist/nn/model.hpp>
@@ -363,6 +364,7 @@ int train(const GptOptions& o) {
   const std::size_t steps =
       o.max_steps && o.max_steps < plan.steps_per_epoch() ? o.max_steps : plan.steps_per_epoch();
   auto start = std::chrono::steady_clock::now();
+  kdist::AsyncCheckpointer checkpointer;
   fit.on_epoch_end = [&](std::size_t done, const kdist::Metrics& m) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -372,13 +374,17 @@ int train(const GptOptions& o) {
       std::printf("epoch %zu: loss %.4f - val_loss %.4f - %.0f tokens/s (%zu steps)\n", done,
                   m.loss, val.loss, tokens / secs, steps);
     }
-    if (!ckpt.empty()) {
-      kdist::save_checkpoint(model, ckpt, {.epoch = done, .loss = m.loss});
-      if (root && !o.quiet) std::printf("Saved %s (epoch %zu)\n", ckpt.c_str(), done);
+    if (!ckpt.empty()) {  // written in the background while the next epoch trains
+      checkpointer.save(model, ckpt, {.epoch = done, .loss = m.loss}, [=, say = root && !o.quiet] {
+        if (!say) return;
+        std::printf("Saved %s (epoch %zu)\n", ckpt.c_str(), done);
+        std::fflush(stdout);
+      });
     }
     start = std::chrono::steady_clock::now();
   };
   if (!o.evaluate_only && fit.initial_epoch < fit.epochs) model.fit(splits.train, fit);
+  checkpointer.wait();  // the last checkpoint is published (or its error raised)
   const auto val = model.evaluate(splits.validation, {.batch_size = o.batch_size, .verbose = 0});
   if (root) std::printf("Validation loss: %.4f\n", val.loss);
   if (!o.save_keras_weights.empty()) {

@@ -103,6 +103,64 @@ set_tests_properties(reliability.checkpoint_none_after_first_save_stopped.np2 PR
                      PASS_REGULAR_EXPRESSION "no checkpoint published"
                      FIXTURES_REQUIRED checkpoint_stop_first_save PROCESSORS 2
                      RESOURCE_LOCK mpi TIMEOUT 120)
+# Asynchronous saves (kdist::AsyncCheckpointer): the second save is written in the background while
+# a third epoch trains. Whole, it holds the second epoch's state bit for bit; killed or stopped in
+# the middle of its data, the job ends (the stop: within the timeout, by the I/O watchdog of the
+# writer's thread or the collective watchdog of the training) and the first checkpoint is intact;
+# its error never waited for ends the job from the checkpointer's destructor.
+set(_async_cases "ok" "kill" "stop")
+set(_async_env "" "KDIST_TEST_KILL_DURING_SAVE=2|" "KDIST_COLLECTIVE_TIMEOUT=2|KDIST_TEST_STOP_DURING_SAVE=2|")
+set(_async_expect "second checkpoint saved"
+    "job ended as expected"
+    "job ended as expected")
+set(_async_check check_second check check)
+set(_async_check_tail "" "" any)
+foreach(_i RANGE 2)
+  list(GET _async_cases ${_i} _case)
+  list(GET _async_env ${_i} _env)
+  list(GET _async_check ${_i} _check)
+  list(GET _async_check_tail ${_i} _check_tail)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/async_checkpoint_${_case})
+  set(_cmd env ${_env}KDIST_TEST_ASYNC_SAVE=1 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2
+      $<TARGET_FILE:reliability_checkpoint_kill> save ${_dir})
+  if(_case STREQUAL "ok")
+    string(REPLACE "|" ";" _cmd "${_cmd}")
+    add_test(NAME reliability.async_checkpoint.np2 COMMAND ${_cmd})
+    set(_test reliability.async_checkpoint.np2)
+    set(_pass "second checkpoint saved")
+  else()
+    if(_case STREQUAL "kill")
+      set(_expect "SIGKILLs itself in the middle of a save")
+    else()
+      set(_expect "SIGSTOPs itself in the middle of a save.*did not complete within 2 s[^\n]*process 1[^\n]* did not arrive")
+    endif()
+    string(REPLACE ";" "|" _cmd "${_cmd}")
+    set(_test reliability.async_checkpoint_${_case}_during_save.np2)
+    add_test(NAME ${_test}
+             COMMAND ${CMAKE_COMMAND} "-DCMD=${_cmd}" -DLIMIT=40
+                     "-DEXPECT=first checkpoint saved.*${_expect}"
+                     "-DFORBID=second checkpoint saved" -P ${_kdist_job_ends})
+    set(_pass "job ended as expected")
+  endif()
+  set_tests_properties(${_test} PROPERTIES PASS_REGULAR_EXPRESSION "${_pass}"
+                       FIXTURES_SETUP async_checkpoint_${_case} PROCESSORS 2
+                       RESOURCE_LOCK mpi TIMEOUT 120)
+  add_test(NAME reliability.async_checkpoint_intact_after_${_case}.np2
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2
+                   $<TARGET_FILE:reliability_checkpoint_kill> ${_check} ${_dir} ${_check_tail})
+  set_tests_properties(reliability.async_checkpoint_intact_after_${_case}.np2 PROPERTIES
+                       PASS_REGULAR_EXPRESSION "checkpoint intact"
+                       FIXTURES_REQUIRED async_checkpoint_${_case} PROCESSORS 2
+                       RESOURCE_LOCK mpi TIMEOUT 120)
+endforeach()
+add_test(NAME reliability.async_checkpoint_error_never_waited_for.np2
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD=${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2|$<TARGET_FILE:reliability_checkpoint_kill>|unwaited|${CMAKE_CURRENT_BINARY_DIR}/async_checkpoint_unwaited"
+                 -DLIMIT=30 "-DEXPECT=kdist::AsyncCheckpointer::save: cannot create '[^']*no/such/dir/ckpt.h5.tmp-[0-9]+'[^\n]* \\(the error of an asynchronous save that nothing waited for: call kdist::AsyncCheckpointer::wait\\(\\) to have it raised\\)"
+                 "-DFORBID=the job went on" -P ${_kdist_job_ends})
+set_tests_properties(reliability.async_checkpoint_error_never_waited_for.np2 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "job ended as expected" PROCESSORS 2
+                     RESOURCE_LOCK mpi TIMEOUT 120)
 # A bad KDIST_IO_TIMEOUT: one clear error on every process, at the first save.
 add_test(NAME reliability.io_timeout_bad_value.np2
          COMMAND ${CMAKE_COMMAND}

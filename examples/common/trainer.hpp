@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <kdist/core/mesh.hpp>
+#include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
 #include <kdist/nn/array_dataset.hpp>
@@ -50,8 +51,10 @@ inline ArrayDataset<float> as_dataset(FashionMnist&& data, Shape example_shape) 
 }
 
 //! model.fit with a checkpoint in --checkpoint-dir every --save-every epochs and after the last
-//! (an on_epoch_end callback, Keras' ModelCheckpoint); with --resume, first loads that checkpoint
-//! (saved on any mesh) and continues after its epoch: the same losses as a run never interrupted.
+//! (an on_epoch_end callback, Keras' ModelCheckpoint), written in the background while training
+//! goes on (kdist::AsyncCheckpointer: "Saved ..." is printed once the file is published); with
+//! --resume, first loads that checkpoint (saved on any mesh) and continues after its epoch: the
+//! same losses as a run never interrupted.
 inline void fit_with_checkpoints(Sequential& model, const ArrayDataset<float>& train,
                                  FitOptions fit, const TrainerOptions& o, bool root) {
   std::error_code ignored;
@@ -60,12 +63,17 @@ inline void fit_with_checkpoints(Sequential& model, const ArrayDataset<float>& t
   if (o.resume)
     fit.initial_epoch = load_checkpoint_and_say(model, path, "Resumed from", root).epoch;
   const std::size_t last = fit.epochs;
+  AsyncCheckpointer checkpointer;
   fit.on_epoch_end = [&](std::size_t done, const Metrics& m) {
     if (done % o.save_every != 0 && done != last) return;
-    save_checkpoint(model, path, {.epoch = done, .loss = m.loss});
-    if (root && fit.verbose) std::printf("Saved %s (epoch %zu)\n", path.c_str(), done);
+    checkpointer.save(model, path, {.epoch = done, .loss = m.loss}, [=, say = root && fit.verbose] {
+      if (!say) return;
+      std::printf("Saved %s (epoch %zu)\n", path.c_str(), done);
+      std::fflush(stdout);  // now: a job cut later still shows what it published
+    });
   };
   model.fit(train, fit);
+  checkpointer.wait();  // the last checkpoint is published (or its error raised) before evaluate
 }
 
 //! Compiles `model` under `dist` with the flags' loss and optimizer, prints the variables' layouts,

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 
+#include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/strategy/data_parallel.hpp>
@@ -522,6 +523,97 @@ TEST_F(Checkpoint, ASaveIntoAMissingDirectoryIsARuntimeErrorOnEveryProcess) {
   expect_same_on_every_process(msg);
   EXPECT_TRUE(contains(msg, "kdist::save_checkpoint: cannot create '" + path + ".tmp-")) << msg;
   EXPECT_TRUE(contains(msg, "(the temporary file of '" + path + "'): HDF5: ")) << msg;
+}
+
+// ---- asynchronous saves (kdist::AsyncCheckpointer) ------------------------------------------
+
+// The state at save(), whatever training does while the file is written; the same file as
+// save_checkpoint's (loaded on the other distribution: the same checkpoint format).
+TEST_F(Checkpoint, AnAsyncSaveHoldsTheStateOfItsStepWhileTrainingGoesOn) {
+  const auto data = seeds_data();
+  for (const auto& dist : {distributions().front(), distributions().back()}) {
+    auto m = seeds_model();
+    m.compile(dist, kdist::Loss::mean_squared_error, kdist::Adam(0.01), 5);
+    m.fit(data, one_epoch);
+    const auto want = state_of(m);
+    const auto step = m.iterations();
+    const auto async_path = file("async.h5"), sync_path = file("sync.h5");
+    kdist::save_checkpoint(m, sync_path, {.epoch = 1, .loss = 0.5});
+    kdist::AsyncCheckpointer checkpointer;
+    bool published = false;
+    checkpointer.save(m, async_path, {.epoch = 1, .loss = 0.5}, [&] { published = true; });
+    // each block is copied by the one process that writes it: the state's bytes once in all
+    std::size_t state_bytes = 0, copied = checkpointer.stats().snapshot_bytes;
+    for (const auto& [k, w] : want) state_bytes += w.size() * sizeof(float);
+    MPI_Allreduce(MPI_IN_PLACE, &copied, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(copied, state_bytes) << name_of(*dist);
+    m.fit(data, {.batch_size = 16, .epochs = 3, .initial_epoch = 1, .verbose = 0});
+    checkpointer.wait();
+    EXPECT_TRUE(published);
+    EXPECT_FALSE(checkpointer.in_flight());
+    EXPECT_GT(checkpointer.stats().write_seconds, 0.0);
+    ASSERT_NE(state_of(m).at("d1/kernel"), want.at("d1/kernel")) << "training changed nothing?";
+    for (const auto& path : {async_path, sync_path}) {
+      auto loaded = seeds_model();
+      const auto other =
+          dist == distributions().front() ? distributions().back() : distributions().front();
+      loaded.compile(other, kdist::Loss::mean_squared_error, kdist::Adam(0.01), 5);
+      const auto info = kdist::load_checkpoint(loaded, path);
+      EXPECT_EQ(info.epoch, 1u);
+      EXPECT_EQ(info.loss, 0.5);
+      EXPECT_EQ(loaded.iterations(), step);
+      expect_bitwise_equal(state_of(loaded), want, path + " of " + name_of(*dist));
+    }
+  }
+}
+
+// The buffers are kept: a second save of the same model allocates nothing more, and the next
+// save and a load wait for the save in flight (HDF5 is used by one thread at a time).
+TEST_F(Checkpoint, TheNextSaveAndALoadWaitForTheAsyncSaveInFlight) {
+  const auto data = small_data();
+  auto m = small_model();
+  m.compile(distributions().back(), kdist::Loss::mean_squared_error, kdist::SGD(0.01, 0.9), 1);
+  const auto path = file("async.h5");
+  kdist::AsyncCheckpointer checkpointer;
+  checkpointer.save(m, path, {.epoch = 0});
+  const auto bytes = checkpointer.stats().snapshot_bytes;
+  m.fit(data, one_epoch);
+  const auto want = state_of(m);
+  checkpointer.save(m, path, {.epoch = 1});  // waits for the first
+  EXPECT_EQ(checkpointer.stats().snapshot_bytes, bytes);
+  auto loaded = small_model();
+  loaded.compile(distributions().front(), kdist::Loss::mean_squared_error, kdist::SGD(0.01, 0.9),
+                 1);
+  EXPECT_EQ(kdist::load_checkpoint(loaded, path).epoch, 1u);  // waits for the second
+  EXPECT_FALSE(checkpointer.in_flight());
+  expect_bitwise_equal(state_of(loaded), want, "second async save");
+  checkpointer.wait();  // nothing in flight: returns
+}
+
+// A background write that fails is raised by the next wait() (or save()), on every process alike,
+// with save_checkpoint's message; once.
+TEST_F(Checkpoint, AnAsyncSaveThatFailsIsRaisedByTheNextWaitOrSaveOnEveryProcess) {
+  auto m = compiled_small();
+  const auto bad = file("no/such/dir/ckpt.h5");
+  kdist::AsyncCheckpointer checkpointer;
+  checkpointer.save(m, bad);  // returns: the file is created in the background
+  auto msg = message_of<kdist::RuntimeError>([&] { checkpointer.wait(); });
+  expect_same_on_every_process(msg);
+  EXPECT_TRUE(contains(msg, "kdist::AsyncCheckpointer::save: cannot create '" + bad + ".tmp-"))
+      << msg;
+  checkpointer.wait();  // raised once
+  checkpointer.save(m, bad);
+  msg = message_of<kdist::RuntimeError>([&] { checkpointer.save(m, file("good.h5")); });
+  expect_same_on_every_process(msg);
+  EXPECT_TRUE(contains(msg, "cannot create '" + bad + ".tmp-")) << msg;
+  EXPECT_FALSE(std::filesystem::exists(file("good.h5")));  // the save that raised did not start
+  checkpointer.save(m, file("good.h5"));
+  checkpointer.wait();
+  EXPECT_TRUE(std::filesystem::exists(file("good.h5")));
+  // the model's own errors are save_checkpoint's, from save() itself
+  auto uncompiled = small_model();
+  msg = message_of<kdist::ValueError>([&] { checkpointer.save(uncompiled, file("x.h5")); });
+  EXPECT_TRUE(contains(msg, "kdist::AsyncCheckpointer::save: the model is not compiled")) << msg;
 }
 
 }  // namespace

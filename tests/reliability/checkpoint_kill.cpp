@@ -20,6 +20,13 @@
 //                               the second checkpoint, bit for bit, is as good when the stopped
 //                               process was continued and published it whole
 //   checkpoint_kill check_none DIR   the first save was interrupted: no DIR/ckpt.h5 exists.
+//   KDIST_TEST_ASYNC_SAVE=1 with save: the second save is a kdist::AsyncCheckpointer's, and a
+//                               third epoch trains while it is written (then it is waited for).
+//   checkpoint_kill check_second DIR   DIR/ckpt.h5 holds the SECOND checkpoint bit for bit (an
+//                               asynchronous save holds the state of its step, not of the epoch
+//                               trained while it was written).
+//   checkpoint_kill unwaited DIR   an asynchronous save that fails (DIR does not exist), its
+//                               checkpointer destroyed without wait(): the job must end.
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -34,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/run.hpp>
@@ -165,7 +173,15 @@ int save(const std::string& dir) {
   std::fflush(stdout);
   m.fit(data, {.batch_size = 16, .epochs = 2, .initial_epoch = 1, .verbose = 0});
   armed = !interrupt_first;
-  kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 2});
+  const char* async_env = std::getenv("KDIST_TEST_ASYNC_SAVE");
+  if (async_env != nullptr && std::string(async_env) == "1") {
+    kdist::AsyncCheckpointer checkpointer;
+    checkpointer.save(m, dir + "/ckpt.h5", {.epoch = 2});
+    m.fit(data, {.batch_size = 16, .epochs = 3, .initial_epoch = 2, .verbose = 0});
+    checkpointer.wait();
+  } else {
+    kdist::save_checkpoint(m, dir + "/ckpt.h5", {.epoch = 2});
+  }
   armed = false;
   if (kdist::process_id() == 0) {
     std::printf("second checkpoint saved\n");
@@ -175,7 +191,26 @@ int save(const std::string& dir) {
   return writes_left > 0 ? 1 : 0;
 }
 
-int check(const std::string& dir, bool require_tmp) {
+// A failing asynchronous save that nothing waits for: the checkpointer's destructor ends the job.
+int unwaited(const std::string& dir) {
+  auto m = first_epoch(seeds_data());
+  {
+    kdist::AsyncCheckpointer checkpointer;
+    checkpointer.save(m, dir + "/no/such/dir/ckpt.h5", {.epoch = 1});
+  }
+  if (kdist::process_id() == 0) std::printf("the job went on after the failed save\n");
+  return 0;
+}
+
+// What check expects of DIR/ckpt.h5.
+enum class Expect {
+  first_and_tmp,    // the first checkpoint, and the interrupted save's temporary file
+  first_or_second,  // the first, or the second published whole
+  second,           // the second
+};
+
+int check(const std::string& dir, Expect expect) {
+  const bool require_tmp = expect == Expect::first_and_tmp;
   const auto data = seeds_data();
   auto reference = first_epoch(data);
   auto loaded = seeds_model();
@@ -183,7 +218,7 @@ int check(const std::string& dir, bool require_tmp) {
                  kdist::Adam(), 7);
   const auto info = kdist::load_checkpoint(loaded, dir + "/ckpt.h5");
   std::size_t epoch = 1;
-  if (!require_tmp && info.epoch == 2) {
+  if (expect == Expect::second || (expect == Expect::first_or_second && info.epoch == 2)) {
     // The stopped process was continued and published the save it had written whole (Open MPI's
     // launcher sends SIGCONT before it kills): the second checkpoint, whole, never a mixture.
     reference.fit(data, {.batch_size = 16, .epochs = 2, .initial_epoch = 1, .verbose = 0});
@@ -248,7 +283,12 @@ int main(int argc, char** argv) {
   return kdist::run(argc, argv, [](int argc_, char** argv_) {
     const std::string mode = argc_ > 2 ? argv_[1] : "";
     if (mode == "save") return save(argv_[2]);
-    if (mode == "check") return check(argv_[2], argc_ < 4 || std::string(argv_[3]) != "any");
+    if (mode == "check") {
+      return check(argv_[2], argc_ >= 4 && std::string(argv_[3]) == "any" ? Expect::first_or_second
+                                                                          : Expect::first_and_tmp);
+    }
+    if (mode == "check_second") return check(argv_[2], Expect::second);
+    if (mode == "unwaited") return unwaited(argv_[2]);
     if (mode == "check_none") {
       const bool exists = std::filesystem::exists(std::string(argv_[2]) + "/ckpt.h5");
       if (kdist::process_id() == 0) {
@@ -257,6 +297,7 @@ int main(int argc, char** argv) {
       }
       return exists ? 1 : 0;
     }
-    throw kdist::ValueError("usage: checkpoint_kill save|check|check_none DIR");
+    throw kdist::ValueError(
+        "usage: checkpoint_kill save|check|check_second|check_none|unwaited DIR");
   });
 }

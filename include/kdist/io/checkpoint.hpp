@@ -58,6 +58,7 @@
 
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/io/detail/background_writes.hpp>
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/io/detail/io_watch.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
@@ -220,31 +221,61 @@ inline std::string check_file(const std::string& path, const Expected& want,
   return {};
 }
 
-//! The attributes of `/` and `/optimizer` (every process, the same values: collective metadata).
+//! What a save records besides the tensors: the attributes of `/` and `/optimizer`, taken from the
+//! model when the save starts (an asynchronous save writes them later, from this copy).
+struct Metadata {
+  std::string dtype;
+  std::int64_t step = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t seed = 0;
+  double loss = 0;
+  std::string loss_function;
+  std::string distribution;
+  std::string mesh;
+  std::vector<std::uint64_t> mesh_shape;
+  std::vector<std::string> mesh_axis_names;
+  std::vector<std::string> variables;
+  OptimizerRecord optimizer;
+};
+
 template <class Model>
-void write_metadata(hid_t root, Model& model, const OptimizerRecord& opt, std::uint64_t epoch,
-                    double loss) {
-  using T = typename Model::value_type;
-  std::vector<std::string> paths;
-  model.for_each_variable([&](auto& v) { paths.push_back(v.path); });
+Metadata metadata_of(Model& model, const OptimizerRecord& opt, std::uint64_t epoch, double loss) {
+  Metadata m;
+  m.dtype = dtype_name<typename Model::value_type>();
+  m.step = model.iterations();
+  m.epoch = epoch;
+  m.seed = model.seed();
+  m.loss = loss;
+  m.loss_function = model.loss().name();
+  m.distribution = model.distribution().name();
   const RuntimeDeviceMesh& mesh = model.distribution().device_mesh();
-  const std::vector<std::uint64_t> mesh_shape(mesh.shape().begin(), mesh.shape().end());
+  m.mesh = mesh.to_string();
+  m.mesh_shape.assign(mesh.shape().begin(), mesh.shape().end());
+  m.mesh_axis_names = mesh.axis_names();
+  model.for_each_variable([&](auto& v) { m.variables.push_back(v.path); });
+  m.optimizer = opt;
+  return m;
+}
+
+//! The attributes of `/` and `/optimizer` (every process, the same values: collective metadata).
+inline void write_metadata(hid_t root, const Metadata& m) {
   hdf5::write_string(root, "format", std::string(checkpoint_format));
-  hdf5::write_string(root, "dtype", dtype_name<T>());
-  hdf5::write_scalar<std::int64_t>(root, "step", model.iterations());
-  hdf5::write_scalar<std::uint64_t>(root, "epoch", epoch);
-  hdf5::write_scalar<std::uint64_t>(root, "seed", model.seed());
-  hdf5::write_scalar<double>(root, "loss", loss);
-  hdf5::write_string(root, "loss_function", model.loss().name());
-  hdf5::write_string(root, "distribution", model.distribution().name());
-  hdf5::write_string(root, "mesh", mesh.to_string());
-  hdf5::write_array(root, "mesh_shape", mesh_shape);
-  hdf5::write_strings(root, "mesh_axis_names", mesh.axis_names());
-  hdf5::write_strings(root, "variables", paths);
+  hdf5::write_string(root, "dtype", m.dtype);
+  hdf5::write_scalar<std::int64_t>(root, "step", m.step);
+  hdf5::write_scalar<std::uint64_t>(root, "epoch", m.epoch);
+  hdf5::write_scalar<std::uint64_t>(root, "seed", m.seed);
+  hdf5::write_scalar<double>(root, "loss", m.loss);
+  hdf5::write_string(root, "loss_function", m.loss_function);
+  hdf5::write_string(root, "distribution", m.distribution);
+  hdf5::write_string(root, "mesh", m.mesh);
+  hdf5::write_array(root, "mesh_shape", m.mesh_shape);
+  hdf5::write_strings(root, "mesh_axis_names", m.mesh_axis_names);
+  hdf5::write_strings(root, "variables", m.variables);
   hdf5::Group g(hdf5::check(H5Gcreate2(root, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                             "H5Gcreate2 'optimizer'"));
+  const OptimizerRecord& opt = m.optimizer;
   hdf5::write_string(g.get(), "name", opt.name);
-  hdf5::write_scalar<std::int64_t>(g.get(), "iterations", model.iterations());
+  hdf5::write_scalar<std::int64_t>(g.get(), "iterations", m.step);
   hdf5::write_scalar<std::uint64_t>(g.get(), "slot_count", opt.slot_count);
   hdf5::write_strings(g.get(), "slot_names", opt.slot_names);
   for (const auto& [k, v] : opt.hyperparameters) {
@@ -254,12 +285,12 @@ void write_metadata(hid_t root, Model& model, const OptimizerRecord& opt, std::u
 
 //! Every variable and its first `slots` optimizer slots, each process its blocks.
 template <class Model>
-void write_state(hid_t root, Model& model, std::size_t slots) {
+void write_state(hid_t root, Model& model, std::size_t slots, MPI_Comm comm) {
   auto dxpl = hdf5::collective_transfer();
   model.for_each_variable_with_slots([&](auto& v, auto& s) {
-    write_tensor(root, variable_dataset(v.path), v.value, dxpl.get());
+    write_tensor(root, variable_dataset(v.path), v.value, dxpl.get(), comm);
     for (std::size_t k = 0; k < slots; ++k) {
-      write_tensor(root, slot_dataset(v.path, k), s.at(k), dxpl.get());
+      write_tensor(root, slot_dataset(v.path, k), s.at(k), dxpl.get(), comm);
     }
   });
 }
@@ -334,6 +365,7 @@ template <class T>
 void save_checkpoint(BasicSequential<T>& model, const std::string& path, CheckpointInfo info = {}) {
   namespace ck = detail::checkpoint;
   namespace h5 = detail::hdf5;
+  ck::finish_background_writes();  // an AsyncCheckpointer's save in flight: HDF5 is ours after it
   detail::ProfilingRegion region("kdist::save_checkpoint");
   ck::require_compiled(model, "kdist::save_checkpoint");
   ck::require_same_path(path, "kdist::save_checkpoint");
@@ -343,9 +375,10 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
   kdist::broadcast(epoch, 0, kdist::communicator());
   kdist::broadcast(loss, 0, kdist::communicator());
   const auto opt = ck::describe(model.optimizer());
-  ck::write_atomically(path, "kdist::save_checkpoint", [&](hid_t file) {
-    ck::write_metadata(file, model, opt, epoch, loss);
-    ck::write_state(file, model, opt.slot_count);
+  Kokkos::fence();  // the model's last step is complete before its blocks are read
+  ck::write_atomically(path, "kdist::save_checkpoint", kdist::communicator(), [&](hid_t file) {
+    ck::write_metadata(file, ck::metadata_of(model, opt, epoch, loss));
+    ck::write_state(file, model, opt.slot_count, kdist::communicator());
   });
 }
 
@@ -373,6 +406,7 @@ template <class T>
 LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& path) {
   namespace ck = detail::checkpoint;
   namespace h5 = detail::hdf5;
+  ck::finish_background_writes();  // an AsyncCheckpointer's save in flight: HDF5 is ours after it
   detail::ProfilingRegion region("kdist::load_checkpoint");
   ck::require_compiled(model, "kdist::load_checkpoint");
   ck::require_same_path(path, "kdist::load_checkpoint");

@@ -54,6 +54,7 @@
 
 #include <kdist/core/detail/python_repr.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/io/detail/background_writes.hpp>
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/io/detail/io_watch.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
@@ -552,13 +553,15 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   namespace io = detail::checkpoint;
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::save_keras_weights";
+  io::finish_background_writes();  // an AsyncCheckpointer's save in flight: HDF5 is ours after it
   detail::ProfilingRegion region(who);
   const auto entries = kw::model_entries(model, path, who);
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)
   const auto& opt = entries.optimizer;
   const double lr = opt.learning_rate;
   const bool functional = kw::is_functional(model);
-  io::write_atomically(path, who, [&](hid_t file) {
+  Kokkos::fence();  // the model's last step is complete before its blocks are read
+  io::write_atomically(path, who, kdist::communicator(), [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
     {
       auto layers_group = kw::make_group(file, "layers");
@@ -573,7 +576,8 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
     const auto names = kw::variable_datasets(layers);
     std::size_t v = 0;
     model.for_each_variable([&](auto& var) {
-      io::write_tensor(file, names.at(v++), var.value, dxpl.get(), /*annotate=*/false);
+      io::write_tensor(file, names.at(v++), var.value, dxpl.get(), kdist::communicator(),
+                       /*annotate=*/false);
     });
     if (options.optimizer) {
       auto og = kw::make_group(file, "optimizer");
@@ -589,7 +593,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
       model.for_each_variable_with_slots([&](auto&, auto& s) {
         for (std::size_t k = 0; k < opt.slot_count; ++k) {
           io::write_tensor(file, kw::optimizer_dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
-                           /*annotate=*/false);
+                           kdist::communicator(), /*annotate=*/false);
         }
         ++i;
       });
@@ -621,6 +625,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   namespace io = detail::checkpoint;
   namespace h5 = detail::hdf5;
   constexpr const char* who = "kdist::load_keras_weights";
+  io::finish_background_writes();  // an AsyncCheckpointer's save in flight: HDF5 is ours after it
   detail::ProfilingRegion region(who);
   const auto entries = kw::model_entries(model, path, who);
   const auto& layers = entries.layers;  // (named, not bound: clang 14 cannot capture bindings)

@@ -18,14 +18,16 @@ namespace kdist {
 
 namespace detail::step {
 
-//! The step this process is in; phase nullptr: outside a training step.
+//! The step this thread is in; phase nullptr: outside a training step. Per thread: a background
+//! thread (an asynchronous checkpoint's writer) is in no training step, and reads nothing that
+//! the training thread writes.
 struct Current {
   const char* phase = nullptr;  // a string literal: "fit", "evaluate"
   std::size_t epoch = 0;        // counted from 0
   std::size_t step = 0;         // counted from 0
 };
 inline Current& current() noexcept {
-  static Current c;
+  static thread_local Current c;
   return c;
 }
 

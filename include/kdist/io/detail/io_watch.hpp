@@ -81,10 +81,14 @@ class IoWatch {
 
  public:
   //! `note` ends a timeout's message ("'ckpt.h5' is as it was: the save writes a temporary file").
-  IoWatch(std::string who, std::string file, MPI_Comm comm, std::string note = "")
+  //! `step` says when the I/O runs ("in the background, after fit's epoch 3"); empty: the training
+  //! step of this thread (kdist::current_step_description()).
+  IoWatch(std::string who, std::string file, MPI_Comm comm, std::string note = "",
+          std::string step = "")
       : who_(std::move(who)),
         file_(std::move(file)),
         note_(std::move(note)),
+        fixed_step_(std::move(step)),
         comm_(comm),
         timeout_(timeout_ns()) {
     if (timeout_ > 0) helper_ = std::thread([this] { watch(); });
@@ -147,7 +151,7 @@ class IoWatch {
   //! `running` runs from now (its deadline: the timeout from now); `counted`: a step every
   //! process numbers alike, for the exchange that finds who did not arrive.
   void start(Running running, bool counted) {
-    std::string step = kdist::current_step_description();
+    std::string step = fixed_step_.empty() ? kdist::current_step_description() : fixed_step_;
     {
       std::lock_guard lock(mutex_);
       running_ = std::move(running);
@@ -200,6 +204,7 @@ class IoWatch {
   std::string who_;
   std::string file_;
   std::string note_;
+  std::string fixed_step_;
   MPI_Comm comm_;
   std::int64_t timeout_;
   std::mutex mutex_;

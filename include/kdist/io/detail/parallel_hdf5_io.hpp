@@ -110,11 +110,9 @@ bool writes_block(const Tensor& t) {
 //! This process's block of a dataset of shape `shape`: a hyperslab of the file space and a memory
 //! space of its extents, or none in both when `take` is false (the process still joins the
 //! collective transfer).
-template <std::size_t R>
-std::pair<hdf5::Dataspace, hdf5::Dataspace> block_selection(const std::array<hsize_t, R>& shape,
-                                                            const std::array<std::size_t, R>& lo,
-                                                            const std::array<std::size_t, R>& ext,
-                                                            bool take) {
+inline std::pair<hdf5::Dataspace, hdf5::Dataspace> block_selection(
+    const std::vector<hsize_t>& shape, const std::vector<std::size_t>& lo,
+    const std::vector<std::size_t>& ext, bool take) {
   auto file = hdf5::simple_space(shape);
   if (!take) {
     hdf5::check(H5Sselect_none(file.get()), "H5Sselect_none");
@@ -123,22 +121,43 @@ std::pair<hdf5::Dataspace, hdf5::Dataspace> block_selection(const std::array<hsi
     hdf5::check(H5Sselect_none(mem.get()), "H5Sselect_none");
     return {std::move(file), std::move(mem)};
   }
-  std::array<hsize_t, R> start{}, count{};
-  for (std::size_t d = 0; d < R; ++d) {
-    start[d] = lo[d];
-    count[d] = ext[d];
-  }
+  const std::vector<hsize_t> start(lo.begin(), lo.end()), count(ext.begin(), ext.end());
   hdf5::check(
       H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
       "H5Sselect_hyperslab");
   return {std::move(file), hdf5::simple_space(count)};
 }
 
-template <std::size_t R>
-std::array<hsize_t, R> dims_of(const std::array<std::size_t, R>& shape) {
-  std::array<hsize_t, R> d{};
-  for (std::size_t i = 0; i < R; ++i) d[i] = shape[i];
-  return d;
+template <class Range>
+std::vector<hsize_t> dims_of(const Range& shape) {
+  return std::vector<hsize_t>(std::begin(shape), std::end(shape));
+}
+
+//! One process's block of a distributed tensor as a save writes it, on the host: the tensor's
+//! global shape, the block's offsets and extents, the layout recorded with it, whether this
+//! process writes it (writes_block) and, when it does, its values (row-major). What an
+//! asynchronous save keeps of a tensor (async_checkpoint.hpp), so that its write needs neither the
+//! tensor nor Kokkos.
+template <class T>
+struct HostBlock {
+  std::vector<std::size_t> shape;
+  std::vector<std::size_t> offsets;
+  std::vector<std::size_t> extents;
+  std::string layout;
+  bool writes = false;
+  const T* data = nullptr;  // extents' product values when `writes`
+};
+
+//! `t`'s block as HostBlock describes it, without its values.
+template <class Tensor>
+HostBlock<typename Tensor::value_type> describe_block(const Tensor& t) {
+  HostBlock<typename Tensor::value_type> b;
+  b.shape.assign(t.shape().begin(), t.shape().end());
+  b.offsets.assign(t.offsets().begin(), t.offsets().end());
+  b.extents.assign(t.local_extents().begin(), t.local_extents().end());
+  b.layout = t.layout().axes_repr();
+  b.writes = writes_block(t);
+  return b;
 }
 
 //! Whether saves give every dataset a checksum (HDF5's Fletcher32 filter on chunked storage;
@@ -150,26 +169,27 @@ inline bool write_checksums = true;
 //! so a process whose block covers part of a chunk reads all of it.
 inline constexpr std::size_t max_chunk_bytes = std::size_t{1} << 20;
 
-//! The chunk shape of a checksummed dataset of global shape `dims` holding `t`: the largest block
-//! any process holds (so that, on the mesh and layout of the save, a block is whole chunks and a
-//! chunk is written by one process), halved along its leading dimensions while it holds more than
-//! max_chunk_bytes. Collective (an MPI_Allreduce over the processes' block extents).
-template <class Tensor, std::size_t R>
-std::array<hsize_t, R> chunk_dims(const Tensor& t, const std::array<hsize_t, R>& dims) {
-  using T = typename Tensor::value_type;
-  std::array<long long, R> mine{}, most{};
-  const auto ext = t.local_extents();
-  for (std::size_t d = 0; d < R; ++d) mine[d] = static_cast<long long>(ext[d]);
-  kdist::mpi::detail::check_mpi(MPI_Allreduce(mine.data(), most.data(), static_cast<int>(R),
-                                              MPI_LONG_LONG, MPI_MAX, kdist::communicator()),
-                                "kdist checkpoint: MPI_Allreduce of the block extents");
-  std::array<hsize_t, R> chunk{};
-  std::size_t bytes = sizeof(T);
-  for (std::size_t d = 0; d < R; ++d) {
+//! The chunk shape of a checksummed dataset of global shape `dims` whose processes hold blocks of
+//! `extents` (this one's) and values of `value_bytes`: the largest block any process holds (so
+//! that, on the mesh and layout of the save, a block is whole chunks and a chunk is written by one
+//! process), halved along its leading dimensions while it holds more than max_chunk_bytes.
+//! Collective over `comm` (an MPI_Allreduce over the processes' block extents).
+inline std::vector<hsize_t> chunk_dims(const std::vector<std::size_t>& extents,
+                                       const std::vector<hsize_t>& dims, std::size_t value_bytes,
+                                       MPI_Comm comm) {
+  const std::size_t rank = dims.size();
+  std::vector<long long> mine(rank), most(rank);
+  for (std::size_t d = 0; d < rank; ++d) mine[d] = static_cast<long long>(extents[d]);
+  kdist::mpi::detail::check_mpi(
+      MPI_Allreduce(mine.data(), most.data(), static_cast<int>(rank), MPI_LONG_LONG, MPI_MAX, comm),
+      "kdist checkpoint: MPI_Allreduce of the block extents");
+  std::vector<hsize_t> chunk(rank);
+  std::size_t bytes = value_bytes;
+  for (std::size_t d = 0; d < rank; ++d) {
     chunk[d] = std::max<hsize_t>(1, std::min<hsize_t>(static_cast<hsize_t>(most[d]), dims[d]));
     bytes *= chunk[d];
   }
-  for (std::size_t d = 0; d < R && bytes > max_chunk_bytes; ++d) {
+  for (std::size_t d = 0; d < rank && bytes > max_chunk_bytes; ++d) {
     while (bytes > max_chunk_bytes && chunk[d] > 1) {
       bytes /= chunk[d];
       chunk[d] = (chunk[d] + 1) / 2;
@@ -179,16 +199,15 @@ std::array<hsize_t, R> chunk_dims(const Tensor& t, const std::array<hsize_t, R>&
   return chunk;
 }
 
-//! Creates dataset `name` for tensor `t` (every process, collectively) and writes this process's
-//! block, or nothing if another process writes the same block. `annotate`: record the global
-//! shape, dtype and layout as the dataset's attributes (kdist checkpoints; Keras files have none).
-template <class Tensor>
-void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dxpl,
-                  bool annotate = true) {
-  using T = typename Tensor::value_type;
-  constexpr std::size_t R = Tensor::rank;
+//! Creates dataset `name` for `block`'s tensor (every process of `comm`, collectively) and writes
+//! this process's block, or nothing if another process writes the same block. `annotate`: record
+//! the global shape, dtype and layout as the dataset's attributes (kdist checkpoints; Keras files
+//! have none). Touches no Kokkos view: it runs on an asynchronous save's thread too.
+template <class T>
+void write_block(hid_t file, const std::string& name, const HostBlock<T>& block, hid_t dxpl,
+                 MPI_Comm comm, bool annotate = true) {
   const auto watched = io_watch::operation("writing dataset '/" + name + "'");
-  const auto dims = dims_of<R>(t.shape());
+  const auto dims = dims_of(block.shape);
   hdf5::PropertyList lcpl(hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
   hdf5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
   hdf5::PropertyList dcpl(hdf5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"));
@@ -199,9 +218,10 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
   // A checksum per chunk (Fletcher32), checked by HDF5 on every read of the chunk. A dataset of
   // no elements holds no data to check (and cannot be chunked); the write below is collective,
   // as HDF5 requires for filtered datasets.
-  if (write_checksums && R > 0 && elements > 0) {
-    const auto chunk = chunk_dims(t, dims);
-    hdf5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(R), chunk.data()), "H5Pset_chunk");
+  if (write_checksums && !dims.empty() && elements > 0) {
+    const auto chunk = chunk_dims(block.extents, dims, sizeof(T), comm);
+    hdf5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
+                "H5Pset_chunk");
     hdf5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32");
   }
   hdf5::ParallelDataset ds;
@@ -214,21 +234,31 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
   }
   if (annotate) {
     hdf5::write_array(ds.get(), "shape",
-                      std::vector<std::uint64_t>(t.shape().begin(), t.shape().end()));
+                      std::vector<std::uint64_t>(block.shape.begin(), block.shape.end()));
     hdf5::write_string(ds.get(), "dtype", dtype_name<T>());
-    hdf5::write_string(ds.get(), "layout", t.layout().axes_repr());
+    hdf5::write_string(ds.get(), "layout", block.layout);
   }
-
-  const bool take = writes_block(t);
-  // the block in host memory (on a CPU build, the block itself); only its writer copies it
-  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local())) host;
-  if (take) host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
-  auto [fspace, mspace] = block_selection<R>(dims, t.offsets(), t.local_extents(), take);
+  auto [fspace, mspace] = block_selection(dims, block.offsets, block.extents, block.writes);
   const T dummy{};
   hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                       take ? static_cast<const void*>(host.data()) : &dummy),
+                       block.writes ? static_cast<const void*>(block.data) : &dummy),
               "H5Dwrite '" + name + "'");
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
+}
+
+//! write_block of tensor `t`'s block (device memory is copied to a host mirror first; only the
+//! block's writer copies it).
+template <class Tensor>
+void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dxpl, MPI_Comm comm,
+                  bool annotate = true) {
+  auto block = describe_block(t);
+  // the block in host memory (on a CPU build, the block itself)
+  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local())) host;
+  if (block.writes) {
+    host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
+    block.data = host.data();
+  }
+  write_block(file, name, block, dxpl, comm, annotate);
 }
 
 //! The reads of a load on this process: each read (the same sequence on every process) fails or
@@ -317,7 +347,6 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const std
                                   const Tensor& t, hid_t dxpl, ReadLog& log) {
   using T = typename Tensor::value_type;
   using View = std::decay_t<decltype(t.local())>;
-  constexpr std::size_t R = Tensor::rank;
   // In place on the host: a fresh buffer would cost its page faults and a copy, as much as the
   // read itself (docs/benchmarks.md).
   constexpr bool in_place =
@@ -334,8 +363,9 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const std
       hdf5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "H5Dopen2 '" + name + "'"));
   std::size_t n = 1;
   for (auto e : t.local_extents()) n *= e;
-  auto [fspace, mspace] =
-      block_selection<R>(dims_of<R>(t.shape()), t.offsets(), t.local_extents(), n > 0);
+  auto [fspace, mspace] = block_selection(
+      dims_of(t.shape()), std::vector<std::size_t>(t.offsets().begin(), t.offsets().end()),
+      std::vector<std::size_t>(t.local_extents().begin(), t.local_extents().end()), n > 0);
   T dummy{};
   const bool ok = H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
                           n > 0 ? static_cast<void*>(staging.data()) : &dummy) >= 0;
@@ -437,6 +467,13 @@ inline hdf5::ParallelFile open_on_every_process(const std::string& path, const s
   return file;
 }
 
+//! This process' rank in `comm`.
+inline int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
 //! Process 0 fsyncs `tmp`, renames it to `path` (an atomic replace) and fsyncs the directory.
 //! Returns "" or what failed.
 inline std::string publish(const std::string& tmp, const std::string& path) {
@@ -461,25 +498,28 @@ inline std::string publish(const std::string& tmp, const std::string& path) {
   return {};
 }
 
-//! Creates `<path>.tmp-<pid of process 0>` collectively (MPI-IO), lets `body(file)` write it,
-//! flushes it (MPI_File_sync on every process), closes it, and has process 0 flush and rename it
-//! to `path`: a write that dies midway leaves `path` as it was. Every call has a deadline (the I/O
-//! watchdog, io_watch.hpp): a process that stops midway ends the job, naming it. Errors
-//! (kdist::RuntimeError, on every process alike): the file cannot be created, written, flushed or
-//! renamed; `who` begins each message.
+//! Creates `<path>.tmp-<pid of process 0>` collectively over `comm` (MPI-IO), lets `body(file)`
+//! write it, flushes it (MPI_File_sync on every process), closes it, and has process 0 flush and
+//! rename it to `path`: a write that dies midway leaves `path` as it was. Every call has a deadline
+//! (the I/O watchdog, io_watch.hpp; `step` says when it runs, empty: this thread's training step):
+//! a process that stops midway ends the job, naming it. Errors (kdist::RuntimeError, on every
+//! process alike): the file cannot be created, written, flushed or renamed; `who` begins each
+//! message. The caller has fenced what `body` reads (Kokkos::fence()): an asynchronous save runs
+//! this on its own thread, from host copies, and makes no Kokkos call here.
 template <class Body>
-void write_atomically(const std::string& path, const std::string& who, Body&& body) {
+void write_atomically(const std::string& path, const std::string& who, MPI_Comm comm, Body&& body,
+                      const std::string& step = "") {
   std::int64_t pid = static_cast<std::int64_t>(::getpid());
-  kdist::broadcast(pid, 0, kdist::communicator());
+  kdist::broadcast(pid, 0, comm);
   const std::string tmp = path + ".tmp-" + std::to_string(pid);
-  Kokkos::fence();  // the model's last step is complete before its blocks are read
-  io_watch::IoWatch watch(who, path, kdist::communicator(),
+  io_watch::IoWatch watch(who, path, comm,
                           "'" + path + "' is as it was: the save writes '" + tmp +
-                              "' and renames it only once every process has written its part");
+                              "' and renames it only once every process has written its part",
+                          step);
   io_watch::IoWatch::Scope watching(watch);
   {
     hdf5::QuietErrors quiet;
-    const auto fapl = hdf5::mpio_access(kdist::communicator());
+    const auto fapl = hdf5::mpio_access(comm);
     if (write_checksums) {
       // HDF5 1.8's file format: object headers (and the attributes in them) carry a checksum
       // that HDF5 checks when it reads them; h5py and Keras read it.
@@ -493,7 +533,7 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     }
     const std::string why = file.valid() ? std::string() : hdf5::error_text();
     mpi::agree<RuntimeError>(
-        kdist::communicator(), file.valid(),
+        comm, file.valid(),
         who + ": cannot create '" + tmp + "' (the temporary file of '" + path + "'): HDF5: " + why);
     try {
       const auto writing = io_watch::operation("writing '" + tmp + "'");  // its datasets nest
@@ -507,15 +547,14 @@ void write_atomically(const std::string& path, const std::string& who, Body&& bo
     hdf5::check(file.close(), who + ": closing '" + tmp + "'");
   }
   // every process has closed the file (an all-reduce: none goes on before all have come here)
-  mpi::agree<RuntimeError>(kdist::communicator(), true, "");
+  mpi::agree<RuntimeError>(comm, true, "");
   std::string failed;
-  if (kdist::process_id() == 0) {
+  if (rank_in(comm) == 0) {
     const auto watched =
         io_watch::operation("publishing it (fsync and rename of '" + tmp + "')", false);
     failed = publish(tmp, path);
   }
-  mpi::agree<RuntimeError>(kdist::communicator(), failed.empty(),
-                           who + ": '" + path + "': " + failed);
+  mpi::agree<RuntimeError>(comm, failed.empty(), who + ": '" + path + "': " + failed);
 }
 
 }  // namespace kdist::detail::checkpoint
