@@ -5,6 +5,7 @@
 // variable and of the input against central finite differences.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include <kdist/nn/layers/multi_head_attention.hpp>
 #include <kdist/ops/attention.hpp>
+#include <kdist/ops/attention_tiled.hpp>
 #include <kdist/parallel/devices.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/layout_map.hpp>
@@ -366,6 +368,154 @@ TEST(AttentionOps, EigenAndKokkosBackendsAgree) {
       for (std::size_t i = 0; i < got[0][t].size(); ++i) {
         EXPECT_NEAR(got[0][t].data()[i], got[1][t].data()[i], 1e-12)
             << names[t] << " " << i << (causal ? " causal" : "");
+      }
+    }
+  }
+}
+
+// The tiled kernels (FlashAttention-2's online softmax, no (seq, seq) buffer; the device path of
+// MultiHeadAttention) against the matrix kernels: the same outputs and gradients, and per row the
+// log-sum-exp of the scores; sequences of several tiles and a partial last one (70 = 32 + 32 + 6
+// for head_dim 5 in double), scores in the 10^5 (finite only if the online softmax is stable).
+TEST(AttentionOps, TiledKernelsMatchTheMatrixKernels) {
+  using Host3 = Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  const std::size_t nb = 2, ns = 70, nh = 3, nd = 5;
+  ASSERT_EQ(kdist::ops::detail::attention_tile(nd, sizeof(double), 4, true), 32u);
+  const std::size_t n = nb * ns * nh * nd;
+  for (double magnitude : {1.0, 300.0}) {
+    auto q = host4(normal(n, 21, magnitude), nb, ns, nh, nd);
+    auto k = host4(normal(n, 22, magnitude), nb, ns, nh, nd);
+    auto v = host4(normal(n, 23), nb, ns, nh, nd), dout = host4(normal(n, 24), nb, ns, nh, nd);
+    const double scale = 1.0 / std::sqrt(double(nd));
+    for (bool causal : {true, false}) {
+      Host4 probs("probs", nb, nh, ns, ns), want_o("out", nb, ns, nh, nd);
+      Host4 want_dq("dq", nb, ns, nh, nd), want_dk("dk", nb, ns, nh, nd),
+          want_dv("dv", nb, ns, nh, nd);
+      kdist::ops::attention_forward(q, k, v, probs, want_o, scale, causal);
+      kdist::ops::attention_backward(q, k, v, probs, dout, want_dq, want_dk, want_dv, scale,
+                                     causal);
+      Host4 out("out", nb, ns, nh, nd), dq("dq", nb, ns, nh, nd), dk("dk", nb, ns, nh, nd),
+          dv("dv", nb, ns, nh, nd);
+      Host3 lse("lse", nb, nh, ns), delta("delta", nb, nh, ns);
+      kdist::ops::attention_forward_tiled(q, k, v, out, lse, scale, causal);
+      kdist::ops::attention_backward_tiled(q, k, v, out, lse, dout, delta, dq, dk, dv, scale,
+                                           causal);
+      Kokkos::fence();
+      const std::string what =
+          std::string(causal ? "causal" : "full") + ", magnitude " + std::to_string(magnitude);
+      const std::pair<const char*, std::pair<Host4, Host4>> pairs[] = {{"out", {out, want_o}},
+                                                                       {"dq", {dq, want_dq}},
+                                                                       {"dk", {dk, want_dk}},
+                                                                       {"dv", {dv, want_dv}}};
+      for (const auto& [name, views] : pairs) {
+        double scale_of = 0;
+        for (std::size_t i = 0; i < views.second.size(); ++i) {
+          scale_of = std::max(scale_of, std::abs(views.second.data()[i]));
+        }
+        for (std::size_t i = 0; i < views.first.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(views.first.data()[i])) << name << " " << i << " " << what;
+          // (scores of 10^5 carry absolute errors of 10^-11, recomputed from lse: x magnitude)
+          ASSERT_NEAR(views.first.data()[i], views.second.data()[i],
+                      1e-12 * magnitude * (1 + scale_of))
+              << name << " " << i << " " << what;
+        }
+      }
+      // lse: log sum_j exp(scale q_i . k_j) over the unmasked j, from the probabilities: p(i, j) =
+      // exp(s_ij - lse_i), so lse_i = s_i0 - log p(i, 0) (key 0 is never masked)
+      for (std::size_t b = 0; b < nb; ++b)
+        for (std::size_t h = 0; h < nh; ++h)
+          for (std::size_t i = 0; i < ns; ++i) {
+            double s0 = 0;
+            for (std::size_t d = 0; d < nd; ++d) s0 += q(b, i, h, d) * scale * k(b, 0, h, d);
+            if (probs(b, h, i, 0) < 1e-200) continue;  // underflowed: no reference
+            EXPECT_NEAR(lse(b, h, i), s0 - std::log(probs(b, h, i, 0)), 1e-10 * (1 + std::abs(s0)))
+                << "lse " << b << " " << h << " " << i << " " << what;
+          }
+    }
+  }
+}
+
+// Float: within a few float roundings of the double result.
+TEST(AttentionOps, TiledKernelsInFloatAgreeWithDouble) {
+  using F4 = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using F3 = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  const std::size_t nb = 1, ns = 40, nh = 2, nd = 16;
+  const std::size_t n = nb * ns * nh * nd;
+  std::array<Host4, 4> dbl{
+      host4(normal(n, 31), nb, ns, nh, nd), host4(normal(n, 32), nb, ns, nh, nd),
+      host4(normal(n, 33), nb, ns, nh, nd), host4(normal(n, 34), nb, ns, nh, nd)};
+  std::array<F4, 4> flt;
+  for (std::size_t t = 0; t < 4; ++t) {
+    flt[t] = F4("f", nb, ns, nh, nd);
+    for (std::size_t i = 0; i < n; ++i) flt[t].data()[i] = static_cast<float>(dbl[t].data()[i]);
+  }
+  const double scale = 0.25;
+  Host4 probs("p", nb, nh, ns, ns), o("o", nb, ns, nh, nd), dq("dq", nb, ns, nh, nd),
+      dk("dk", nb, ns, nh, nd), dv("dv", nb, ns, nh, nd);
+  kdist::ops::attention_forward(dbl[0], dbl[1], dbl[2], probs, o, scale, true);
+  kdist::ops::attention_backward(dbl[0], dbl[1], dbl[2], probs, dbl[3], dq, dk, dv, scale, true);
+  F4 fo("o", nb, ns, nh, nd), fdq("dq", nb, ns, nh, nd), fdk("dk", nb, ns, nh, nd),
+      fdv("dv", nb, ns, nh, nd);
+  F3 lse("lse", nb, nh, ns), delta("delta", nb, nh, ns);
+  kdist::ops::attention_forward_tiled(flt[0], flt[1], flt[2], fo, lse, 0.25f, true);
+  kdist::ops::attention_backward_tiled(flt[0], flt[1], flt[2], fo, lse, flt[3], delta, fdq, fdk,
+                                       fdv, 0.25f, true);
+  Kokkos::fence();
+  const std::pair<F4, Host4> pairs[] = {{fo, o}, {fdq, dq}, {fdk, dk}, {fdv, dv}};
+  for (const auto& [got, want] : pairs) {
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(got.data()[i], want.data()[i], 1e-5 * (1 + std::abs(want.data()[i]))) << i;
+    }
+  }
+}
+
+TEST(AttentionOps, TiledKernelsCheckTheirExtents) {
+  using Host3 = Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  Host4 q("q", 1, 3, 2, 4), bad("bad", 1, 3, 2, 5), out("o", 1, 3, 2, 4);
+  Host3 lse("lse", 1, 2, 3), bad_lse("lse", 1, 3, 2), delta("delta", 1, 2, 3);
+  EXPECT_THROW(kdist::ops::attention_forward_tiled(q, bad, q, out, lse, 0.5, true),
+               kdist::ValueError);
+  const auto msg = [&] {
+    try {
+      kdist::ops::attention_forward_tiled(q, q, q, out, bad_lse, 0.5, true);
+    } catch (const kdist::ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(msg.find("kdist::ops::attention_forward_tiled: lse is"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected 1x2x3 (batch, heads, seq)"), std::string::npos) << msg;
+  EXPECT_THROW(
+      kdist::ops::attention_backward_tiled(q, q, q, out, lse, q, bad_lse, q, q, q, 0.5, false),
+      kdist::ValueError);
+}
+
+// The layer on the tiled kernels (the default on a GPU; forced here on the host) gives the
+// matrix kernels' output, input gradient and variable gradients, and keeps no (seq, seq) buffer.
+TEST(MultiHeadAttention, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
+  auto dist = one_device();
+  for (bool causal : {true, false}) {
+    std::vector<std::vector<double>> got[2];
+    for (int which = 0; which < 2; ++which) {
+      MHA mha = built_layer(*dist, causal);
+      EXPECT_EQ(mha.attention_kernel(), kdist::ops::AttentionKernel::automatic);
+      mha.set_attention_kernel(which == 0 ? kdist::ops::AttentionKernel::matrices
+                                          : kdist::ops::AttentionKernel::tiled);
+      const Tensor3 x = tensor(normal(B * S * D, 1), *dist);
+      const auto r = normal(B * S * D, 2);
+      const Tensor3 y = mha.forward(x);
+      const auto dy = kdist::distribute_tensor<double***>(r.data(), {B, S, D}, y.layout());
+      got[which].push_back(values(y));
+      got[which].push_back(values(*mha.backward(dy, true)));
+      for (auto ref : mha.variables()) {
+        std::visit([&](auto* v) { got[which].push_back(values(v->grad)); }, ref);
+      }
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (std::size_t t = 0; t < got[0].size(); ++t) {
+      for (std::size_t i = 0; i < got[0][t].size(); ++i) {
+        EXPECT_NEAR(got[1][t][i], got[0][t][i], 1e-12 * (1 + std::abs(got[0][t][i])))
+            << "result " << t << " at " << i << (causal ? " causal" : "");
       }
     }
   }

@@ -18,6 +18,7 @@
 #include <kdist/ops/layer_norm.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>
@@ -1412,6 +1413,37 @@ TEST(OpsErrors, OptimizerErrors) {
   Mat<float> wide("wide", 4, 6), wg("wg", 4, 3);
   auto cols = Kokkos::subview(wide, Kokkos::ALL, std::make_pair(0, 3));
   has([&] { sgd.update(cols, wg); }, "kdist::SGD::update: the parameter is not contiguous");
+}
+
+// JAX's names and kdist's order of settings: the program's, else the environment's, else highest.
+TEST(MatmulPrecision, TheProgramThenTheEnvironmentThenHighest) {
+  using kdist::ops::MatmulPrecision;
+  ::unsetenv("KDIST_MATMUL_PRECISION");
+  kdist::ops::reset_matmul_precision();
+  EXPECT_EQ(kdist::ops::matmul_precision(), MatmulPrecision::highest);
+  for (const auto& [text, want] :
+       {std::pair{"high", MatmulPrecision::high}, std::pair{"tensorfloat32", MatmulPrecision::high},
+        std::pair{"highest", MatmulPrecision::highest},
+        std::pair{"float32", MatmulPrecision::highest}}) {
+    ::setenv("KDIST_MATMUL_PRECISION", text, 1);
+    EXPECT_EQ(kdist::ops::matmul_precision(), want) << text;
+  }
+  ::setenv("KDIST_MATMUL_PRECISION", "HIGH", 1);
+  try {
+    (void)kdist::ops::matmul_precision();
+    ADD_FAILURE() << "no error for HIGH";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "KDIST_MATMUL_PRECISION is 'HIGH', not one of highest (or float32: full float32 "
+              "products) and high (or tensorfloat32: TensorFloat-32 tensor cores on a GPU)");
+  }
+  kdist::ops::set_matmul_precision(MatmulPrecision::high);  // the program's wins, even over a typo
+  EXPECT_EQ(kdist::ops::matmul_precision(), MatmulPrecision::high);
+  EXPECT_EQ(kdist::ops::to_string(kdist::ops::matmul_precision()), "high");
+  kdist::ops::reset_matmul_precision();
+  ::unsetenv("KDIST_MATMUL_PRECISION");
+  EXPECT_EQ(kdist::ops::to_string(kdist::ops::matmul_precision()), "highest");
+  EXPECT_THROW(kdist::ops::parse_matmul_precision("bf16"), kdist::ValueError);
 }
 
 }  // namespace

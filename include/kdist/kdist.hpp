@@ -40,6 +40,7 @@
 // ops/: local kernels
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
+#include <kdist/ops/attention_tiled.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -48,6 +49,7 @@
 #include <kdist/ops/layer_norm.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/matmul.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>

@@ -136,6 +136,27 @@ std::vector<std::vector<std::size_t>> meshes() {
   return {{2, 2}, {4, 1}, {1, 4}};
 }
 
+// The matmul precision (ops/matmul_precision.hpp): a bad KDIST_MATMUL_PRECISION fails compile
+// on every process, on a CPU run too (where the setting changes no product); a good one compiles.
+TEST(ShardedTrainer, ABadMatmulPrecisionIsAValueErrorAtCompile) {
+  auto dist = make_dist(false, meshes().front());
+  ::setenv("KDIST_MATMUL_PRECISION", "tf32", 1);
+  auto m = kdist::examples::make_seed_model();
+  std::string message;
+  try {
+    m.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 1);
+  } catch (const kdist::ValueError& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message,
+            "KDIST_MATMUL_PRECISION is 'tf32', not one of highest (or float32: full float32 "
+            "products) and high (or tensorfloat32: TensorFloat-32 tensor cores on a GPU)");
+  ::setenv("KDIST_MATMUL_PRECISION", "tensorfloat32", 1);
+  m.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 1);
+  EXPECT_EQ(kdist::ops::matmul_precision(), kdist::ops::MatmulPrecision::high);
+  ::unsetenv("KDIST_MATMUL_PRECISION");
+}
+
 }  // namespace
 
 // Sequential is a template on the scalar type: the double model draws the same initial weights

@@ -46,6 +46,7 @@
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/ops/losses.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
@@ -151,12 +152,13 @@ class BasicSequential {
   //! Creates every variable, sharded as `dist` says, from `seed`. Also fixes the loss (a
   //! kdist::Loss name or any kdist::LossFunction) and the optimizer (any kdist::Optimizer), and
   //! creates each variable's optimizer slots as the optimizer declares them (Keras' compile).
-  //! Errors: kdist::ValueError for a null distribution, or an optimizer whose declared Keras order
-  //! does not name each of its slots once.
+  //! Errors: kdist::ValueError for a null distribution, an optimizer whose declared Keras order
+  //! does not name each of its slots once, or a KDIST_MATMUL_PRECISION that is not a precision.
   void compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss, Optimizer optimizer,
                std::uint64_t seed) {
     if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
     (void)optimizer.keras_slot_groups();  // a declaration that does not add up fails here
+    (void)ops::matmul_precision();  // a bad KDIST_MATMUL_PRECISION fails here, on a CPU run too
     dist_ = std::move(dist);
     loss_ = std::move(loss);
     optimizer_ = std::move(optimizer);

@@ -18,6 +18,7 @@
 #include <kdist/ops/detail/cublas.hpp>
 #include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/views.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <string>
 
 namespace kdist::ops {

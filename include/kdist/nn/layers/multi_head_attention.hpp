@@ -27,6 +27,10 @@
 //! None, None) (an all-reduce). Gradients: every variable's gradient lands in its own layout
 //! (pending sums over the batch axes resolved), the input's gradient in the input's layout.
 //!
+//! Attention kernels: on host memory the matrix kernels (ops/attention.hpp, Eigen GEMMs, the
+//! probabilities kept for backward), elsewhere the tiled ones (ops/attention_tiled.hpp, memory
+//! linear in the sequence); set_attention_kernel chooses.
+//!
 //! Errors (kdist::ValueError, on every process alike): num_heads or key_dim 0; inputs of another
 //! rank than (sequence, features); a layout sharding the heads dimension of a variable over axes
 //! whose extent does not divide the number of heads (keras-hub#1613); an input whose feature dim
@@ -47,6 +51,7 @@
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
+#include <kdist/ops/attention_tiled.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -105,6 +110,12 @@ class BasicMultiHeadAttention {
   std::size_t num_heads() const { return num_heads_; }
   std::size_t key_dim() const { return key_dim_; }
   bool causal() const { return causal_; }
+  //! The attention kernels: by default (automatic) the matrix kernels on host memory (Eigen
+  //! GEMMs; the (seq, seq) probabilities kept for backward) and the tiled ones elsewhere (a GPU:
+  //! FlashAttention-2's online softmax, memory linear in the sequence; ops/attention_tiled.hpp).
+  //! Both give the same results (to rounding).
+  void set_attention_kernel(ops::AttentionKernel kernel) { attention_kernel_ = kernel; }
+  ops::AttentionKernel attention_kernel() const { return attention_kernel_; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------
   //! Builds for inputs of shape (sequence, features); returns the same shape.
@@ -209,9 +220,14 @@ class BasicMultiHeadAttention {
         ops::bias_add(pm, vector(b.local(), hl_ * k));
       }
     }
-    probs_ = probs_views_.get("kdist::MHA::probs", bl, hl_, seq, seq);
     attn_ = attn_views_.get("kdist::MHA::attention", bl, seq, hl_, k);
-    ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
+    if (tiled()) {
+      lse_ = lse_views_.get("kdist::MHA::lse", bl, hl_, seq);
+      ops::attention_forward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, scale(), causal_);
+    } else {
+      probs_ = probs_views_.get("kdist::MHA::probs", bl, hl_, seq, seq);
+      ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
+    }
     wo_c_ = redistribute(output_kernel_.value,
                          RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh),
                          output_kernel_moved_);
@@ -265,9 +281,15 @@ class BasicMultiHeadAttention {
                 ops::Op::transpose);
     std::array<View4, 3> dproj;
     for (auto& g : dproj) g = dproj_views_.get("kdist::MHA::dprojection", bl, seq, hl_, k);
-    ops::attention_backward(proj_[0], proj_[1], proj_[2], probs_, dattn,
-                            scratch_views_.get_like("kdist::MHA::scratch", probs_), dproj[0],
-                            dproj[1], dproj[2], scale(), causal_);
+    if (tiled()) {
+      ops::attention_backward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, dattn,
+                                    delta_views_.get_like("kdist::MHA::delta", lse_), dproj[0],
+                                    dproj[1], dproj[2], scale(), causal_);
+    } else {
+      ops::attention_backward(proj_[0], proj_[1], proj_[2], probs_, dattn,
+                              scratch_views_.get_like("kdist::MHA::scratch", probs_), dproj[0],
+                              dproj[1], dproj[2], scale(), causal_);
+    }
 
     typename Tensor3::view_type dx;
     if (need_input_grad) {
@@ -300,6 +322,7 @@ class BasicMultiHeadAttention {
 
  private:
   using View4 = Kokkos::View<T****, Kokkos::LayoutRight, typename Tensor3::memory_space>;
+  using View3 = Kokkos::View<T***, Kokkos::LayoutRight, typename Tensor3::memory_space>;
   using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Tensor3::memory_space,
                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using Vec = Kokkos::View<T*, Kokkos::LayoutRight, typename Tensor3::memory_space,
@@ -322,6 +345,13 @@ class BasicMultiHeadAttention {
   }
 
   T scale() const { return T(1) / std::sqrt(T(key_dim_)); }
+  bool tiled() const {
+    if (attention_kernel_ != ops::AttentionKernel::automatic) {
+      return attention_kernel_ == ops::AttentionKernel::tiled;
+    }
+    return !Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                       typename Tensor3::memory_space>::accessible;
+  }
 
   RuntimeTensorLayout rows_layout(const RuntimeDeviceMesh& mesh) const {
     return RuntimeTensorLayout({batch_axes_, DimAxes(), DimAxes()}, mesh);
@@ -410,11 +440,14 @@ class BasicMultiHeadAttention {
   Tensor3 wo_c_;
   std::array<View4, 3> proj_;
   View4 probs_, attn_;
+  View3 lse_;  // the tiled kernels' per-row log-sum-exp, instead of probs_
   std::size_t hl_ = 0;
+  ops::AttentionKernel attention_kernel_ = ops::AttentionKernel::automatic;
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   // Three slots where one step has three live at once (the projections' gradients).
   std::array<ReusableViews<View4>, 3> proj_views_;
   ReusableViews<View4> probs_views_, attn_views_, dattn_views_, scratch_views_;
+  ReusableViews<View3> lse_views_, delta_views_;
   ReusableViews<View4, 3> dproj_views_;
   ReusableViews<typename Tensor3::view_type> y_views_, dkernel_out_views_, dx_views_;
   ReusableViews<typename Tensor3::view_type, 3> dkernel_views_;

@@ -1,7 +1,8 @@
 #pragma once
 //! \file ops/detail/cublas.hpp
 //! The vendor BLAS behind `kdist::ops::matmul` on CUDA device memory: cuBLAS sgemm/dgemm on the
-//! stream of the Kokkos::Cuda instance. The only file of kdist that calls a CUDA library.
+//! stream of the Kokkos::Cuda instance, sgemm on TensorFloat-32 tensor cores when the matmul
+//! precision is "high" (ops/matmul_precision.hpp). The only file of kdist that calls a CUDA library.
 //!
 //! On when Kokkos has the CUDA backend and `KDIST_ENABLE_CUBLAS` is defined (kdist's CMake target
 //! defines it and links CUDA::cublas when it finds Kokkos CUDA); otherwise `cublas_enabled` is
@@ -13,6 +14,7 @@
 #include <cublas_v2.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <string>
 #include <type_traits>
 #endif
@@ -53,6 +55,11 @@ void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, in
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>) {
+    // TensorFloat-32 tensor cores or not (ops/matmul_precision.hpp); a property of the handle
+    check_cublas(cublasSetMathMode(h, matmul_precision() == MatmulPrecision::high
+                                          ? CUBLAS_TF32_TENSOR_OP_MATH
+                                          : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode");
     check_cublas(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
                  "cublasSgemm");
   } else {
