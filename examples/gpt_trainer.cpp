@@ -61,7 +61,20 @@ struct GptOptions {
   std::string prompt = "The ";
   std::size_t sample_tokens = 200;
   double temperature = 0.8;
+  double peak_tflops = 0;  // the device's peak, for MFU (0: not printed)
 };
+
+//! GPT-2 small's shape (Radford et al. 2019; llm.c's gpt2_124M): 12 blocks, d_model 768, 12
+//! heads, sequence 1024; the vocabulary stays kdist's 256 bytes (85M parameters, not 124M).
+constexpr GptConfig gpt2_small{
+    .vocab = 256, .sequence = 1024, .d_model = 768, .heads = 12, .blocks = 12, .dropout = 0.1};
+
+//! Model FLOPs of one token, forward and backward: 6 per parameter (the matrix products) plus
+//! attention's 12 L T d (PaLM, appendix B; the causal mask's half not subtracted, as llm.c counts).
+double flops_per_token(const GptConfig& c, std::size_t parameters) {
+  return 6.0 * double(parameters) +
+         12.0 * double(c.blocks) * double(c.sequence) * double(c.d_model);
+}
 
 double positive(const std::string& flag, const std::string& text, bool zero_ok = false) {
   double v = 0;
@@ -80,7 +93,8 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
       "usage: gpt_trainer [--mesh DATAxMODEL] [--text FILE] [--epochs N] [--batch-size N] "
       "[--steps N] [--seq N] [--d-model N] [--heads N] [--blocks N] [--fsdp] "
       "[--sequence-parallel] [--layout-map FILE] [--strict-layout-map] "
-      "[--checkpoint-dir DIR [--resume]] [--prompt TEXT] ...";
+      "[--checkpoint-dir DIR [--resume]] [--prompt TEXT] [--preset gpt2-small] "
+      "[--matmul-precision highest|high] [--peak-tflops P] ...";
   CLI::App app(usage);
   std::string mesh_text;
   using kdist::examples::detail::unsigned_flag;
@@ -157,6 +171,20 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
   app.add_flag("--evaluate-only", o.evaluate_only,
                "no training: the validation loss and a sample of the loaded weights");
   app.add_flag("--quiet", o.quiet, "no progress output");
+  std::string preset;
+  app.add_option("--preset", preset,
+                 "gpt2-small: 12 blocks, d_model 768, 12 heads, sequence 1024 (--seq, --d-model, "
+                 "--heads, --blocks given too win)");
+  app.add_option_function<std::string>(
+      "--matmul-precision",
+      [](const std::string& t) {
+        kdist::ops::set_matmul_precision(
+            kdist::ops::parse_matmul_precision(t, "--matmul-precision"));
+      },
+      "float32 products on a GPU: highest (float32, the default) or high (TensorFloat-32)");
+  app.add_option_function<std::string>(
+      "--peak-tflops", [&](const std::string& t) { o.peak_tflops = positive("--peak-tflops", t); },
+      "the device's peak TFLOP/s at the training precision: each epoch prints its MFU");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -166,6 +194,14 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
     throw kdist::ValueError(std::string(e.what()) + "\n" + usage);
   }
   if (app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  if (preset == "gpt2-small") {
+    if (app.count("--seq") == 0) o.model.sequence = gpt2_small.sequence;
+    if (app.count("--d-model") == 0) o.model.d_model = gpt2_small.d_model;
+    if (app.count("--heads") == 0) o.model.heads = gpt2_small.heads;
+    if (app.count("--blocks") == 0) o.model.blocks = gpt2_small.blocks;
+  } else if (!preset.empty()) {
+    throw kdist::ValueError("--preset is '" + preset + "', not gpt2-small (the only preset)");
+  }
   if (o.evaluate_only && o.load_keras_weights.empty() && !o.resume) {
     throw kdist::ValueError(
         "--evaluate-only needs weights: --load-keras-weights FILE or --checkpoint-dir DIR "
@@ -317,6 +353,12 @@ int train(const GptOptions& o) {
     });
     if (!same) throw kdist::RuntimeError("gpt_variables() does not list make_gpt's variables");
   }
+  std::size_t parameters = 0;
+  for (const auto& v : model.variables()) {
+    std::size_t n = 1;
+    for (auto e : v.shape) n *= e;
+    parameters += n;
+  }
   if (root && !o.quiet) {
     std::cout << "GPT on " << dist->device_mesh() << ": " << o.model.blocks << " blocks, d_model "
               << o.model.d_model << ", " << o.model.heads << " heads, sequence " << o.model.sequence
@@ -328,13 +370,10 @@ int train(const GptOptions& o) {
     for (const auto& [key, layout] : layout_map) {
       std::cout << "  layout_map[\"" << key << "\"] = " << axes_text(layout.axes()) << "\n";
     }
-    std::size_t params = 0;
-    for (const auto& v : model.variables()) {
-      std::size_t n = 1;
-      for (auto e : v.shape) n *= e;
-      params += n;
-    }
-    std::cout << params << " parameters\n";
+    std::cout << "model FLOPs: " << flops_per_token(o.model, parameters) * 1e-6
+              << " MFLOP per token (forward and backward); float32 products on a GPU: "
+              << kdist::ops::to_string(kdist::ops::matmul_precision()) << "\n"
+              << parameters << " parameters\n";
     print_layout_map_report(*dist, "data");
   }
   const std::string ckpt =
@@ -371,8 +410,11 @@ int train(const GptOptions& o) {
     const double tokens = double(m.examples) * double(o.model.sequence);
     const auto val = model.evaluate(splits.validation, {.batch_size = o.batch_size, .verbose = 0});
     if (root && !o.quiet) {
-      std::printf("epoch %zu: loss %.4f - val_loss %.4f - %.0f tokens/s (%zu steps)\n", done,
-                  m.loss, val.loss, tokens / secs, steps);
+      const double tflops = tokens / secs * flops_per_token(o.model, parameters) * 1e-12;
+      std::printf("epoch %zu: loss %.4f - val_loss %.4f - %.0f tokens/s, %.3f TFLOP/s", done,
+                  m.loss, val.loss, tokens / secs, tflops);
+      if (o.peak_tflops > 0) std::printf(", MFU %.2f%%", 100.0 * tflops / o.peak_tflops);
+      std::printf(" (%zu steps)\n", steps);
     }
     if (!ckpt.empty()) {  // written in the background while the next epoch trains
       checkpointer.save(model, ckpt, {.epoch = done, .loss = m.loss}, [=, say = root && !o.quiet] {

@@ -51,8 +51,21 @@ kdist_gpt_error(evaluate_only_needs_weights "--evaluate-only needs weights" --ev
 kdist_gpt_error(keras_weights_missing "no_such.weights.h5"
                 --text ${_text} --load-keras-weights ${CMAKE_CURRENT_BINARY_DIR}/no_such.weights.h5)
 kdist_gpt_error(bad_validation_split "--validation-split must be below 1" --validation-split 1.5)
+kdist_gpt_error(bad_preset "--preset is 'gpt3', not gpt2-small" --preset gpt3)
+kdist_gpt_error(bad_matmul_precision "--matmul-precision is 'tf32', not one of highest"
+                --matmul-precision tf32)
+kdist_gpt_error(bad_peak_tflops "--peak-tflops '-1' is not a finite number > 0" --peak-tflops -1)
 kdist_gpt_error(layout_map_with_fsdp "--layout-map replaces the built-in rules that --fsdp"
                 --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/gpt_tensor_parallel.json --fsdp)
+
+# GPT-2 small's shape (issue 36): the preset sets d_model 768 and 12 heads (flags given win: one
+# block of sequence 16 here); each epoch prints its model TFLOP/s and, given the peak, its MFU.
+add_test(NAME trainer.gpt.gpt2_small_preset_and_mfu
+         COMMAND ${_gpt} --preset gpt2-small --blocks 1 --seq 16 --steps 1 --batch-size 2
+                 --text ${_text} --sample-tokens 0 --peak-tflops 1000 --matmul-precision high)
+set_tests_properties(trainer.gpt.gpt2_small_preset_and_mfu PROPERTIES
+  PASS_REGULAR_EXPRESSION "1 blocks, d_model 768, 12 heads, sequence 16.*model FLOPs: [0-9.]+ MFLOP per token \\(forward and backward\\); float32 products on a GPU: high.*epoch 1: loss [0-9.]+ - val_loss [0-9.]+ - [0-9]+ tokens/s, [0-9.]+ TFLOP/s, MFU [0-9.]+%"
+  RESOURCE_LOCK mpi TIMEOUT 300)
 
 # The GPT's map passes its own checks (issue 35). The README's tensor-parallel command: the map
 # declares the GPT's row-parallel kernels (attention_output, down), so the report warns of no
