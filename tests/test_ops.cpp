@@ -1392,8 +1392,8 @@ TEST(OpsErrors, OptimizerErrors) {
   has([] { kdist::SGD(-0.01); }, "kdist::SGD: learning_rate is -0.010000; it must be a finite");
   has([] { (void)kdist::SGD(std::numeric_limits<double>::infinity()); }, "must be a finite number");
   has([] { kdist::Adam(-1.0); }, "kdist::Adam: learning_rate is -1.000000");
-  has([] { kdist::Adam(0.001, 1.0); }, "kdist::Adam: beta_1 is 1.000000; it must be in [0, 1)");
-  has([] { kdist::Adam(0.001, 0.9, -0.5); }, "kdist::Adam: beta_2 is -0.500000");
+  has([] { kdist::Adam(0.001, 1.0); }, "kdist::Adam: beta_1 is 1; it must be in [0, 1)");
+  has([] { kdist::Adam(0.001, 0.9, -0.5); }, "kdist::Adam: beta_2 is -0.5; it must be in [0, 1)");
   has([] { kdist::Adam(0.001, 0.9, 0.999, -1e-7); }, "kdist::Adam: epsilon is");
   kdist::SGD sgd;
   has([&] { sgd.set_learning_rate(-1.0); }, "kdist::SGD: learning_rate is -1.000000");

@@ -5,6 +5,7 @@
 # Within core/, the static forms (axis, dim_spec, mesh, layout, layout_axes, pending_sum) do not include their run-time value forms
 # (core/runtime_*): the value types convert from the static ones in their constructors.
 # kdist/kdist.hpp (the umbrella) includes everything but io/ (io needs HDF5, an optional component).
+# Outside parallel/ and io/detail/, no header calls MPI itself.
 #   cmake -DKDIST_INCLUDE_DIR=<repo>/include -P check_layers.cmake
 # Prints every include that points up (file, line, what it includes, what it may include) and fails.
 cmake_minimum_required(VERSION 3.20)
@@ -68,6 +69,28 @@ foreach(_h IN LISTS _headers)
     endif()
   endforeach()
 endforeach()
+# MPI is called from parallel/ only (and io/'s HDF5 detail, which hands communicators to HDF5 and
+# watches its collectives): everything above calls kdist's collectives (blocking and non-blocking,
+# side by side in parallel/, as kokkos-comm has them), so every collective is watched and counted
+# in one place. A call is `MPI_Xxx(` on a line that is not a comment.
+foreach(_h IN LISTS _headers)
+  if(_h MATCHES "^parallel/" OR _h MATCHES "^io/detail/")
+    continue()
+  endif()
+  file(STRINGS ${KDIST_INCLUDE_DIR}/kdist/${_h} _lines)
+  set(_n 0)
+  foreach(_line IN LISTS _lines)
+    math(EXPR _n "${_n} + 1")
+    if(_line MATCHES "^[ \t]*//")
+      continue()
+    endif()
+    if(_line MATCHES "(MPI_[A-Z][a-z][A-Za-z_]*)\\(")
+      message(SEND_ERROR "include/kdist/${_h}:${_n}: calls ${CMAKE_MATCH_1} directly: MPI is "
+                         "called from parallel/ only; use (or add there) a kdist collective")
+      math(EXPR _violations "${_violations} + 1")
+    endif()
+  endforeach()
+endforeach()
 # The umbrella includes every public header of every layer but io/ (and no detail/ header).
 set(_umbrella "")
 if(EXISTS ${KDIST_INCLUDE_DIR}/kdist/kdist.hpp)
@@ -93,6 +116,6 @@ endforeach()
 
 list(LENGTH _headers _count)
 if(_violations)
-  message(FATAL_ERROR "kdist layering: ${_violations} include(s) break the layer rule")
+  message(FATAL_ERROR "kdist layering: ${_violations} include(s) or MPI call(s) break the layer rule")
 endif()
 message(STATUS "kdist layering: ${_count} headers, ${_checked} kdist includes, all point down")

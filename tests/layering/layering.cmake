@@ -1,6 +1,8 @@
 # The layer rule of docs/design.md, as tests (included from tests/CMakeLists.txt):
-#   layering.include_rule        every header includes only its folder and the folders below
+#   layering.include_rule        every header includes only its folder and the folders below, and
+#                                only parallel/ (and io/detail/) calls MPI
 #   layering.rejects_upward      the checker fails on a tree with an upward include (it can fail)
+#   layering.rejects_raw_mpi     ... and on a header above parallel/ that calls MPI itself
 #   layering.core_alone.<h>      each core/ header compiles with nothing but include/ on the path:
 #                                no MPI, Kokkos, Eigen, RE2 (core is std only)
 #   layering.core_nvcc           all of core/ in one .cu under plain nvcc, include/ only
@@ -11,7 +13,12 @@ add_test(NAME layering.rejects_upward
          COMMAND ${CMAKE_COMMAND} -DKDIST_INCLUDE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/layering/upward/include
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_layers.cmake)
 set_tests_properties(layering.rejects_upward PROPERTIES
-                     PASS_REGULAR_EXPRESSION "core/mesh.hpp:3: includes <kdist/nn/layer.hpp>.*kdist layering: 1 include\\(s\\) break the layer rule")
+                     PASS_REGULAR_EXPRESSION "core/mesh.hpp:3: includes <kdist/nn/layer.hpp>.*kdist layering: 1 include\\(s\\) or MPI call\\(s\\) break the layer rule")
+add_test(NAME layering.rejects_raw_mpi
+         COMMAND ${CMAKE_COMMAND} -DKDIST_INCLUDE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/layering/raw_mpi/include
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_layers.cmake)
+set_tests_properties(layering.rejects_raw_mpi PROPERTIES
+                     PASS_REGULAR_EXPRESSION "nn/sync.hpp:7: calls MPI_Allreduce directly.*kdist layering: 1 include\\(s\\) or MPI call\\(s\\) break the layer rule")
 
 file(GLOB_RECURSE _core_headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
      ${PROJECT_SOURCE_DIR}/include/kdist/core/*.hpp)

@@ -54,6 +54,7 @@
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/detail/background_writes.hpp>
 #include <kdist/parallel/detail/failure.hpp>
+#include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/world.hpp>
 
 namespace kdist {
@@ -85,7 +86,6 @@ class AsyncCheckpointer {
     } catch (...) {
       end_job_from_destructor("an exception of a type not derived from std::exception");
     }
-    if (comm_ != MPI_COMM_NULL && detail::mpi_running()) MPI_Comm_free(&comm_);
   }
 
   //! Saves `model` and `info` to `path` as kdist::save_checkpoint does, in the background:
@@ -205,12 +205,11 @@ class AsyncCheckpointer {
   //! communicator changed), so that they never match the program's collectives.
   MPI_Comm own_communicator() {
     const auto generation = detail::process_group().generation;
-    if (comm_ != MPI_COMM_NULL && generation == comm_generation_) return comm_;
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-    mpi::detail::check_mpi(MPI_Comm_dup(kdist::communicator(), &comm_),
-                           "kdist::AsyncCheckpointer: MPI_Comm_dup");
-    comm_generation_ = generation;
-    return comm_;
+    if (!comm_ || generation != comm_generation_) {
+      comm_ = mpi::Communicator::borrow(kdist::communicator()).dup();
+      comm_generation_ = generation;
+    }
+    return comm_.get();
   }
 
   //! The writer yields the cores to training: the lowest scheduling priority for this thread
@@ -241,7 +240,7 @@ class AsyncCheckpointer {
   std::thread writer_;
   std::exception_ptr error_;
   AsyncSaveStats stats_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  mpi::Communicator comm_;  // the writer's duplicate of kdist's communicator (freed with it)
   std::uint64_t comm_generation_ = 0;
 };
 

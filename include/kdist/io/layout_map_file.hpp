@@ -33,6 +33,7 @@
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/world.hpp>
 #include <kdist/strategy/runtime_layout_map.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -202,8 +203,7 @@ inline std::string layout_map_to_json(const RuntimeLayoutMap& map) {
 //! Collective over kdist::communicator(): process 0 reads, every process parses the same text and so
 //! gets the same rules or the same error.
 inline void read_layout_map(const std::filesystem::path& file, RuntimeLayoutMap& into) {
-  int rank = 0;
-  MPI_Comm_rank(kdist::communicator(), &rank);
+  const int rank = kdist::process_id();
   std::string text;
   std::string failure;
   if (rank == 0) {
@@ -234,8 +234,7 @@ inline RuntimeLayoutMap read_layout_map(const std::filesystem::path& file,
 //! Writes the rules of `map` to `file` (process 0 only writes; collective over kdist::communicator(),
 //! every process gets the same error if the file cannot be written).
 inline void write_layout_map(const RuntimeLayoutMap& map, const std::filesystem::path& file) {
-  int rank = 0;
-  MPI_Comm_rank(kdist::communicator(), &rank);
+  const int rank = kdist::process_id();
   std::string failure;
   if (rank == 0) {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);

@@ -172,9 +172,10 @@ class GradientSync {
     long long v[6] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0,
                       o.shard_optimizer_state ? 1 : 0};
     for (int i = 0; i < 3; ++i) v[3 + i] = -v[i];
-    mpi::detail::check_mpi(
-        MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_LONG_LONG, MPI_MIN, kdist::communicator()),
-        "kdist::GradientSyncOptions: MPI_Allreduce");
+    kdist::all_reduce(
+        Kokkos::DefaultHostExecutionSpace(),
+        Kokkos::View<long long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v, 6),
+        kdist::ReduceOp::min, kdist::communicator());
     const auto on_off = [&](int i) {
       return v[i] == -v[3 + i] ? std::string(v[i] ? "on" : "off") : std::string("on and off");
     };
@@ -316,12 +317,9 @@ class GradientSync {
       launch.kind = Launch::Kind::all_gather;
       launch.start = [this, i] {
         OwnedGather& o = owned_[i];
-        MPI_Request request = MPI_REQUEST_NULL;
-        mpi::detail::check_mpi(
-            MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, pool_[o.storage].data(),
-                            o.counts.data(), o.displs.data(), o.type, o.comm, &request),
+        return detail::start_all_gather_v_in_place(
+            pool_[o.storage].data(), o.counts.data(), o.displs.data(), o.type, o.comm,
             "kdist: MPI_Iallgatherv (variables owned whole, optimizer state sharding)");
-        return CollectiveRequest(request, o.comm, "kdist::all_gather", nullptr);
       };
       launch.finish = [this, i] {
         const OwnedGather& o = owned_[i];

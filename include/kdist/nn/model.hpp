@@ -718,8 +718,7 @@ class BasicSequential {
         bytes.push_back(small[j].elements * sizeof(T));
         done[j] = true;
       }
-      int processes = 1;
-      mpi::detail::check_mpi(MPI_Comm_size(small[i].comm, &processes), "kdist: MPI_Comm_size");
+      const int processes = mpi::Communicator::borrow(small[i].comm).size();
       const std::vector<int> owners = detail::assign_owners(bytes, processes);
       for (std::size_t m = 0; m < members.size(); ++m) {
         const Small& s = small[members[m]];

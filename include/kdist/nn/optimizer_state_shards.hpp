@@ -79,9 +79,9 @@ inline StateShard make_state_shard(std::size_t n, std::size_t element_bytes, MPI
   StateShard s;
   s.comm = comm;
   s.mesh_axes = std::move(mesh_axes);
-  int size = 1;
-  mpi::detail::check_mpi(MPI_Comm_size(comm, &size), "kdist: MPI_Comm_size");
-  mpi::detail::check_mpi(MPI_Comm_rank(comm, &s.part), "kdist: MPI_Comm_rank");
+  const auto processes = mpi::Communicator::borrow(comm);
+  const int size = processes.size();
+  s.part = processes.rank();
   const auto p = static_cast<std::size_t>(size);
   const std::size_t line = std::max<std::size_t>(1, 64 / element_bytes);  // elements per line
   const std::size_t lines = (n + line - 1) / line;
@@ -103,9 +103,9 @@ inline StateShard make_owned_state_shard(std::size_t n, int owner, MPI_Comm comm
   s.comm = comm;
   s.mesh_axes = std::move(mesh_axes);
   s.owned_whole = true;
-  int size = 1;
-  mpi::detail::check_mpi(MPI_Comm_size(comm, &size), "kdist: MPI_Comm_size");
-  mpi::detail::check_mpi(MPI_Comm_rank(comm, &s.part), "kdist: MPI_Comm_rank");
+  const auto processes = mpi::Communicator::borrow(comm);
+  const int size = processes.size();
+  s.part = processes.rank();
   s.counts.assign(static_cast<std::size_t>(size), 0);
   s.offsets.assign(static_cast<std::size_t>(size), 0);
   s.counts.at(static_cast<std::size_t>(owner)) = static_cast<int>(n);
@@ -137,13 +137,9 @@ inline std::vector<int> assign_owners(const std::vector<std::size_t>& sizes, int
 template <class T>
 CollectiveRequest start_reduce_scatter_part(const T* summand, T* block, const StateShard& s) {
   const bool in_place = summand == block;
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi::detail::check_mpi(
-      MPI_Ireduce_scatter(in_place ? MPI_IN_PLACE : static_cast<const void*>(summand),
-                          in_place ? block : block + s.begin(), s.counts.data(), mpi::datatype<T>(),
-                          MPI_SUM, s.comm, &request),
-      "kdist: MPI_Ireduce_scatter (optimizer state sharding)");
-  return CollectiveRequest(request, s.comm, "kdist::reduce_scatter", nullptr);
+  return start_reduce_scatter_v(in_place ? nullptr : summand, in_place ? block : block + s.begin(),
+                                s.counts.data(), s.comm,
+                                "kdist: MPI_Ireduce_scatter (optimizer state sharding)");
 }
 
 //! After an in-place start_reduce_scatter_part: the part's sum moves from the block's start to
@@ -157,11 +153,8 @@ void move_part_into_place(T* block, const StateShard& s) {
 //! (MPI_Iallgatherv). The shard outlives the request.
 template <class T>
 CollectiveRequest start_all_gather_parts(T* block, const StateShard& s) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi::detail::check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, block, s.counts.data(),
-                                         s.offsets.data(), mpi::datatype<T>(), s.comm, &request),
-                         "kdist: MPI_Iallgatherv (optimizer state sharding)");
-  return CollectiveRequest(request, s.comm, "kdist::all_gather", nullptr);
+  return start_all_gather_v_in_place(block, s.counts.data(), s.offsets.data(), mpi::datatype<T>(),
+                                     s.comm, "kdist: MPI_Iallgatherv (optimizer state sharding)");
 }
 
 }  // namespace kdist::detail

@@ -185,17 +185,30 @@ inline void check_global_clipnorm(const std::string& op, double clipnorm) {
   }
 }
 
-//! Keras' `global_clipnorm` option, shared by the library's optimizers (`Derived` is the
-//! optimizer; its name() names it in errors).
+//! What every optimizer of the library keeps, as Keras' BaseOptimizer does: the learning rate
+//! (checked), the step counter (Keras' `optimizer.iterations`) and `global_clipnorm`. `Derived` is
+//! the optimizer (with_global_clipnorm returns one); `who` ("Adam") begins its error messages.
 template <class Derived>
-class GlobalClipnormOption {
+class OptimizerBase {
  public:
+  double learning_rate() const { return learning_rate_; }
+  //! Errors: kdist::ValueError for a negative or non-finite rate.
+  void set_learning_rate(double lr) {
+    check_learning_rate(who_, lr);
+    learning_rate_ = lr;
+  }
+  //! Completed steps (Keras' `optimizer.iterations`).
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
+  //! Ends a training step (after `update` of every variable).
+  void finish_step() { ++iterations_; }
+
   //! Keras' `global_clipnorm`: std::nullopt (the default) for no clipping.
   std::optional<double> global_clipnorm() const { return global_clipnorm_; }
   //! Sets it (std::nullopt: no clipping). Errors: kdist::ValueError for a value that is not a
   //! finite number > 0.
   void set_global_clipnorm(std::optional<double> clipnorm) {
-    if (clipnorm) check_global_clipnorm(static_cast<const Derived&>(*this).name(), *clipnorm);
+    if (clipnorm) check_global_clipnorm(who_, *clipnorm);
     global_clipnorm_ = clipnorm;
   }
   //! A copy with global_clipnorm set, for one expression: `kdist::Adam(1e-3).with_global_clipnorm(1.0)`.
@@ -207,12 +220,20 @@ class GlobalClipnormOption {
   }
 
  protected:
+  //! Errors: kdist::ValueError for a negative or non-finite learning rate.
+  OptimizerBase(const char* who, double learning_rate) : who_(who), learning_rate_(learning_rate) {
+    check_learning_rate(who, learning_rate);
+  }
+  const char* who() const { return who_; }
   //! Appends ("global_clipnorm", value) to a config when it is set.
   void add_global_clipnorm_to(std::vector<std::pair<std::string, double>>& config) const {
     if (global_clipnorm_) config.emplace_back("global_clipnorm", *global_clipnorm_);
   }
 
  private:
+  const char* who_;
+  double learning_rate_;
+  std::int64_t iterations_ = 0;
   std::optional<double> global_clipnorm_;
 };
 
@@ -273,25 +294,18 @@ void adam_kernel(const PV& param, const GV& grad, const MV& m, const VV& v, std:
 
 //! Keras' SGD: without momentum `p -= lr * g`; with momentum `v = momentum * v - lr * g`, then
 //! `p += v` (or, Nesterov, `p += momentum * v - lr * g`). Defaults as Keras: lr 0.01, momentum 0.
-class SGD : public detail::GlobalClipnormOption<SGD> {
+class SGD : public detail::OptimizerBase<SGD> {
  public:
   //! Errors: kdist::ValueError if `momentum` is outside [0, 1] (Keras' check) or the learning
   //! rate is negative or not finite.
   explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false)
-      : learning_rate_(learning_rate), momentum_(momentum), nesterov_(nesterov) {
-    detail::check_learning_rate("SGD", learning_rate);
+      : OptimizerBase("SGD", learning_rate), momentum_(momentum), nesterov_(nesterov) {
     if (!(momentum >= 0.0 && momentum <= 1.0)) {
       throw ValueError("kdist::SGD: momentum is " + std::to_string(momentum) +
                        "; `momentum` must be a float between [0, 1]");
     }
   }
 
-  double learning_rate() const { return learning_rate_; }
-  //! Errors: kdist::ValueError for a negative or non-finite rate.
-  void set_learning_rate(double lr) {
-    detail::check_learning_rate("SGD", lr);
-    learning_rate_ = lr;
-  }
   double momentum() const { return momentum_; }
   bool nesterov() const { return nesterov_; }
   //! Whether `update` needs a velocity slot (momentum != 0).
@@ -306,18 +320,12 @@ class SGD : public detail::GlobalClipnormOption<SGD> {
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.
   std::vector<std::pair<std::string, double>> hyperparameters() const {
-    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate()},
                                                           {"momentum", momentum_},
                                                           {"nesterov", nesterov_ ? 1.0 : 0.0}};
     add_global_clipnorm_to(config);
     return config;
   }
-  //! Completed steps (Keras' `optimizer.iterations`).
-  std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t n) { iterations_ = n; }
-  //! Ends a training step (after `update` of every variable).
-  void finish_step() { ++iterations_; }
-
   //! One variable's step with its slots as slots() declares them (none, or the velocity).
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
@@ -353,7 +361,7 @@ class SGD : public detail::GlobalClipnormOption<SGD> {
     const std::size_t n = detail::check_slot("SGD", "the gradient", param, grad);
     detail::check_slot("SGD", "the parameter", param, param);
     if (needs_velocity()) detail::check_slot("SGD", "the velocity", param, velocity);
-    const T lr = static_cast<T>(learning_rate_);
+    const T lr = static_cast<T>(learning_rate());
     const T mu = static_cast<T>(momentum_);
     const bool momentum = needs_velocity();
     const bool nesterov = nesterov_;
@@ -389,178 +397,34 @@ class SGD : public detail::GlobalClipnormOption<SGD> {
   }
 
  private:
-  double learning_rate_;
   double momentum_;
   bool nesterov_;
-  std::int64_t iterations_ = 0;
 };
 
-//! Keras 3's Adam (amsgrad off). With t = iterations() + 1, computed in the parameter's type:
-//! `lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`, `m += (g - m) * (1 - beta_1)`,
-//! `v += (g^2 - v) * (1 - beta_2)`, `p -= lr_t * m / (sqrt(v) + epsilon)`.
-//! Defaults as Keras: lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
-class Adam : public detail::GlobalClipnormOption<Adam> {
- public:
-  //! Errors: kdist::ValueError if a beta is outside [0, 1), epsilon is negative, or the learning
-  //! rate is negative or not finite.
-  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
-                double epsilon = 1e-7)
-      : learning_rate_(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {
-    detail::check_learning_rate("Adam", learning_rate);
-    check_beta("beta_1", beta_1);
-    check_beta("beta_2", beta_2);
-    if (!(epsilon >= 0.0)) {
-      throw ValueError("kdist::Adam: epsilon is " + std::to_string(epsilon) + "; it must be >= 0");
-    }
-  }
+namespace detail {
 
-  double learning_rate() const { return learning_rate_; }
-  //! Errors: kdist::ValueError for a negative or non-finite rate.
-  void set_learning_rate(double lr) {
-    detail::check_learning_rate("Adam", lr);
-    learning_rate_ = lr;
-  }
+//! Keras 3's Adam step and its decoupled weight decay, shared by kdist::Adam and kdist::AdamW
+//! (Keras' AdamW is Adam with a weight decay: its own class only for its defaults and name). With
+//! t = iterations() + 1, computed in the parameter's type: `p -= p * weight_decay * lr` when the
+//! variable is decayed (Keras' BaseOptimizer._apply_weight_decay, before the step), then
+//! `lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`, `m += (g - m) * (1 - beta_1)`,
+//! `v += (g^2 - v) * (1 - beta_2)`, `p -= lr_t * m / (sqrt(v) + epsilon)`, in one pass. Slots:
+//! "momentum" (m) and "velocity" (v), both of a variable in turn in a Keras file. The decay is
+//! elementwise too, so a shard decays exactly like the corresponding elements of the full variable.
+template <class Derived>
+class AdamFamily : public OptimizerBase<Derived> {
+  using Base = OptimizerBase<Derived>;
+
+ public:
+  double weight_decay() const { return weight_decay_; }
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
-  //! The class name, as checkpoints record it (Keras writes it in snake case: "adam").
-  std::string name() const { return "Adam"; }
   //! Its state: Keras' "momentum" (m) and "velocity" (v), both of a variable in turn in a Keras
   //! file (`add_optimizer_variables(vars, ["momentum", "velocity"])`).
   OptimizerSlots slots() const { return {{"momentum", "velocity"}, {{"momentum", "velocity"}}}; }
   //! How many state Views `update` needs per variable: 2 (`m` and `v`).
   std::size_t slot_count() const { return slots().size(); }
-  //! Keras' config, as checkpoints record it.
-  std::vector<std::pair<std::string, double>> hyperparameters() const {
-    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
-                                                          {"beta_1", beta_1_},
-                                                          {"beta_2", beta_2_},
-                                                          {"epsilon", epsilon_}};
-    add_global_clipnorm_to(config);
-    return config;
-  }
-
-  //! One variable's step with its slots as slots() declares them (m, v).
-  template <class PV, class GV, class SV>
-  void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
-    detail::check_slot_count("Adam", state.size(), slot_count());
-    update(param, grad, state[0], state[1]);
-  }
-  //! Completed steps (Keras' `optimizer.iterations`).
-  std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t n) { iterations_ = n; }
-  //! Ends a training step (after `update` of every variable).
-  void finish_step() { ++iterations_; }
-
-  //! The bias-corrected step size of the current step, `lr * sqrt(1 - b2^t) / (1 - b1^t)`, in `T`.
-  template <class T>
-  T step_size() const {
-    const T t = static_cast<T>(iterations_ + 1);
-    const T b1p = std::pow(static_cast<T>(beta_1_), t);
-    const T b2p = std::pow(static_cast<T>(beta_2_), t);
-    return static_cast<T>(learning_rate_) * std::sqrt(T(1) - b2p) / (T(1) - b1p);
-  }
-
-  //! Updates `param` from `grad` and its first/second moment slots `m`, `v` (same shape; create
-  //! them with kdist::make_slot). Errors: kdist::ValueError for a shape mismatch or a
-  //! non-contiguous View.
-  template <class PV, class GV, class MV, class VV, class Backend = ops::AutoBackend>
-  void update(const PV& param, const GV& grad, const MV& m, const VV& v, Backend = {}) const {
-    static_assert(!std::is_const_v<typename PV::value_type> &&
-                      !std::is_const_v<typename MV::value_type> &&
-                      !std::is_const_v<typename VV::value_type>,
-                  "kdist::Adam::update: the parameter and state Views must not be const");
-    using T = std::remove_const_t<typename PV::value_type>;
-    const std::size_t n = detail::check_slot("Adam", "the gradient", param, grad);
-    detail::check_slot("Adam", "the parameter", param, param);
-    detail::check_slot("Adam", "m (first moment)", param, m);
-    detail::check_slot("Adam", "v (second moment)", param, v);
-    detail::adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(),
-                                 static_cast<T>(1.0 - beta_1_), static_cast<T>(1.0 - beta_2_),
-                                 static_cast<T>(epsilon_), false, T(0), T(0));
-  }
-
- private:
-  static void check_beta(const char* name, double beta) {
-    if (!(beta >= 0.0 && beta < 1.0)) {
-      throw ValueError(std::string("kdist::Adam: ") + name + " is " + std::to_string(beta) +
-                       "; it must be in [0, 1)");
-    }
-  }
-
-  double learning_rate_;
-  double beta_1_;
-  double beta_2_;
-  double epsilon_;
-  std::int64_t iterations_ = 0;
-};
-
-//! Keras 3's AdamW (keras/src/optimizers/adamw.py, amsgrad off): Keras' Adam step preceded by
-//! decoupled weight decay, as Keras' BaseOptimizer._apply_weight_decay does it before the step:
-//! with t = iterations() + 1, computed in the parameter's type,
-//! `p -= p * weight_decay * lr` (unless the variable is excluded), then
-//! `lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`, `m += (g - m) * (1 - beta_1)`,
-//! `v += (g^2 - v) * (1 - beta_2)`, `p -= lr_t * m / (sqrt(v) + epsilon)`.
-//! Defaults as Keras: lr 0.001, weight_decay 0.004, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
-//! Slots as Adam's: "momentum" (m) and "velocity" (v). The decay is elementwise too, so a shard
-//! decays exactly like the corresponding elements of the full variable.
-//! \code
-//! kdist::AdamW opt(1e-3, 0.01);
-//! opt.exclude_from_weight_decay({"bias"});  // every variable named "...bias..." keeps its value
-//! model.compile(kdist::Loss::categorical_crossentropy, opt);
-//! \endcode
-class AdamW : public detail::GlobalClipnormOption<AdamW> {
- public:
-  //! Errors: kdist::ValueError if the learning rate is negative or not finite, weight_decay is
-  //! negative or not finite, a beta is outside [0, 1), or epsilon is negative.
-  explicit AdamW(double learning_rate = 0.001, double weight_decay = 0.004, double beta_1 = 0.9,
-                 double beta_2 = 0.999, double epsilon = 1e-7)
-      : learning_rate_(learning_rate),
-        weight_decay_(weight_decay),
-        beta_1_(beta_1),
-        beta_2_(beta_2),
-        epsilon_(epsilon) {
-    detail::check_learning_rate("AdamW", learning_rate);
-    if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay)) {
-      throw ValueError("kdist::AdamW: weight_decay is " + detail::number_string(weight_decay) +
-                       "; it must be a finite number >= 0 (Keras' default is 0.004; 0 is Adam)");
-    }
-    check_beta("beta_1", beta_1);
-    check_beta("beta_2", beta_2);
-    if (!(epsilon >= 0.0)) {
-      throw ValueError("kdist::AdamW: epsilon is " + detail::number_string(epsilon) +
-                       "; it must be >= 0");
-    }
-  }
-
-  double learning_rate() const { return learning_rate_; }
-  //! Errors: kdist::ValueError for a negative or non-finite rate.
-  void set_learning_rate(double lr) {
-    detail::check_learning_rate("AdamW", lr);
-    learning_rate_ = lr;
-  }
-  double weight_decay() const { return weight_decay_; }
-  double beta_1() const { return beta_1_; }
-  double beta_2() const { return beta_2_; }
-  double epsilon() const { return epsilon_; }
-  //! The class name, as checkpoints record it; a Keras weights file writes Keras' name of it,
-  //! "adam_w".
-  std::string name() const { return "AdamW"; }
-  //! Its state, as Adam's: "momentum" (m) and "velocity" (v), both of a variable in turn in a
-  //! Keras file.
-  OptimizerSlots slots() const { return {{"momentum", "velocity"}, {{"momentum", "velocity"}}}; }
-  //! How many state Views `update` needs per variable: 2 (`m` and `v`).
-  std::size_t slot_count() const { return slots().size(); }
-  //! Keras' config, as checkpoints record it.
-  std::vector<std::pair<std::string, double>> hyperparameters() const {
-    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
-                                                          {"weight_decay", weight_decay_},
-                                                          {"beta_1", beta_1_},
-                                                          {"beta_2", beta_2_},
-                                                          {"epsilon", epsilon_}};
-    add_global_clipnorm_to(config);
-    return config;
-  }
 
   //! Keras' `exclude_from_weight_decay(var_names=...)`: a variable whose name (the last part of
   //! its path: "kernel", "bias") contains any of `var_names` is not decayed. kdist matches plain
@@ -570,9 +434,9 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
   void exclude_from_weight_decay(std::vector<std::string> var_names) {
     for (const auto& n : var_names) {
       if (n.empty()) {
-        throw ValueError(
-            "kdist::AdamW::exclude_from_weight_decay: an empty name matches every variable; to "
-            "turn weight decay off use weight_decay 0 (or kdist::Adam)");
+        throw ValueError(std::string("kdist::") + this->who() +
+                         "::exclude_from_weight_decay: an empty name matches every variable; to "
+                         "turn weight decay off use weight_decay 0 (or kdist::Adam)");
       }
     }
     excluded_ = std::move(var_names);
@@ -592,10 +456,11 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
     return true;
   }
 
-  //! One variable's step with its slots as slots() declares them (m, v), decayed.
+  //! One variable's step with its slots as slots() declares them (m, v), decayed when the
+  //! weight decay is not 0.
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
-    detail::check_slot_count("AdamW", state.size(), slot_count());
+    check_slot_count(this->who(), state.size(), slot_count());
     step(param, grad, state[0], state[1], weight_decay_ != 0.0, ops::AutoBackend{});
   }
   //! The step of the variable at `variable_path`: decayed unless exclude_from_weight_decay names
@@ -603,30 +468,61 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state,
                    std::string_view variable_path) const {
-    detail::check_slot_count("AdamW", state.size(), slot_count());
+    check_slot_count(this->who(), state.size(), slot_count());
     step(param, grad, state[0], state[1], uses_weight_decay(variable_path), ops::AutoBackend{});
   }
-  //! Completed steps (Keras' `optimizer.iterations`).
-  std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t n) { iterations_ = n; }
-  //! Ends a training step (after `update` of every variable).
-  void finish_step() { ++iterations_; }
 
   //! The bias-corrected step size of the current step, `lr * sqrt(1 - b2^t) / (1 - b1^t)`, in `T`.
   template <class T>
   T step_size() const {
-    const T t = static_cast<T>(iterations_ + 1);
+    const T t = static_cast<T>(this->iterations() + 1);
     const T b1p = std::pow(static_cast<T>(beta_1_), t);
     const T b2p = std::pow(static_cast<T>(beta_2_), t);
-    return static_cast<T>(learning_rate_) * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+    return static_cast<T>(this->learning_rate()) * std::sqrt(T(1) - b2p) / (T(1) - b1p);
   }
 
-  //! Decays `param` and updates it from `grad` and its first/second moment slots `m`, `v` (same
-  //! shape; create them with kdist::make_slot). Errors: kdist::ValueError for a shape mismatch or
-  //! a non-contiguous View.
+  //! Updates `param` from `grad` and its first/second moment slots `m`, `v` (same shape; create
+  //! them with kdist::make_slot), decayed first when the weight decay is not 0. Errors:
+  //! kdist::ValueError for a shape mismatch or a non-contiguous View.
   template <class PV, class GV, class MV, class VV, class Backend = ops::AutoBackend>
   void update(const PV& param, const GV& grad, const MV& m, const VV& v, Backend b = {}) const {
     step(param, grad, m, v, weight_decay_ != 0.0, b);
+  }
+
+ protected:
+  //! Errors: kdist::ValueError if the learning rate is negative or not finite, weight_decay is
+  //! negative or not finite, a beta is outside [0, 1), or epsilon is negative.
+  AdamFamily(const char* who, double learning_rate, double weight_decay, double beta_1,
+             double beta_2, double epsilon)
+      : Base(who, learning_rate),
+        weight_decay_(weight_decay),
+        beta_1_(beta_1),
+        beta_2_(beta_2),
+        epsilon_(epsilon) {
+    const std::string op = std::string("kdist::") + who + ": ";
+    if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay)) {
+      throw ValueError(op + "weight_decay is " + number_string(weight_decay) +
+                       "; it must be a finite number >= 0 (Keras' default is 0.004; 0 is Adam)");
+    }
+    for (const auto& [name, beta] : {std::pair{"beta_1", beta_1}, std::pair{"beta_2", beta_2}}) {
+      if (!(beta >= 0.0 && beta < 1.0)) {
+        throw ValueError(op + name + " is " + number_string(beta) + "; it must be in [0, 1)");
+      }
+    }
+    if (!(epsilon >= 0.0)) {
+      throw ValueError(op + "epsilon is " + number_string(epsilon) + "; it must be >= 0");
+    }
+  }
+
+  //! Keras' config, as checkpoints record it; the weight decay when `with_decay`.
+  std::vector<std::pair<std::string, double>> config(bool with_decay) const {
+    std::vector<std::pair<std::string, double>> c = {{"learning_rate", this->learning_rate()}};
+    if (with_decay) c.emplace_back("weight_decay", weight_decay_);
+    c.emplace_back("beta_1", beta_1_);
+    c.emplace_back("beta_2", beta_2_);
+    c.emplace_back("epsilon", epsilon_);
+    this->add_global_clipnorm_to(c);
+    return c;
   }
 
  private:
@@ -635,31 +531,63 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
     static_assert(!std::is_const_v<typename PV::value_type> &&
                       !std::is_const_v<typename MV::value_type> &&
                       !std::is_const_v<typename VV::value_type>,
-                  "kdist::AdamW::update: the parameter and state Views must not be const");
+                  "kdist::Adam / kdist::AdamW update: the parameter and state Views must not "
+                  "be const");
     using T = std::remove_const_t<typename PV::value_type>;
-    const std::size_t n = detail::check_slot("AdamW", "the gradient", param, grad);
-    detail::check_slot("AdamW", "the parameter", param, param);
-    detail::check_slot("AdamW", "m (first moment)", param, m);
-    detail::check_slot("AdamW", "v (second moment)", param, v);
-    detail::adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(),
-                                 static_cast<T>(1.0 - beta_1_), static_cast<T>(1.0 - beta_2_),
-                                 static_cast<T>(epsilon_), decay, static_cast<T>(weight_decay_),
-                                 static_cast<T>(learning_rate_));
-  }
-  static void check_beta(const char* name, double beta) {
-    if (!(beta >= 0.0 && beta < 1.0)) {
-      throw ValueError(std::string("kdist::AdamW: ") + name + " is " + detail::number_string(beta) +
-                       "; it must be in [0, 1)");
-    }
+    const char* op = this->who();
+    const std::size_t n = check_slot(op, "the gradient", param, grad);
+    check_slot(op, "the parameter", param, param);
+    check_slot(op, "m (first moment)", param, m);
+    check_slot(op, "v (second moment)", param, v);
+    adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(), static_cast<T>(1.0 - beta_1_),
+                         static_cast<T>(1.0 - beta_2_), static_cast<T>(epsilon_), decay,
+                         static_cast<T>(weight_decay_), static_cast<T>(this->learning_rate()));
   }
 
-  double learning_rate_;
   double weight_decay_;
   double beta_1_;
   double beta_2_;
   double epsilon_;
   std::vector<std::string> excluded_;
-  std::int64_t iterations_ = 0;
+};
+
+}  // namespace detail
+
+//! Keras 3's Adam (amsgrad off): detail::AdamFamily without weight decay.
+//! Defaults as Keras: lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
+class Adam : public detail::AdamFamily<Adam> {
+ public:
+  //! Errors: kdist::ValueError if a beta is outside [0, 1), epsilon is negative, or the learning
+  //! rate is negative or not finite.
+  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                double epsilon = 1e-7)
+      : AdamFamily("Adam", learning_rate, 0.0, beta_1, beta_2, epsilon) {}
+  //! The class name, as checkpoints record it (Keras writes it in snake case: "adam").
+  std::string name() const { return "Adam"; }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const { return config(false); }
+};
+
+//! Keras 3's AdamW (keras/src/optimizers/adamw.py, amsgrad off): Keras' Adam with decoupled weight
+//! decay (detail::AdamFamily). Defaults as Keras: lr 0.001, weight_decay 0.004, beta_1 0.9,
+//! beta_2 0.999, epsilon 1e-7.
+//! \code
+//! kdist::AdamW opt(1e-3, 0.01);
+//! opt.exclude_from_weight_decay({"bias"});  // every variable named "...bias..." keeps its value
+//! model.compile(kdist::Loss::categorical_crossentropy, opt);
+//! \endcode
+class AdamW : public detail::AdamFamily<AdamW> {
+ public:
+  //! Errors: kdist::ValueError if the learning rate is negative or not finite, weight_decay is
+  //! negative or not finite, a beta is outside [0, 1), or epsilon is negative.
+  explicit AdamW(double learning_rate = 0.001, double weight_decay = 0.004, double beta_1 = 0.9,
+                 double beta_2 = 0.999, double epsilon = 1e-7)
+      : AdamFamily("AdamW", learning_rate, weight_decay, beta_1, beta_2, epsilon) {}
+  //! The class name, as checkpoints record it; a Keras weights file writes Keras' name of it,
+  //! "adam_w".
+  std::string name() const { return "AdamW"; }
+  //! Keras' config, as checkpoints record it.
+  std::vector<std::pair<std::string, double>> hyperparameters() const { return config(true); }
 };
 
 //! Keras 3's RMSprop (keras/src/optimizers/rmsprop.py), computed in the parameter's type:
@@ -672,18 +600,17 @@ class AdamW : public detail::GlobalClipnormOption<AdamW> {
 //! Defaults as Keras: lr 0.001, rho 0.9, momentum 0, epsilon 1e-7, centered false.
 //! Slots per variable (`slot_count()`): velocity; average_gradient if centered; the momentum
 //! buffer if momentum > 0 (Keras' `velocity`, `average_gradient` and `momentum` variables).
-class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
+class RMSprop : public detail::OptimizerBase<RMSprop> {
  public:
   //! Errors: kdist::ValueError if the learning rate is negative or not finite, `rho` is outside
   //! [0, 1), `momentum` is negative or not finite, or `epsilon` is negative or NaN.
   explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0,
                    double epsilon = 1e-7, bool centered = false)
-      : learning_rate_(learning_rate),
+      : OptimizerBase("RMSprop", learning_rate),
         rho_(rho),
         momentum_(momentum),
         epsilon_(epsilon),
         centered_(centered) {
-    detail::check_learning_rate("RMSprop", learning_rate);
     if (!(rho >= 0.0 && rho < 1.0)) {
       throw ValueError("kdist::RMSprop: rho is " + detail::number_string(rho) +
                        "; it must be in [0, 1)");
@@ -698,12 +625,6 @@ class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
     }
   }
 
-  double learning_rate() const { return learning_rate_; }
-  //! Errors: kdist::ValueError for a negative or non-finite rate.
-  void set_learning_rate(double lr) {
-    detail::check_learning_rate("RMSprop", lr);
-    learning_rate_ = lr;
-  }
   double rho() const { return rho_; }
   double momentum() const { return momentum_; }
   double epsilon() const { return epsilon_; }
@@ -731,7 +652,7 @@ class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
   std::size_t slot_count() const { return slots().size(); }
   //! Keras' config, as checkpoints record it.
   std::vector<std::pair<std::string, double>> hyperparameters() const {
-    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate_},
+    std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate()},
                                                           {"rho", rho_},
                                                           {"momentum", momentum_},
                                                           {"epsilon", epsilon_},
@@ -750,12 +671,6 @@ class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
     const SV& momentum = needs_momentum() ? state[centered ? 2 : 1] : state[0];
     update(param, grad, state[0], average, momentum);
   }
-  //! Completed steps (Keras' `optimizer.iterations`).
-  std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t n) { iterations_ = n; }
-  //! Ends a training step (after `update` of every variable).
-  void finish_step() { ++iterations_; }
-
   //! Updates `param` from `grad` with its `velocity` slot (plain RMSprop: not centered, momentum
   //! 0). Errors: kdist::ValueError if the optimizer is centered or has momentum (use the overload
   //! with all slots), or for a shape mismatch.
@@ -811,7 +726,7 @@ class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
             "(kdist::make_slot(param, label))");
       }
     }
-    const T lr = static_cast<T>(learning_rate_);
+    const T lr = static_cast<T>(learning_rate());
     const T rho = static_cast<T>(rho_);
     const T one_minus_rho = static_cast<T>(1.0 - rho_);
     const T mu = static_cast<T>(momentum_);
@@ -869,12 +784,10 @@ class RMSprop : public detail::GlobalClipnormOption<RMSprop> {
   }
 
  private:
-  double learning_rate_;
   double rho_;
   double momentum_;
   double epsilon_;
   bool centered_;
-  std::int64_t iterations_ = 0;
 };
 
 }  // namespace kdist

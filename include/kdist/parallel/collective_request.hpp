@@ -35,6 +35,7 @@
 #include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/mpi/datatype.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -185,5 +186,37 @@ template <KokkosExecutionSpace Space, KokkosView View, MpiCommunicator Comm>
                                                  const Comm& comm) {
   return start_all_reduce(space, view, view, op, comm);
 }
+
+namespace detail {
+
+//! Starts an in-place MPI_Iallgatherv over `comm` of `buffer`, in elements of `type`: this
+//! process's part is already at its displacement. `counts` and `displs` (one per process) outlive
+//! the request. For buffers kdist packs itself (the optimizer state's parts, the variables owned
+//! whole: nn/gradient_sync.hpp, nn/optimizer_state_shards.hpp); `what` names the call in errors.
+inline CollectiveRequest start_all_gather_v_in_place(void* buffer, const int* counts,
+                                                     const int* displs, MPI_Datatype type,
+                                                     MPI_Comm comm, const char* what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::detail::check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts, displs,
+                                         type, comm, &request),
+                         what);
+  return CollectiveRequest(request, comm, "kdist::all_gather", nullptr);
+}
+
+//! Starts summing `send` (the counts' total of elements) over `comm` into this process's
+//! `counts[rank]` elements at `recv` (MPI_Ireduce_scatter); `send` null: in place, `recv` holds
+//! the whole block and MPI leaves the part at its start. `counts` outlives the request.
+template <class T>
+CollectiveRequest start_reduce_scatter_v(const T* send, T* recv, const int* counts, MPI_Comm comm,
+                                         const char* what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::detail::check_mpi(
+      MPI_Ireduce_scatter(send == nullptr ? MPI_IN_PLACE : static_cast<const void*>(send), recv,
+                          counts, mpi::datatype<T>(), MPI_SUM, comm, &request),
+      what);
+  return CollectiveRequest(request, comm, "kdist::reduce_scatter", nullptr);
+}
+
+}  // namespace detail
 
 }  // namespace kdist

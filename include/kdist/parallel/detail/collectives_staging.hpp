@@ -362,4 +362,23 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
   out.write_back(space);
 }
 
+//! MPI_Alltoallv of `type` elements between host buffers (counts and displacements per process,
+//! in elements), watched like every kdist collective; `who` names it in errors and messages. For
+//! the exchanges of redistribute (tensor/detail/exchange.hpp), which pack their own buffers.
+inline void all_to_all_v(const void* send, const int* send_counts, const int* send_displs,
+                         void* recv, const int* recv_counts, const int* recv_displs,
+                         MPI_Datatype type, MPI_Comm comm, const char* who) {
+  const std::string what = std::string(who) + ": MPI_Alltoallv";
+  watchdog::run(
+      comm, who, what.c_str(),
+      [&](MPI_Request* r) {
+        return MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs,
+                              type, comm, r);
+      },
+      [&] {
+        return MPI_Alltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs,
+                             type, comm);
+      });
+}
+
 }  // namespace kdist::detail::collectives

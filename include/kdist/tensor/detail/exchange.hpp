@@ -19,8 +19,8 @@
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/detail/collectives_staging.hpp>
 #include <kdist/parallel/detail/host_scratch.hpp>
-#include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/tensor/detail/box.hpp>
@@ -161,19 +161,10 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     }
     recv_ptr = recv_buf;
   }
-  const MPI_Datatype type = kdist::mpi::datatype<T>();
-  const std::string what = std::string(who) + ": MPI_Alltoallv";
   // Watched by the stuck-collective watchdog (parallel/collective_timeout.hpp).
-  kdist::detail::watchdog::run(
-      comm, who, what.c_str(),
-      [&](MPI_Request* r) {
-        return MPI_Ialltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
-                              recv_counts.data(), recv_displs.data(), type, comm, r);
-      },
-      [&] {
-        return MPI_Alltoallv(send_ptr, send_counts.data(), send_displs.data(), type, recv_ptr,
-                             recv_counts.data(), recv_displs.data(), type, comm);
-      });
+  collectives::all_to_all_v(send_ptr, send_counts.data(), send_displs.data(), recv_ptr,
+                            recv_counts.data(), recv_displs.data(), kdist::mpi::datatype<T>(), comm,
+                            who);
   if (!recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) {
       if (recv_counts[s]) place(recv_ptr + recv_displs[s], recv_boxes[s], recv_boxes[s]);
