@@ -101,20 +101,15 @@ class AsyncCheckpointer {
     detail::checkpoint::finish_background_writes();  // the previous save: HDF5 is ours again
     detail::ProfilingRegion region("kdist::AsyncCheckpointer::save");
     const auto start = std::chrono::steady_clock::now();
-    ck::require_compiled(model, "kdist::AsyncCheckpointer::save");
-    ck::require_same_path(path, "kdist::AsyncCheckpointer::save");
-    std::uint64_t epoch = info.epoch;
-    double loss = info.loss;
-    kdist::broadcast(epoch, 0, kdist::communicator());
-    kdist::broadcast(loss, 0, kdist::communicator());
-    const auto opt = ck::describe(model.optimizer());
     auto snapshot = std::make_shared<Snapshot<T>>();
-    snapshot->metadata = ck::metadata_of(model, opt, epoch, loss);
+    snapshot->metadata = ck::start_save(model, path, info, "kdist::AsyncCheckpointer::save");
+    const std::size_t slot_count = snapshot->metadata.optimizer.slot_count;
+    const std::uint64_t epoch = snapshot->metadata.epoch;
     Kokkos::fence();  // the model's last step is complete before its blocks are copied
     std::size_t buffer = 0;
     model.for_each_variable_with_slots([&](auto& v, auto& slots) {
       snapshot->blocks.push_back(copy_block(ck::variable_dataset(v.path), v.value, buffer++));
-      for (std::size_t k = 0; k < opt.slot_count; ++k) {
+      for (std::size_t k = 0; k < slot_count; ++k) {
         snapshot->blocks.push_back(copy_block(ck::slot_dataset(v.path, k), slots.at(k), buffer++));
       }
     });

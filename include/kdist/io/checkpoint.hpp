@@ -257,6 +257,21 @@ Metadata metadata_of(Model& model, const OptimizerRecord& opt, std::uint64_t epo
   return m;
 }
 
+//! What every save starts with (save_checkpoint, AsyncCheckpointer::save; `who` names it): the
+//! model compiled, one path on every process, process 0's epoch and loss everywhere (what each
+//! process writes as attributes must agree). Returns the save's Metadata. Collective.
+template <class Model>
+Metadata start_save(Model& model, const std::string& path, const CheckpointInfo& info,
+                    const char* who) {
+  require_compiled(model, who);
+  require_same_path(path, who);
+  std::uint64_t epoch = info.epoch;
+  double loss = info.loss;
+  kdist::broadcast(epoch, 0, kdist::communicator());
+  kdist::broadcast(loss, 0, kdist::communicator());
+  return metadata_of(model, describe(model.optimizer()), epoch, loss);
+}
+
 //! The attributes of `/` and `/optimizer` (every process, the same values: collective metadata).
 inline void write_metadata(hid_t root, const Metadata& m) {
   hdf5::write_string(root, "format", std::string(checkpoint_format));
@@ -367,18 +382,11 @@ void save_checkpoint(BasicSequential<T>& model, const std::string& path, Checkpo
   namespace h5 = detail::hdf5;
   ck::finish_background_writes();  // an AsyncCheckpointer's save in flight: HDF5 is ours after it
   detail::ProfilingRegion region("kdist::save_checkpoint");
-  ck::require_compiled(model, "kdist::save_checkpoint");
-  ck::require_same_path(path, "kdist::save_checkpoint");
-  // process 0's values everywhere: what each process writes as attributes must agree
-  std::uint64_t epoch = info.epoch;
-  double loss = info.loss;
-  kdist::broadcast(epoch, 0, kdist::communicator());
-  kdist::broadcast(loss, 0, kdist::communicator());
-  const auto opt = ck::describe(model.optimizer());
+  const ck::Metadata metadata = ck::start_save(model, path, info, "kdist::save_checkpoint");
   Kokkos::fence();  // the model's last step is complete before its blocks are read
   ck::write_atomically(path, "kdist::save_checkpoint", kdist::communicator(), [&](hid_t file) {
-    ck::write_metadata(file, ck::metadata_of(model, opt, epoch, loss));
-    ck::write_state(file, model, opt.slot_count, kdist::communicator());
+    ck::write_metadata(file, metadata);
+    ck::write_state(file, model, metadata.optimizer.slot_count, kdist::communicator());
   });
 }
 
