@@ -147,7 +147,8 @@ class OldDropout {
     old_dropout(t.local(), y, params_);
     return Matrix::from_local(y, t.shape(), t.layout());
   }
-  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool) {
+  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool,
+                                                    kdist::Gradients<float>&) {
     if (!active_) return dy;
     const auto& t = std::get<Matrix>(dy);
     LocalView dx(Kokkos::view_alloc(Kokkos::WithoutInitializing, name_ + "/grad"),

@@ -523,7 +523,9 @@ double instrumented_step(GptStep& s, std::vector<Row>& rows, std::map<std::strin
     const std::string name = layers[i].name();
     rec.where = kind_of(name) + " backward";
     const double m0 = mpi_seconds(), t0 = now_fenced();
-    auto dx = layers[i].backward(h, i > 0);
+    kdist::Gradients<T> grads;
+    auto dx = layers[i].backward(h, i > 0, grads);
+    grads.resolve();  // each gradient's sum, blocking: counted in the layer's backward
     if (dx) h = std::move(*dx);
     const double t1 = now_fenced();
     auto& r = row(kind_of(name));

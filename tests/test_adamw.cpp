@@ -17,8 +17,8 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_clipping.hpp>
 #include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/train/gradient_clipping.hpp>
 #include <kdist/ops/optimizers.hpp>
 
 #include "kokkos_environment.hpp"

@@ -310,7 +310,7 @@ TEST(MultiHeadAttention, GradientsOfEveryVariableAndTheInputMatchFiniteDifferenc
     const Tensor3 x = tensor(xv, *dist);
     const Tensor3 y = mha.forward(x);
     const auto dy = kdist::distribute_tensor<double***>(r.data(), {B, S, D}, y.layout());
-    const auto dx = mha.backward(dy, true);
+    const auto dx = kdist::backward_and_resolve(mha, dy, true);
     ASSERT_TRUE(dx.has_value());
     const auto dxv = values(*dx);
     // The variables' gradients are kept before the finite differences run forward again.
@@ -332,7 +332,7 @@ TEST(MultiHeadAttention, GradientsOfEveryVariableAndTheInputMatchFiniteDifferenc
     }
     // need_input_grad = false: the variables' gradients only.
     (void)mha.forward(x);
-    EXPECT_FALSE(mha.backward(dy, false).has_value());
+    EXPECT_FALSE(kdist::backward_and_resolve(mha, dy, false).has_value());
   }
 }
 
@@ -506,7 +506,7 @@ TEST(MultiHeadAttention, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
       const Tensor3 y = mha.forward(x);
       const auto dy = kdist::distribute_tensor<double***>(r.data(), {B, S, D}, y.layout());
       got[which].push_back(values(y));
-      got[which].push_back(values(*mha.backward(dy, true)));
+      got[which].push_back(values(*kdist::backward_and_resolve(mha, dy, true)));
       for (auto ref : mha.variables()) {
         std::visit([&](auto* v) { got[which].push_back(values(v->grad)); }, ref);
       }

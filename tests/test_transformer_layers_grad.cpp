@@ -128,7 +128,7 @@ TEST(EmbeddingOneProcess, TableGradientMatchesFiniteDifferences) {
   const auto w = uniform(B * S * D, 5);
   const Seq dy = kdist::distribute_tensor<double***>(w.data(), {B, S, D}, replicated(3));
   emb.forward(tokens);
-  emb.backward(dy);
+  kdist::backward_and_resolve(emb, dy);
   const auto grad = values(emb.embeddings().grad);
   auto& table = emb.embeddings().value;
   const double h = 1e-3;  // the lookup is linear: central differences are exact up to rounding
@@ -150,7 +150,7 @@ TEST(EmbeddingOneProcess, BackwardThroughTheLayerConceptGivesNoInputGradient) {
   layer.build({S}, *one_process(), 3);
   auto y = layer.forward(kdist::LayerTensor<double>(tokens_of(some_ids())), {});
   ASSERT_TRUE(std::holds_alternative<Seq>(y));
-  EXPECT_FALSE(layer.backward(y, true).has_value());
+  EXPECT_FALSE(kdist::backward_and_resolve(layer, y, true).has_value());
   EXPECT_EQ(layer.keras_class(), "Embedding");
 }
 
@@ -219,7 +219,7 @@ TEST(LayerNormalizationOneProcess, GradientsMatchFiniteDifferences) {
   auto x = kdist::distribute_tensor<double***>(xv.data(), {B, S, D}, replicated(3));
   const Seq dy = kdist::distribute_tensor<double***>(w.data(), {B, S, D}, replicated(3));
   ln.forward(x);
-  const auto dx = ln.backward(dy, true);
+  const auto dx = kdist::backward_and_resolve(ln, dy, true);
   ASSERT_TRUE(dx.has_value());
   const auto got_dx = values(*dx);
   const auto got_dgamma = values(ln.gamma()->grad);

@@ -268,7 +268,7 @@ void check_dense_rank3_gradients(kdist::layers::Activation act) {
   Tensor3 dy = kdist::distribute_tensor<double***>(
       [](std::size_t b, std::size_t s, std::size_t u) { return weight_of(b, s, u); }, {B, S, U},
       replicated3());
-  const auto dx = d.backward(dy, true);
+  const auto dx = kdist::backward_and_resolve(d, dy, true);
   ASSERT_TRUE(dx.has_value());
   const auto hdx = host_copy(dx->local());
   const auto hdk = host_copy(d.kernel().grad.local());
@@ -327,7 +327,7 @@ TEST(DenseOnSequences, RankTwoGeluGradientMatchesFiniteDifferences) {
   (void)d.forward(x);
   Matrix dy = kdist::distribute_tensor<double**>(
       [](std::size_t b, std::size_t u) { return weight_of(b, 0, u); }, {B, U}, rep);
-  const auto dx = d.backward(dy, true);
+  const auto dx = kdist::backward_and_resolve(d, dy, true);
   const auto hdx = host_copy(dx->local());
   const auto hdk = host_copy(d.kernel().grad.local());
   const double h = 1e-6;
@@ -427,7 +427,8 @@ TEST(DropoutOnSequences, MaskIsKeyedByTheGlobalFlatIndex) {
   }
   EXPECT_GT(kept, 0u);
   EXPECT_LT(kept, B * S * F);
-  const auto dx = std::get<Tensor3>(*drop.backward(kdist::LayerTensor<double>(x), true));
+  const auto dx =
+      std::get<Tensor3>(*kdist::backward_and_resolve(drop, kdist::LayerTensor<double>(x), true));
   const auto hdx = host_copy(dx.local());
   for (std::size_t k = 0; k < B * S * F; ++k) EXPECT_DOUBLE_EQ(hdx.data()[k], hy.data()[k]);
   // Outside training: the identity.
@@ -452,7 +453,8 @@ TEST(DropoutLayer, BackwardAppliesTheForwardsMask) {
   for (std::uint64_t step : {2u, 3u}) {
     ctx.step = step;
     const auto y = std::get<Matrix>(drop.forward(kdist::LayerTensor<double>(x), ctx));
-    const auto dx = std::get<Matrix>(*drop.backward(kdist::LayerTensor<double>(dy), true));
+    const auto dx =
+        std::get<Matrix>(*kdist::backward_and_resolve(drop, kdist::LayerTensor<double>(dy), true));
     const auto hx = host_copy(x.local()), hy = host_copy(y.local()), hdy = host_copy(dy.local()),
                hdx = host_copy(dx.local());
     const auto key = kdist::random_key(11, kdist::stream_id("drop"), step);
@@ -477,7 +479,8 @@ TEST(DropoutLayer, BackwardAppliesTheForwardsMask) {
       replicated3());
   ctx.step = 4;
   const auto y3 = std::get<Tensor3>(drop.forward(kdist::LayerTensor<double>(x3), ctx));
-  const auto dx3 = std::get<Tensor3>(*drop.backward(kdist::LayerTensor<double>(dy3), true));
+  const auto dx3 =
+      std::get<Tensor3>(*kdist::backward_and_resolve(drop, kdist::LayerTensor<double>(dy3), true));
   const auto hy3 = host_copy(y3.local()), hdy3 = host_copy(dy3.local()),
              hdx3 = host_copy(dx3.local());
   const auto key4 = kdist::random_key(11, kdist::stream_id("drop"), 4);
@@ -499,7 +502,8 @@ TEST(FlattenOnSequences, FlattensRowMajorAndBack) {
   EXPECT_EQ(y.shape()[1], S * F);
   const auto hy = host_copy(y.local());
   EXPECT_EQ(hy(1, 2 * F + 3), 123.0);
-  const auto back = std::get<Tensor3>(*flat.backward(kdist::LayerTensor<double>(y), true));
+  const auto back =
+      std::get<Tensor3>(*kdist::backward_and_resolve(flat, kdist::LayerTensor<double>(y), true));
   const auto hb = host_copy(back.local());
   EXPECT_EQ(hb(1, 2, 3), 123.0);
   EXPECT_EQ(back.layout(), x.layout());

@@ -74,8 +74,7 @@
 // nn/: layers, optimizers, losses, models, datasets
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
-#include <kdist/nn/gradient_clipping.hpp>
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layers/activation.hpp>
@@ -91,7 +90,15 @@
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
-#include <kdist/nn/optimizer_state_shards.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
+#include <kdist/nn/train/epoch_loop.hpp>
+#include <kdist/nn/train/gradient_clipping.hpp>
+#include <kdist/nn/train/gradient_sync.hpp>
+#include <kdist/nn/train/metrics.hpp>
+#include <kdist/nn/train/optimizer_state.hpp>
+#include <kdist/nn/train/optimizer_state_shards.hpp>
+#include <kdist/nn/train/output_loss.hpp>
+#include <kdist/nn/train/train_step.hpp>
+#include <kdist/nn/variable.hpp>

@@ -14,7 +14,8 @@ struct HalfLayer {
     return x;
   }
 #ifndef KDIST_BAD
-  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool) {
+  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool,
+                                                    kdist::Gradients<float>&) {
     return dy;
   }
 #endif

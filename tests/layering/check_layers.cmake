@@ -2,6 +2,8 @@
 # only its own folder and the folders below it. The layers, bottom to top:
 #   core  <-  parallel, ops (side by side: neither includes the other)  <-  tensor  <-  strategy
 #   <-  nn  <-  io
+# Within nn/, the layers (nn/layers/) include neither the training step (nn/train/) nor the model:
+# a layer hands its gradients back (kdist::Gradients) and knows nothing of how they are summed.
 # Within core/, the static forms (axis, dim_spec, mesh, layout, layout_axes, pending_sum) do not include their run-time value forms
 # (core/runtime_*): the value types convert from the static ones in their constructors.
 # kdist/kdist.hpp (the umbrella) includes everything but io/ (io needs HDF5, an optional component).
@@ -60,6 +62,11 @@ foreach(_h IN LISTS _headers)
         message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: a static core "
                            "type must not depend on its run-time value form; put the conversion in "
                            "the value type's constructor")
+        math(EXPR _violations "${_violations} + 1")
+      elseif(_h MATCHES "^nn/layers/" AND _target MATCHES "^nn/(train/|model\\.hpp)")
+        message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: a layer does "
+                           "not reach into the training step; hand the gradients back through "
+                           "kdist::Gradients (nn/gradients.hpp) and let the step sum them")
         math(EXPR _violations "${_violations} + 1")
       elseif(NOT _to STREQUAL _own AND NOT _to IN_LIST _below_${_own})
         message(SEND_ERROR "include/kdist/${_h}:${_n}: includes <kdist/${_target}>: '${_to}/' is not "

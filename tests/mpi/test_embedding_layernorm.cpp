@@ -132,7 +132,7 @@ EmbeddingResult run_embedding(const Dist& dist, const std::vector<std::size_t>& 
   }
   EXPECT_FALSE(y.is_partial());
   const auto w = uniform(B * S * D, 5);
-  emb.backward(spread<double***>(w, {B, S, D}, mesh, dy_axes));
+  kdist::backward_and_resolve(emb, spread<double***>(w, {B, S, D}, mesh, dy_axes));
   EXPECT_EQ(emb.embeddings().grad.layout(), emb.embeddings().value.layout());
   return {values(emb.embeddings().value), values(y), values(emb.embeddings().grad)};
 }
@@ -267,7 +267,8 @@ NormResult run_layer_norm(const Dist& dist, const std::vector<std::size_t>& mesh
     EXPECT_EQ(y.layout().axes_repr(), repr(*want_output));
   }
   const auto w = uniform(B * S * F, 14);
-  const auto dx = ln.backward(spread<double***>(w, {B, S, F}, mesh, y.layout().axes()), true);
+  const auto dx = kdist::backward_and_resolve(
+      ln, spread<double***>(w, {B, S, F}, mesh, y.layout().axes()), true);
   EXPECT_TRUE(dx.has_value());
   if (!dx) return {};
   EXPECT_EQ(dx->layout().axes_repr(), repr(x_axes));
@@ -324,10 +325,10 @@ TEST(LayerNormalization, WithoutScaleAndCenterItOnlyNormalisesAndAllocatesNothin
       const auto x = spread<double***>(uniform(B * S * F, 21), {B, S, F}, shape, axes);
       const auto dy = spread<double***>(uniform(B * S * F, 22), {B, S, F}, shape, axes);
       const auto want_y = values(full.forward(x));
-      const auto want_dx = values(*full.backward(dy, true));
+      const auto want_dx = values(*kdist::backward_and_resolve(full, dy, true));
       const auto step = [&] {
         const auto y = plain.forward(x);
-        return std::pair{y, *plain.backward(dy, true)};
+        return std::pair{y, *kdist::backward_and_resolve(plain, dy, true)};
       };
       const auto [y, dx] = step();
       EXPECT_EQ(values(y), want_y) << what;

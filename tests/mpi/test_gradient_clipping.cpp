@@ -1,5 +1,5 @@
 // kdist-mpi-ranks: 1 2 4
-// Keras' global_clipnorm across shards (kdist/nn/gradient_clipping.hpp): the global norm of
+// Keras' global_clipnorm across shards (kdist/nn/train/gradient_clipping.hpp): the global norm of
 // distributed tensors counts every element once whether its block is sharded or replicated, and
 // a model trained with global_clipnorm (SGD with momentum, AdamW with a bias excluded from weight
 // decay) on every mesh of the world's size, DataParallel and ModelParallel with sharded kernels,
@@ -16,8 +16,8 @@
 
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
-#include <kdist/nn/gradient_clipping.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/train/gradient_clipping.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>

@@ -5,10 +5,13 @@
 // optimizer state sharded over the processes (ZeRO-1: large variables split in parts, small ones
 // owned whole by one process) or not, train to the same weights (bit for
 // bit where the summation order cannot change), start as many collectives as the buckets and
-// shards say, and bad settings are the same ValueError on every process.
+// shards say, and bad settings are the same ValueError on every process. A user's layer, which
+// hands its gradient back like the library's, gets all of it with no code of its own.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collective_request.hpp>
@@ -89,6 +92,52 @@ TEST(StartAllReduce, BadArgumentsAreValueErrors) {
   EXPECT_TRUE(contains(strided, "contiguous")) << strided;
 }
 
+// A user's layer as guide chapter 06 writes one: y = x W, no bias, its kernel laid out by the
+// distribution; backward hands dW = x^T dy back as matmul leaves it (a pending sum over the batch
+// axes under data parallelism) and has no code for overlap, buckets or ZeRO-1.
+struct UserDense {
+  using value_type = float;
+  using Matrix = kdist::DistributedTensor<float**>;
+  std::size_t units = 10;
+  std::string layer_name = "user";
+  kdist::layers::Variable<float**> kernel;
+  Matrix x;
+
+  std::string name() const { return layer_name; }
+  kdist::Shape build(const kdist::Shape& in, const kdist::Distribution& dist, std::uint64_t) {
+    const std::array<std::size_t, 2> shape{in.at(0), units};
+    kernel.path = layer_name + "/kernel";
+    const auto layout =
+        dist.get_variable_layout(kdist::VariableInfo(kernel.path, {shape[0], shape[1]}));
+    kernel.value = Matrix::zeros(shape, layout, kernel.path);
+    kernel.grad = Matrix::zeros(shape, layout, kernel.path + "/grad");
+    const auto block = kernel.value.local();  // host memory in these tests
+    const auto at = kernel.value.offsets();
+    for (std::size_t i = 0; i < block.extent(0); ++i) {
+      for (std::size_t j = 0; j < block.extent(1); ++j) {
+        block(i, j) = 0.1f * std::sin(static_cast<float>((at[0] + i) * units + at[1] + j));
+      }
+    }
+    return {units};
+  }
+  kdist::LayerTensor<float> forward(const kdist::LayerTensor<float>& in,
+                                    const kdist::StepContext&) {
+    x = std::get<Matrix>(in);
+    return kdist::matmul(x, kernel.value);
+  }
+  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy_in,
+                                                    bool need, kdist::Gradients<float>& grads) {
+    const auto& dy = std::get<Matrix>(dy_in);
+    grads.add(kernel, kdist::matmul(x, dy, kdist::ops::Op::transpose));  // the step sums it
+    if (!need) return std::nullopt;
+    return kdist::redistribute(
+        kdist::matmul(dy, kernel.value, kdist::ops::Op::none, kdist::ops::Op::transpose),
+        x.layout());
+  }
+  std::vector<kdist::VariableRef<float>> variables() { return {&kernel}; }
+};
+static_assert(kdist::Layer<UserDense>);
+
 // Trains kdist::test::small_model (Dense(10) with bias, Dropout, Dense(10) with bias: 4
 // gradients of 2560, 40, 400 and 40 bytes) for 2 epochs with `options`, DataParallel over every
 // process; returns its state and what the gradient sync started per step.
@@ -123,6 +172,60 @@ void expect_same_state(const Trained& got, const Trained& want, const std::strin
   ASSERT_EQ(got.state.size(), want.state.size()) << what;
   for (const auto& [path, w] : want.state) {
     EXPECT_LT(kdist::test::worst_relative(got.state.at(path), w), 1e-5) << what << " " << path;
+  }
+}
+
+// Flatten, the user's layer (a 64 x 10 kernel, 2560 bytes), Dense(10) with bias and softmax,
+// trained for 2 epochs with `options`, DataParallel over every process.
+Trained train_user_layer_with(const kdist::GradientSyncOptions& options) {
+  std::vector<kdist::Sequential::Layer> l;
+  l.emplace_back(kdist::layers::Flatten());
+  l.emplace_back(UserDense{});
+  l.emplace_back(kdist::layers::Dense(10, kdist::layers::Activation::softmax, true, "d2"));
+  kdist::Sequential m({8, 8, 1}, std::move(l));
+  m.set_gradient_sync(options);
+  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+            kdist::Adam(0.01), 5);
+  m.reset_gradient_sync_counts();
+  m.fit(kdist::test::small_data(), {.batch_size = 16, .epochs = 2, .verbose = 0});
+  const auto steps = static_cast<std::size_t>(m.iterations());
+  EXPECT_EQ(steps, 6U);
+  if (options.shard_optimizer_state && world_size() > 1) {
+    // This process keeps Adam's m and v of its part of the user's kernel only.
+    const auto part = m.optimizer_state_part("user/kernel");
+    EXPECT_TRUE(part.has_value());
+    if (part) EXPECT_LT(part->second, 640U);
+  }
+  const auto& c = m.gradient_sync_counts();
+  return {kdist::test::state_of(m),
+          {c.all_reduces / steps, c.bucketed_gradients / steps, c.bytes / steps,
+           c.reduce_scatters / steps, c.all_gathers / steps}};
+}
+
+TEST(GradientSync, AUsersLayerGetsOverlapBucketsAndShardedStateWithNoCodeOfItsOwn) {
+  // Its gradient goes through the step's sync like the library's: on its own, in a bucket,
+  // reduce-scattered under ZeRO-1; the weights are the same every way.
+  const std::size_t many = world_size() > 1 ? 1 : 0;
+  const auto own = train_user_layer_with({.overlap = true, .bucket_bytes = 0});
+  EXPECT_EQ(own.per_step.all_reduces, 3 * many);  // user/kernel, d2/kernel, d2/bias
+  EXPECT_EQ(own.per_step.bytes, (2560 + 400 + 40) * many);
+  const auto late = train_user_layer_with({.overlap = false, .bucket_bytes = 0});
+  kdist::test::expect_bitwise_equal(late.state, own.state, "overlap off");
+  const auto bucket = train_user_layer_with({.overlap = true, .bucket_bytes = 256 << 10});
+  EXPECT_EQ(bucket.per_step.all_reduces, 1 * many);
+  EXPECT_EQ(bucket.per_step.bucketed_gradients, 3 * many);
+  expect_same_state(bucket, own, "one bucket");
+  const auto sharded =
+      train_user_layer_with({.overlap = true, .bucket_bytes = 0, .shard_optimizer_state = true});
+  EXPECT_EQ(sharded.per_step.reduce_scatters, 3 * many);
+  EXPECT_EQ(sharded.per_step.all_gathers, 3 * many);
+  EXPECT_EQ(sharded.per_step.all_reduces, 0U);
+  expect_same_state(sharded, own, "ZeRO-1");
+  // It trained: every entry of the kernel moved from its initial value.
+  const auto& w = own.state.at("user/kernel");
+  ASSERT_EQ(w.size(), 640U);
+  for (std::size_t e = 0; e < w.size(); ++e) {
+    EXPECT_NE(w[e], 0.1f * std::sin(static_cast<float>(e))) << "user/kernel entry " << e;
   }
 }
 

@@ -338,8 +338,8 @@ struct Scale {
   kdist::LayerTensor<float> forward(const kdist::LayerTensor<float>& x, const kdist::StepContext&) {
     return scaled(std::get<kdist::DistributedTensor<float**>>(x), factor);
   }
-  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy,
-                                                    bool need) {
+  std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy, bool need,
+                                                    kdist::Gradients<float>&) {
     ++*backward_calls;
     if (!need) return std::nullopt;
     return scaled(std::get<kdist::DistributedTensor<float**>>(dy), factor);

@@ -158,7 +158,7 @@ std::map<std::string, std::vector<double>> run(const kdist::Distribution& dist,
   EXPECT_EQ(y.layout().axes(), y_layout.axes()) << what << ": output layout";
   EXPECT_FALSE(y.is_partial()) << what;
   const auto dy = kdist::distribute_tensor<double***>(r.data(), {B, S, D}, y.layout());
-  const auto dx = mha.backward(dy, true);
+  const auto dx = kdist::backward_and_resolve(mha, dy, true);
   std::map<std::string, std::vector<double>> out;
   out["y"] = full(y);
   if (dx) {
@@ -265,7 +265,8 @@ TEST(MultiHeadAttention, InputsOfTheWrongRankAreValueErrors) {
   const auto msg2 = message_of<kdist::ValueError>([&] { (void)mha.forward(wide); });
   EXPECT_TRUE(contains(msg2, "built for 8 features")) << msg2;
   const auto x = Tensor3::zeros({B, S, D}, dist.get_data_layout({B, S, D}));
-  const auto msg3 = message_of<kdist::ValueError>([&] { (void)mha.backward(x); });
+  const auto msg3 =
+      message_of<kdist::ValueError>([&] { (void)kdist::backward_and_resolve(mha, x, true); });
   EXPECT_TRUE(contains(msg3, "backward before forward")) << msg3;
   MHA unbuilt(H, K, "mha");
   const auto msg4 = message_of<kdist::ValueError>([&] { (void)unbuilt.forward(x); });

@@ -232,8 +232,8 @@ PairRun run_pair(const std::shared_ptr<const kdist::Distribution>& dist,
   const Tensor3 w = kdist::distribute_tensor<double***>(
       [](std::size_t b, std::size_t s, std::size_t f) { return std::cos(double(b * 3 + s + f)); },
       {B, S, F}, y.layout());
-  const auto dh = d2.backward(w, true);
-  const auto dx = d1.backward(*dh, true);
+  const auto dh = kdist::backward_and_resolve(d2, w, true);
+  const auto dx = kdist::backward_and_resolve(d1, *dh, true);
   EXPECT_EQ(dx->layout(), x.layout());
   PairRun r;
   r.y = flat_any(kdist::full_tensor(y));
@@ -314,7 +314,7 @@ TEST(DropoutOnSequences, TheSameMaskOnEveryMeshAndLayout) {
       EXPECT_EQ(y.layout(), layout);
       const auto got = flat_any(kdist::full_tensor(y));
       EXPECT_EQ(got, want3) << name_of(shape) << " " << layout.axes_repr();
-      const auto dx = std::get<Tensor3>(*drop.backward(x, true));
+      const auto dx = std::get<Tensor3>(*kdist::backward_and_resolve(drop, x, true));
       EXPECT_EQ(flat_any(kdist::full_tensor(dx)), want3);  // the same mask, backward
     }
     using T4 = kdist::DistributedTensor<double****>;

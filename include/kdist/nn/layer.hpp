@@ -3,7 +3,8 @@
 //! The `kdist::Layer` concept: what a class needs so that `kdist::Sequential` can train it on any
 //! mesh. A layer creates its variables through the distribution (`build`), maps a distributed
 //! tensor to a distributed tensor (`forward`), and maps the gradient of its output to the gradient
-//! of its input while storing its variables' gradients (`backward`). What flows between layers is
+//! of its input while handing its variables' gradients back, unresolved (`backward`, into a
+//! kdist::Gradients: the training step sums them, overlapped with the rest of the pass). What flows between layers is
 //! a `LayerTensor<T>`: a distributed matrix (batch, features) or a distributed NHWC image batch
 //! (batch, height, width, channels). `AnyLayer<T>` holds any Layer by value (type erasure), so a
 //! model is a list of layers of any type, the user's own included (docs/guide/06-custom-training.md).
@@ -18,7 +19,8 @@
 //!   kdist::LayerTensor<float> forward(const kdist::LayerTensor<float>& x,
 //!                                     const kdist::StepContext&) { ... }
 //!   std::optional<kdist::LayerTensor<float>> backward(const kdist::LayerTensor<float>& dy,
-//!                                                     bool need_input_grad) { ... }
+//!                                                     bool need_input_grad,
+//!                                                     kdist::Gradients<float>& grads) { ... }
 //!   std::vector<kdist::VariableRef<float>> variables() { return {}; }
 //! };
 //! static_assert(kdist::Layer<Scale>);
@@ -37,28 +39,13 @@
 
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/nn/variable.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
-
-//! A trainable variable (`kdist::layers::Variable`): its Keras path ("d1/kernel"), its value and
-//! its gradient, both laid out by the distribution (gradients are sharded exactly like the value).
-template <class DataType>
-struct TrainableVariable {
-  std::string path;
-  DistributedTensor<DataType> value;
-  DistributedTensor<DataType> grad;
-  std::vector<std::size_t> shape() const { return {value.shape().begin(), value.shape().end()}; }
-};
-
-//! A layer's variable as the model sees it: a bias or a norm's scale (rank 1), a dense kernel or
-//! an embedding table (rank 2), an attention projection (d_model, heads, key_dim) or its bias
-//! (rank 3, rank 2), or a convolution kernel (rank 4).
-template <class T>
-using VariableRef = std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*,
-                                 TrainableVariable<T***>*, TrainableVariable<T****>*>;
 
 //! What flows between layers: (batch, features), (batch, sequence, features) or (batch, height,
 //! width, channels).
@@ -79,14 +66,15 @@ template <class L, class T = typename L::value_type>
 concept Layer = std::copy_constructible<L> &&
     requires(L& layer, const L& const_layer, const Shape& input_shape,
              const Distribution& distribution, std::uint64_t seed, const LayerTensor<T>& tensor,
-             const StepContext& context) {
+             const StepContext& context, Gradients<T>& gradients) {
   { const_layer.name() } -> std::convertible_to<std::string>;
   //! Creates the variables for inputs of `input_shape`; returns the output shape.
   { layer.build(input_shape, distribution, seed) } -> std::same_as<Shape>;
   //! The output; keeps what backward needs.
   { layer.forward(tensor, context) } -> std::same_as<LayerTensor<T>>;
-  //! Given dL/d(output), stores the variables' gradients and returns dL/d(input) when asked.
-  { layer.backward(tensor, bool{}) } -> std::same_as<std::optional<LayerTensor<T>>>;
+  //! Given dL/d(output), hands each variable's gradient to `gradients` (any layout, maybe a
+  //! pending sum) and returns dL/d(input) when asked.
+  { layer.backward(tensor, bool{}, gradients) } -> std::same_as<std::optional<LayerTensor<T>>>;
   { layer.variables() } -> std::same_as<std::vector<VariableRef<T>>>;
 };
 
@@ -147,8 +135,9 @@ class AnyLayer {
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
     return self_->forward(x, context);
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
-    return self_->backward(dy, need_input_grad);
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& gradients) {
+    return self_->backward(dy, need_input_grad, gradients);
   }
   std::vector<VariableRef<T>> variables() { return self_->variables(); }
   bool ends_in_softmax() const { return self_->ends_in_softmax(); }
@@ -170,7 +159,7 @@ class AnyLayer {
     virtual std::string name() const = 0;
     virtual Shape build(const Shape&, const Distribution&, std::uint64_t) = 0;
     virtual LayerTensor<T> forward(const LayerTensor<T>&, const StepContext&) = 0;
-    virtual std::optional<LayerTensor<T>> backward(const LayerTensor<T>&, bool) = 0;
+    virtual std::optional<LayerTensor<T>> backward(const LayerTensor<T>&, bool, Gradients<T>&) = 0;
     virtual std::vector<VariableRef<T>> variables() = 0;
     virtual bool ends_in_softmax() const = 0;
     virtual std::string keras_class() const = 0;
@@ -186,8 +175,9 @@ class AnyLayer {
     LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& c) override {
       return layer.forward(x, c);
     }
-    std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need) override {
-      return layer.backward(dy, need);
+    std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need,
+                                           Gradients<T>& gradients) override {
+      return layer.backward(dy, need, gradients);
     }
     std::vector<VariableRef<T>> variables() override { return layer.variables(); }
     bool ends_in_softmax() const override { return detail::ends_in_softmax(layer); }
@@ -207,7 +197,8 @@ class AnyLayer {
                   "it needs value_type, name(), build(kdist::Shape, const kdist::Distribution&, "
                   "std::uint64_t) -> kdist::Shape, forward(const kdist::LayerTensor<T>&, const "
                   "kdist::StepContext&) -> kdist::LayerTensor<T>, backward(const "
-                  "kdist::LayerTensor<T>&, bool) -> std::optional<kdist::LayerTensor<T>>, "
+                  "kdist::LayerTensor<T>&, bool, kdist::Gradients<T>&) -> "
+                  "std::optional<kdist::LayerTensor<T>>, "
                   "variables() -> std::vector<kdist::VariableRef<T>> (kdist/nn/layer.hpp)");
     if constexpr (Layer<L, T>) {
       return std::make_unique<Model<L>>(std::forward<Arg>(layer));
@@ -219,9 +210,12 @@ class AnyLayer {
   std::unique_ptr<Concept> self_;
 };
 
-namespace layers {
-template <class DataType>
-using Variable = TrainableVariable<DataType>;
-}  // namespace layers
+//! Calls f(Variable<...>&) for every variable of `layers`, in layer order (kernel before bias).
+template <class T, class F>
+void for_each_variable(std::vector<AnyLayer<T>>& layers, F&& f) {
+  for (auto& l : layers) {
+    for (auto& ref : l.variables()) std::visit([&](auto* v) { f(*v); }, ref);
+  }
+}
 
 }  // namespace kdist

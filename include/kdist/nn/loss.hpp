@@ -121,6 +121,10 @@ struct CategoricalCrossentropy {
 //! classes) outputs with labels it computes what CategoricalCrossentropy does.
 struct SparseCategoricalCrossentropy : CategoricalCrossentropy {
   std::string name() const { return "sparse_categorical_crossentropy"; }
+  //! It also takes a language model's (batch, sequence, vocabulary) logits with (batch, sequence)
+  //! token ids: the training step computes it vocabulary-parallel, never gathering the logits
+  //! (kdist::sparse_categorical_crossentropy).
+  static constexpr bool takes_sequence_logits = true;
 };
 
 }  // namespace losses
@@ -187,6 +191,9 @@ class AnyLoss {
   std::string name() const { return self_->name(); }
   //! Whether it takes the logits of a final softmax instead (it has sum_from_logits).
   bool fuses_softmax() const { return self_->fuses_softmax(); }
+  //! Whether it is the loss of a language model's (batch, sequence, vocabulary) logits (it
+  //! declares `takes_sequence_logits`, as losses::SparseCategoricalCrossentropy does).
+  bool takes_sequence_logits() const { return self_->takes_sequence_logits(); }
   //! The sum of the per-example losses of the rows of `pred` (the logits of a final softmax when
   //! `from_logits`); writes scale * d(sum)/d(pred) into `*grad` unless `grad` is null.
   double sum(const LossInput<T>& pred, const LossTargets<T>& target, const LossGradient<T>* grad,
@@ -212,6 +219,7 @@ class AnyLoss {
     virtual std::unique_ptr<Concept> clone() const = 0;
     virtual std::string name() const = 0;
     virtual bool fuses_softmax() const = 0;
+    virtual bool takes_sequence_logits() const = 0;
     virtual double sum(const LossInput<T>&, const LossTargets<T>&, const LossGradient<T>*, T,
                        bool) const = 0;
     virtual double sum(const LossInput<T>&, const LossLabels&, const LossGradient<T>*, T,
@@ -222,6 +230,13 @@ class AnyLoss {
     explicit Model(L l) : loss(std::move(l)) {}
     std::unique_ptr<Concept> clone() const override { return std::make_unique<Model>(loss); }
     std::string name() const override { return std::string(loss.name()); }
+    bool takes_sequence_logits() const override {
+      if constexpr (requires { requires L::takes_sequence_logits; }) {
+        return true;
+      } else {
+        return false;
+      }
+    }
     bool fuses_softmax() const override {
       return requires(const LossInput<T>& z, const LossTargets<T>& y) {
         loss.sum_from_logits(z, y);

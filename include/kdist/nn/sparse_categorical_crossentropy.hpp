@@ -20,7 +20,7 @@
 //! // logits: (batch, seq, vocab) laid out ("data", None, "model"); targets: this process's rows
 //! kdist::SparseTargets targets("targets", logits.local_extents()[0], logits.local_extents()[1]);
 //! auto [loss, dlogits] = kdist::sparse_categorical_crossentropy(logits, targets);
-//! lm_head.backward(dlogits, true);
+//! kdist::backward_and_resolve(lm_head, LayerTensor<float>(dlogits), true);
 //! \endcode
 
 #include <cstddef>

@@ -19,7 +19,7 @@
 //! Each also takes Keras' `global_clipnorm` (`set_global_clipnorm(1.0)`, or
 //! `kdist::Adam().with_global_clipnorm(1.0)`): kdist::Sequential then scales all gradients by
 //! `clipnorm / max(global_norm, clipnorm)` before the step, the norm taken over every shard of
-//! every gradient (kdist/nn/gradient_clipping.hpp). `update` itself never clips: a gradient block
+//! every gradient (kdist/nn/train/gradient_clipping.hpp). `update` itself never clips: a gradient block
 //! cannot see the global norm.
 
 #include <Eigen/Core>

@@ -2,7 +2,7 @@
 //! \file parallel/collective_request.hpp
 //! Non-blocking collectives: `kdist::start_all_reduce(space, send, recv, op, comm)` starts an
 //! MPI_Iallreduce and returns a `kdist::CollectiveRequest`; work done before `request.wait()`
-//! overlaps the reduction (the data-parallel gradient sync of kdist/nn/gradient_sync.hpp starts
+//! overlaps the reduction (the data-parallel gradient sync of kdist/nn/train/gradient_sync.hpp starts
 //! each gradient's all-reduce this way and waits for it just before the optimizer needs it).
 //!
 //! - MPI moves data only inside MPI calls unless the MPI library runs a progress thread (MPICH:
@@ -192,7 +192,7 @@ namespace detail {
 //! Starts an in-place MPI_Iallgatherv over `comm` of `buffer`, in elements of `type`: this
 //! process's part is already at its displacement. `counts` and `displs` (one per process) outlive
 //! the request. For buffers kdist packs itself (the optimizer state's parts, the variables owned
-//! whole: nn/gradient_sync.hpp, nn/optimizer_state_shards.hpp); `what` names the call in errors.
+//! whole: nn/train/gradient_sync.hpp, nn/train/optimizer_state_shards.hpp); `what` names the call in errors.
 inline CollectiveRequest start_all_gather_v_in_place(void* buffer, const int* counts,
                                                      const int* displs, MPI_Datatype type,
                                                      MPI_Comm comm, const char* what) {

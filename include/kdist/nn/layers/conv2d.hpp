@@ -23,7 +23,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
@@ -137,7 +137,8 @@ class BasicConv2D {
     return y_;
   }
 
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy_in, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy_in, bool need_input_grad,
+                                         Gradients<T>& grads) {
     const auto& dy0 = kdist::detail::layer_input_as<Images>(dy_in, "Conv2D '" + name_ + "'",
                                                             "its gradient has its output's rank");
     // dy in the layout the output was computed in, in a block of its own (relu writes into it).
@@ -153,14 +154,13 @@ class BasicConv2D {
     const auto& ks = kernel_.value.shape();
     const auto dk = dk_views_.get(name_ + "/dk", ks[0], ks[1], ks[2], k_.local().extent(3));
     ops::conv2d_backward_kernel(x_.local(), dy.local(), dk, ops::AutoBackend{}, scratch());
-    auto dk_pending = Images::from_local(dk, ks, *compute_kernel_layout_, batch.names());
-    reduce_gradient_into(dk_pending, kernel_.grad);
+    grads.add(kernel_, Images::from_local(dk, ks, *compute_kernel_layout_, batch.names()));
     if (use_bias_) {
       const auto db = db_views_.get(name_ + "/db", dy.local().extent(3));
       ops::bias_grad(as_rows(dy.local()), db);
-      auto pending = Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
-                                        batch.names());
-      reduce_gradient_into(pending, bias_->grad);
+      grads.add(*bias_,
+                Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
+                                   batch.names()));
     }
     if (!need_input_grad) return std::nullopt;
     // dx: each process holds the part of the sum over its filters: pending over the filter axes.

@@ -30,7 +30,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/ops/activations.hpp>
@@ -92,15 +92,16 @@ class BasicDense {
                        "kdist::layers::Flatten before it"),
                    context.output_logits);
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& grads) {
     if (const auto* t3 = std::get_if<Tensor3>(&dy)) {
-      auto dx = backward(*t3, need_input_grad);
+      auto dx = backward(*t3, need_input_grad, grads);
       if (!dx) return std::nullopt;
       return LayerTensor<T>(std::move(*dx));
     }
     auto dx = backward(kdist::detail::layer_input_as<Matrix>(dy, "Dense '" + name_ + "'",
                                                              "its gradient has its output's rank"),
-                       need_input_grad);
+                       need_input_grad, grads);
     if (!dx) return std::nullopt;
     return LayerTensor<T>(std::move(*dx));
   }
@@ -165,9 +166,10 @@ class BasicDense {
     return z;
   }
 
-  //! Given dL/dy (laid out as y), accumulates the variables' gradients and returns dL/dx (laid
-  //! out as x) when `need_input_grad`.
-  std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad) {
+  //! Given dL/dy (laid out as y), hands the kernel's and the bias' gradients to `grads` (pending
+  //! sums over the batch axes when the batch is sharded) and returns dL/dx (laid out as x) when
+  //! `need_input_grad`.
+  std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad, Gradients<T>& grads) {
     Matrix dz = dy;
     const bool fused = use_bias_ && activation_ == Activation::relu;  // as in forward
     std::optional<typename Vector::view_type> db;
@@ -186,28 +188,24 @@ class BasicDense {
       dz = Matrix::from_local(d, dz.shape(), dz.layout(), dz.partial_axes());
     }
     // dW = x^T dz: the batch is the contraction, so data-sharded rows leave a pending sum over
-    // the batch axes, resolved into the kernel's layout (the data-parallel all-reduce). The
-    // product goes straight into the gradient's block when it fits there (the all-reduce then
-    // runs in place: no copy, no 600 KB allocation and page faults per step).
+    // the batch axes, which the step resolves into the kernel's layout (the data-parallel
+    // all-reduce). The product goes straight into the gradient's block when it fits there (the
+    // all-reduce then runs in place: no copy, no 600 KB allocation and page faults per step).
     auto dw = matmul(x_, dz, ops::Op::transpose, ops::Op::none, kernel_.grad.local());
-    if (dw.is_partial()) {
-      if (dw.local_summand().data() == kernel_.grad.local().data() &&
-          !(dw.layout() == kernel_.grad.layout())) {
-        // Not a plain all-reduce (a reduce-scatter, say): the summand moves out of the way.
-        const auto summand = dw_views_.get_like("kdist::Dense::dw", dw.local_summand());
-        Kokkos::deep_copy(summand, dw.local_summand());
-        dw = Matrix::from_local(summand, dw.shape(), dw.layout(), dw.partial_axes());
-      }
-      reduce_gradient_into(dw, kernel_.grad);
-    } else {
-      kernel_.grad = redistribute(dw, kernel_.value.layout());
+    if (dw.local_summand().data() == kernel_.grad.local().data() &&
+        !(dw.layout() == kernel_.grad.layout())) {
+      // Not a plain all-reduce or the block itself (a reduce-scatter, say): the product moves
+      // out of the way of what is written into the gradient.
+      const auto summand = dw_views_.get_like("kdist::Dense::dw", dw.local_summand());
+      Kokkos::deep_copy(summand, dw.local_summand());
+      dw = Matrix::from_local(summand, dw.shape(), dw.layout(), dw.partial_axes());
     }
+    grads.add(kernel_, dw);
     if (use_bias_) {
       if (!fused) ops::bias_grad(dz.local(), *db);
       RuntimeTensorLayout col_layout({dz.layout().axes()[1]}, dz.layout().device_mesh());
       auto partial = dz.layout().axes()[0].names();
-      auto pending = Vector::from_local(*db, {units_}, col_layout, partial);
-      reduce_gradient_into(pending, bias_->grad);
+      grads.add(*bias_, Vector::from_local(*db, {units_}, col_layout, partial));
     }
     if (!need_input_grad) return std::nullopt;
     auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose, dx_views_);
@@ -272,10 +270,10 @@ class BasicDense {
     return z;
   }
 
-  //! Given dL/dy of the last rank-3 forward (any layout; moved to y's), stores the kernel and
-  //! bias gradients (overwriting them) and returns dL/dx laid out as x was, when
-  //! `need_input_grad`.
-  std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad) {
+  //! Given dL/dy of the last rank-3 forward (any layout; moved to y's), hands the kernel and bias
+  //! gradients to `grads` (pending sums over the rows' axes) and returns dL/dx laid out as x was,
+  //! when `need_input_grad`.
+  std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad, Gradients<T>& grads) {
     const RuntimeDeviceMesh& mesh = y3_.device_mesh();
     const Tensor3 dy = redistribute(dy_in, y3_.layout(), dy3_moved_);
     Tensor3 dz = dy;
@@ -301,15 +299,13 @@ class BasicDense {
     const auto dw = dw_views_.get(name_ + "/dw", kc.local().extent(0), kc.local().extent(1));
     const auto xcl = contiguous(x3c_.local());
     ops::matmul(rows_of(xcl), dzm, dw, ops::Op::transpose, ops::Op::none);
-    reduce_gradient_into(Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes),
-                         kernel_.grad);
+    grads.add(kernel_, Matrix::from_local(dw, kernel_.value.shape(), *kc_layout_, row_axes));
     if (use_bias_) {
       const auto db = db_views_.get(name_ + "/db", dzm.extent(1));
       ops::bias_grad(dzm, db);
-      reduce_gradient_into(
-          Vector::from_local(db, {units_}, RuntimeTensorLayout({kc_layout_->axes()[1]}, mesh),
-                             row_axes),
-          bias_->grad);
+      grads.add(*bias_,
+                Vector::from_local(db, {units_}, RuntimeTensorLayout({kc_layout_->axes()[1]}, mesh),
+                                   row_axes));
     }
     if (!need_input_grad) return std::nullopt;
     const auto& xl = x3c_.local();

@@ -46,7 +46,8 @@ class BasicDropout {
     return std::visit(
         [&](const auto& t) -> LayerTensor<T> { return forward(t, context.seed, context.step); }, x);
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& /*no variables*/) {
     if (!need_input_grad) return std::nullopt;
     if (!active_) return dy;
     return std::visit([&](const auto& t) -> LayerTensor<T> { return backward(t); }, dy);

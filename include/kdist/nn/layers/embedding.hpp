@@ -27,7 +27,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/embedding.hpp>
 #include <kdist/ops/random.hpp>
@@ -84,10 +84,12 @@ class BasicEmbedding {
     return forward(kdist::detail::layer_input_as<Tokens>(
         x, "Embedding '" + name_ + "'", "give it token ids of shape (batch, sequence)"));
   }
-  //! Stores the table's gradient; tokens have none (std::nullopt, as in Keras).
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool /*need_input_grad*/) {
+  //! Hands the table's gradient to `grads`; tokens have none (std::nullopt, as in Keras).
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool /*need_input_grad*/,
+                                         Gradients<T>& grads) {
     backward(kdist::detail::layer_input_as<Sequence>(dy, "Embedding '" + name_ + "'",
-                                                     "its gradient has its output's rank"));
+                                                     "its gradient has its output's rank"),
+             grads);
     return std::nullopt;
   }
   std::vector<VariableRef<T>> variables() { return {&table_}; }
@@ -149,9 +151,9 @@ class BasicEmbedding {
     return redistribute(pending, output_layout_ ? *output_layout_ : target, y_moved_);
   }
 
-  //! Given dL/dy (batch, seq, output_dim) in any layout, stores the table's gradient in
-  //! `embeddings().grad` (laid out as the table). Collective.
-  void backward(const Sequence& dy_in) {
+  //! Given dL/dy (batch, seq, output_dim) in any layout, hands the table's gradient to `grads`
+  //! (a pending sum over the axes sharding the tokens). Collective.
+  void backward(const Sequence& dy_in, Gradients<T>& grads) {
     const Sequence dy = redistribute(dy_in, *rows_layout_, dy_moved_);
     const auto& g = table_.grad;
     const auto extents = compute_layout_->local_extents(g.shape(), g.device());
@@ -161,8 +163,7 @@ class BasicEmbedding {
     // Each process scattered its tokens' rows: a pending sum over the axes that shard them.
     std::vector<std::string> partial = rows_layout_->axes()[0].names();
     for (const auto& a : rows_layout_->axes()[1].names()) partial.push_back(a);
-    auto pending = Table::from_local(dt, g.shape(), *compute_layout_, partial);
-    reduce_gradient_into(pending, table_.grad);
+    grads.add(table_, Table::from_local(dt, g.shape(), *compute_layout_, partial));
   }
 
  private:

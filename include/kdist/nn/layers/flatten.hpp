@@ -60,7 +60,8 @@ class BasicFlatten {
     return x;  // already (batch, features)
   }
 
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& /*no variables*/) {
     if (!need_input_grad) return std::nullopt;
     if (!gathered_layout_) return dy;  // the identity on (batch, features)
     const auto& m = kdist::detail::layer_input_as<Matrix>(dy, "Flatten '" + name_ + "'",

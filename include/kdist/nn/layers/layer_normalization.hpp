@@ -20,7 +20,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/ops/layer_norm.hpp>
@@ -72,16 +72,17 @@ class BasicLayerNormalization {
         x, "LayerNormalization '" + name_ + "'",
         "give it (batch, features) or (batch, sequence, features) tensors"));
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& grads) {
     if (const auto* m = std::get_if<Matrix>(&dy)) {
-      auto dx = backward(*m, need_input_grad);
+      auto dx = backward(*m, need_input_grad, grads);
       if (!dx) return std::nullopt;
       return LayerTensor<T>(std::move(*dx));
     }
     auto dx =
         backward(kdist::detail::layer_input_as<Sequence>(dy, "LayerNormalization '" + name_ + "'",
                                                          "its gradient has its output's rank"),
-                 need_input_grad);
+                 need_input_grad, grads);
     if (!dx) return std::nullopt;
     return LayerTensor<T>(std::move(*dx));
   }
@@ -129,13 +130,13 @@ class BasicLayerNormalization {
   Matrix forward(const Matrix& x) { return forward_impl(x); }
   //! The normalised rows of `x` (batch, seq, features), in any layout. Collective.
   Sequence forward(const Sequence& x) { return forward_impl(x); }
-  //! Given dL/dy, stores gamma's and beta's gradients and returns dL/dx (laid out as the input)
-  //! when `need_input_grad`. Collective.
-  std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad = true) {
-    return backward_impl(dy, need_input_grad);
+  //! Given dL/dy, hands gamma's and beta's gradients to `grads` (pending sums over the rows'
+  //! axes) and returns dL/dx (laid out as the input) when `need_input_grad`. Collective.
+  std::optional<Matrix> backward(const Matrix& dy, bool need_input_grad, Gradients<T>& grads) {
+    return backward_impl(dy, need_input_grad, grads);
   }
-  std::optional<Sequence> backward(const Sequence& dy, bool need_input_grad = true) {
-    return backward_impl(dy, need_input_grad);
+  std::optional<Sequence> backward(const Sequence& dy, bool need_input_grad, Gradients<T>& grads) {
+    return backward_impl(dy, need_input_grad, grads);
   }
 
  private:
@@ -219,7 +220,8 @@ class BasicLayerNormalization {
   }
 
   template <class Tensor>
-  std::optional<Tensor> backward_impl(const Tensor& dy_in, bool need_input_grad) {
+  std::optional<Tensor> backward_impl(const Tensor& dy_in, bool need_input_grad,
+                                      Gradients<T>& grads) {
     const Tensor* x = std::get_if<Tensor>(&x_);
     if (!x) {
       throw ValueError(who() +
@@ -238,14 +240,8 @@ class BasicLayerNormalization {
     const auto dbeta = dbeta_views_.get("dbeta", features_);
     ops::layer_norm_backward_params(x_rows_, dy_rows, mean_, rstd_, dgamma, dbeta);
     RuntimeTensorLayout replicated({DimAxes()}, mesh);
-    if (gamma_) {
-      reduce_gradient_into(Vector::from_local(dgamma, {features_}, replicated, partial),
-                           gamma_->grad);
-    }
-    if (beta_) {
-      reduce_gradient_into(Vector::from_local(dbeta, {features_}, replicated, partial),
-                           beta_->grad);
-    }
+    if (gamma_) grads.add(*gamma_, Vector::from_local(dgamma, {features_}, replicated, partial));
+    if (beta_) grads.add(*beta_, Vector::from_local(dbeta, {features_}, replicated, partial));
     if (!need_input_grad) return std::nullopt;
     auto dx = gradients_.get_like(name_ + "/dx", dy.local());
     ops::layer_norm_backward_input(x_rows_, dy_rows, gamma_whole_, mean_, rstd_, as_rows(dx));

@@ -47,7 +47,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
@@ -134,11 +134,12 @@ class BasicMultiHeadAttention {
     return forward(kdist::detail::layer_input_as<Tensor3>(
         x, "MultiHeadAttention '" + name_ + "'", "give it (batch, sequence, features) tensors"));
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& grads) {
     auto dx = backward(kdist::detail::layer_input_as<Tensor3>(
                            dy, "MultiHeadAttention '" + name_ + "'",
                            "its gradient has its output's rank, (batch, sequence, features)"),
-                       need_input_grad);
+                       need_input_grad, grads);
     if (!dx) return std::nullopt;
     return LayerTensor<T>(std::move(*dx));
   }
@@ -249,9 +250,9 @@ class BasicMultiHeadAttention {
     return out;
   }
 
-  //! Given dL/dy (laid out as y), stores the gradients of every variable (in its layout) and
-  //! returns dL/dx (laid out as x) when `need_input_grad`.
-  std::optional<Tensor3> backward(const Tensor3& dy, bool need_input_grad = true) {
+  //! Given dL/dy (laid out as y), hands every variable's gradient to `grads` (pending sums over
+  //! the batch axes) and returns dL/dx (laid out as x) when `need_input_grad`.
+  std::optional<Tensor3> backward(const Tensor3& dy, bool need_input_grad, Gradients<T>& grads) {
     require_built("backward");
     if (!forwarded_) {
       throw ValueError("kdist::layers::MultiHeadAttention '" + name_ +
@@ -267,14 +268,14 @@ class BasicMultiHeadAttention {
     if (use_bias_) {
       const auto db = dbias_out_views_.get("kdist::MHA::dbias_out", d);
       ops::bias_grad(dym, db);
-      set_grad(*output_bias_,
-               Tensor1::from_local(db, {d}, RuntimeTensorLayout({DimAxes()}, mesh), batch));
+      grads.add(*output_bias_,
+                Tensor1::from_local(db, {d}, RuntimeTensorLayout({DimAxes()}, mesh), batch));
     }
     const RuntimeTensorLayout heads_first({head_axes_, DimAxes(), DimAxes()}, mesh);
     const auto dwo = dkernel_out_views_.get("kdist::MHA::dkernel_out", hl_, k, d);
     ops::matmul(matrix(attn_, rows, hl_ * k), dym, matrix(dwo, hl_ * k, d), ops::Op::transpose,
                 ops::Op::none);
-    set_grad(output_kernel_, Tensor3::from_local(dwo, {h, k, d}, heads_first, batch));
+    grads.add(output_kernel_, Tensor3::from_local(dwo, {h, k, d}, heads_first, batch));
 
     const View4 dattn = dattn_views_.get("kdist::MHA::dattention", bl, seq, hl_, k);
     ops::matmul(dym, matrix(wo_c_.local(), hl_ * k, d), matrix(dattn, rows, hl_ * k), ops::Op::none,
@@ -302,11 +303,11 @@ class BasicMultiHeadAttention {
       auto gm = matrix(dproj[p], rows, hl_ * k);
       const auto dw = dkernel_views_.get("kdist::MHA::dkernel", d, hl_, k);
       ops::matmul(xm, gm, matrix(dw, d, hl_ * k), ops::Op::transpose, ops::Op::none);
-      set_grad(kernels_[p], Tensor3::from_local(dw, {d, h, k}, kernel_c, batch));
+      grads.add(kernels_[p], Tensor3::from_local(dw, {d, h, k}, kernel_c, batch));
       if (use_bias_) {
         const auto db = dbias_views_.get("kdist::MHA::dbias", hl_, k);
         ops::bias_grad(gm, vector(db, hl_ * k));
-        set_grad(*biases_[p], Tensor2::from_local(db, {h, k}, bias_c, batch));
+        grads.add(*biases_[p], Tensor2::from_local(db, {h, k}, bias_c, batch));
       }
       if (need_input_grad) {
         ops::matmul(gm, matrix(w_c_[p].local(), d, hl_ * k), matrix(dx, rows, d), ops::Op::none,
@@ -413,12 +414,6 @@ class BasicMultiHeadAttention {
     for (std::size_t i = 0; i < s.size(); ++i) s[i] = shape[i];
     return Variable<DataType>{path, Tensor::zeros(s, layout, path),
                               Tensor::zeros(s, layout, path + "/grad")};
-  }
-
-  //! Resolves a gradient (maybe a pending sum) into the variable's gradient, in its layout.
-  template <class DataType>
-  static void set_grad(Variable<DataType>& v, const DistributedTensor<DataType>& g) {
-    reduce_gradient_into(g, v.grad);
   }
 
   std::size_t num_heads_, key_dim_;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include <kdist/core/error.hpp>
-#include <kdist/nn/gradient_sync.hpp>
+#include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/ops/elementwise.hpp>
@@ -84,11 +84,12 @@ class BasicPositionEmbedding {
     return forward(kdist::detail::layer_input_as<Tensor3>(x, "PositionEmbedding '" + name_ + "'",
                                                           "put it after an Embedding"));
   }
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& grads) {
     auto dx =
         backward(kdist::detail::layer_input_as<Tensor3>(dy, "PositionEmbedding '" + name_ + "'",
                                                         "its gradient has its output's rank"),
-                 need_input_grad);
+                 need_input_grad, grads);
     if (!dx) return std::nullopt;
     return LayerTensor<T>(std::move(*dx));
   }
@@ -108,8 +109,9 @@ class BasicPositionEmbedding {
       return redistribute(out, *output_layout_, y_moved_);
     return out;
   }
-  //! Stores the table's gradient (the sum of dy over the batch); returns dy in the input's layout.
-  std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad) {
+  //! Hands the table's gradient (the sum of dy over the batch) to `grads`; returns dy in the
+  //! input's layout.
+  std::optional<Tensor3> backward(const Tensor3& dy_in, bool need_input_grad, Gradients<T>& grads) {
     if (!layout_) {
       throw ValueError("kdist::layers::PositionEmbedding '" + name_ + "': backward before forward");
     }
@@ -127,8 +129,7 @@ class BasicPositionEmbedding {
     }
     const auto dp = dp_views_.get(name_ + "/dp", dy.local().extent(1), dy.local().extent(2));
     ops::sum_over_batch(dy.local(), dp);
-    reduce_gradient_into(Table::from_local(dp, table_.value.shape(), table_layout, over),
-                         table_.grad);
+    grads.add(table_, Table::from_local(dp, table_.value.shape(), table_layout, over));
     if (!need_input_grad) return std::nullopt;
     return dy;
   }

@@ -94,7 +94,9 @@ class BasicResidual {
         x);
   }
 
-  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad) {
+  //! dL/dx = dL/dy + f'(x)^T dL/dy; the inner layers hand their gradients to `grads`.
+  std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
+                                         Gradients<T>& grads) {
     return std::visit(
         [&](const auto& dyt) -> std::optional<LayerTensor<T>> {
           using Tensor = std::decay_t<decltype(dyt)>;
@@ -103,7 +105,7 @@ class BasicResidual {
           }
           LayerTensor<T> dh = LayerTensor<T>(redistribute(dyt, *inner_layout_, dh_moved_));
           for (std::size_t i = inner_.size(); i-- > 0;) {
-            auto d = inner_[i].backward(dh, need_input_grad || i > 0);
+            auto d = inner_[i].backward(dh, need_input_grad || i > 0, grads);
             if (d) dh = std::move(*d);
           }
           if (!need_input_grad) return std::nullopt;

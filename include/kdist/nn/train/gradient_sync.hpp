@@ -1,12 +1,13 @@
 #pragma once
-//! \file nn/gradient_sync.hpp
-//! How the gradients of data-parallel replicas are summed while the backward pass goes on (PyTorch
-//! DDP's buckets): `kdist::reduce_gradient_into(pending, variable.grad)`, which layers call with a
-//! gradient that is a pending sum over the batch axes, and the `kdist::GradientSyncOptions` of
-//! kdist::Sequential (`set_gradient_sync`).
+//! \file nn/train/gradient_sync.hpp
+//! How the training step sums the gradients of data-parallel replicas while the backward pass goes
+//! on (PyTorch DDP's buckets, llm.c's backward-and-reduce): each layer hands its variables'
+//! gradients back from its backward (kdist::Gradients, often pending sums over the batch axes),
+//! and `GradientSync::resolve` takes them as soon as that layer's backward returns; and the
+//! `kdist::GradientSyncOptions` of kdist::Sequential (`set_gradient_sync`).
 //!
-//! Inside Sequential's backward pass (a detail::GradientSyncScope), a pending sum that resolves
-//! into the gradient by a plain all-reduce, on host memory, is not reduced on the spot:
+//! A pending sum that resolves into the gradient by a plain all-reduce, on host memory, is not
+//! reduced on the spot:
 //! - a gradient of at least `bucket_bytes` starts its own non-blocking all-reduce
 //!   (kdist::start_all_reduce), from the summand into the gradient's block;
 //! - smaller ones are copied into a bucket (one per communicator and type), and the bucket's
@@ -15,17 +16,18 @@
 //! - the optimizer waits for each variable's gradient just before updating it, in the order
 //!   the gradients became ready (the last layer's first), so it updates the first variables while
 //!   the last all-reduces are still under way.
-//! With `shard_optimizer_state` (ZeRO-1, kdist/nn/optimizer_state_shards.hpp) a gradient whose
-//! optimizer state is split in parts is reduce-scattered instead (never bucketed), and the
+//! With `shard_optimizer_state` (ZeRO-1, kdist/nn/train/optimizer_state_shards.hpp) a gradient
+//! whose optimizer state is split in parts is reduce-scattered instead (never bucketed), and the
 //! optimizer all-gathers the variable's updated parts (all_gather_parts); a small variable owned
 //! whole by one process keeps its place in a bucket, and its owner's update reaches the other
 //! processes in one all-gather of every owned variable (gather_owned, start_owned_gathers). Both
 //! are waited for at the step's end.
 //! With `overlap` off every all-reduce starts after the backward pass (the same buckets). Any
-//! other case (no scope, device memory, a reduce-scatter into a sharded gradient) is the
-//! blocking kdist::redistribute_into. The sums are those of the blocking path bit for bit on 2
-//! processes; on more, MPI may add the summands in another order for another message size.
-//! The settings must be the same on every process (checked when Sequential compiles).
+//! other case (device memory, a reduce-scatter into a sharded gradient, a gradient already in the
+//! variable's layout) is the blocking kdist::redistribute_into. The sums are those of the blocking
+//! path bit for bit on 2 processes; on more, MPI may add the summands in another order for another
+//! message size. The settings must be the same on every process (checked when Sequential
+//! compiles).
 
 #include <mpi.h>
 
@@ -37,7 +39,9 @@
 #include <cstring>
 #include <functional>
 #include <kdist/core/error.hpp>
-#include <kdist/nn/optimizer_state_shards.hpp>
+#include <kdist/nn/gradients.hpp>
+#include <kdist/nn/train/optimizer_state_shards.hpp>
+#include <kdist/nn/variable.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
@@ -61,7 +65,7 @@ struct GradientSyncOptions {
   //! Gradients under this many bytes share buckets of about this size; larger ones are reduced
   //! on their own, in place. 0: every gradient on its own (`KDIST_GRADIENT_BUCKET_KB`, KiB).
   std::size_t bucket_bytes = std::size_t{256} << 10;
-  //! ZeRO stage 1 (kdist/nn/optimizer_state_shards.hpp): the P processes along the batch axis
+  //! ZeRO stage 1 (kdist/nn/train/optimizer_state_shards.hpp): the P processes along the batch axis
   //! share the optimizer state of every replicated variable. One of at least `bucket_bytes` (all
   //! of them when that is 0) is split in P parts: its gradient reduce-scattered, each part
   //! updated by its process, the parts all-gathered. A smaller one is owned whole by one process
@@ -251,6 +255,22 @@ class GradientSync {
     targets_.push_back({gradient.data(), kOpen, offset, bytes});
     bucket.targets.push_back(targets_.size() - 1);
     if (bucket.used >= options_.bucket_bytes) close_bucket(b);
+  }
+
+  //! Takes the gradients one layer's backward handed back (then forgets them): each is summed
+  //! into its variable's `grad` now or later (see the file's comment); wait_for(grad's block)
+  //! waits for it. Errors: those of kdist::redistribute_into.
+  template <class T>
+  void resolve(Gradients<T>& gradients) {
+    for (const auto& e : gradients.entries()) {
+      std::visit(
+          [&](auto* v) {
+            using Tensor = std::decay_t<decltype(v->grad)>;
+            resolve_into(std::get<Tensor>(e.gradient), *v);
+          },
+          e.variable);
+    }
+    gradients.clear();
   }
 
   //! Starts gathering the updated parts of the variable block `value` (its optimizer state
@@ -514,6 +534,29 @@ class GradientSync {
     }
   }
 
+  //! One gradient: a plain all-reduce on host memory is submitted, anything else resolved now.
+  template <class DataType>
+  void resolve_into(const DistributedTensor<DataType>& pending, TrainableVariable<DataType>& v) {
+    using Tensor = DistributedTensor<DataType>;
+    auto& gradient = v.grad;
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                             typename Tensor::memory_space>::accessible) {
+      if (pending.is_partial() && !gradient.is_partial() && pending.shape() == gradient.shape()) {
+        detail::check_same_mesh(pending, gradient.layout());
+        const RedistributePlan plan = detail::plan_for(pending, gradient.layout());
+        if (plan.steps.size() == 1 &&
+            plan.steps.front().kind == RedistributeStep::Kind::all_reduce) {
+          const auto& comm = communicators(pending.device_mesh())
+                                 .comm(std::span<const std::string>(plan.steps.front().axes));
+          submit(pending.local_summand(), gradient.local(), comm.get());
+          return;
+        }
+      }
+    }
+    wait_for(gradient.local().data());
+    Gradients<typename Tensor::value_type>::resolve_into(pending, v);
+  }
+
   GradientSyncOptions options_;
   std::vector<std::pair<const void*, StateShard>> shards_;
   std::vector<Launch> launches_;
@@ -526,51 +569,6 @@ class GradientSync {
   GradientSyncCounts counts_;
 };
 
-//! The GradientSync of the backward pass under way on this thread (none outside one).
-inline GradientSync*& active_gradient_sync() noexcept {
-  static thread_local GradientSync* active = nullptr;
-  return active;
-}
-
-//! Makes `sync` the active one for its lifetime (Sequential's backward pass).
-class GradientSyncScope {
- public:
-  explicit GradientSyncScope(GradientSync& sync) noexcept
-      : previous_(std::exchange(active_gradient_sync(), &sync)) {}
-  GradientSyncScope(const GradientSyncScope&) = delete;
-  GradientSyncScope& operator=(const GradientSyncScope&) = delete;
-  ~GradientSyncScope() { active_gradient_sync() = previous_; }
-
- private:
-  GradientSync* previous_;
-};
-
 }  // namespace detail
-
-//! Writes the sum of the pending sum `pending` into `gradient`, a variable's gradient block in the
-//! variable's layout: kdist::redistribute_into, except inside kdist::Sequential's backward pass,
-//! where a plain all-reduce on host memory is started without blocking and completed before the
-//! optimizer reads the gradient (gradient_sync.hpp). Errors: those of kdist::redistribute_into.
-template <class DataType, class MemorySpace>
-void reduce_gradient_into(
-    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& pending,
-    DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& gradient) {
-  detail::GradientSync* sync = detail::active_gradient_sync();
-  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
-    if (sync != nullptr && pending.is_partial() && !gradient.is_partial() &&
-        pending.shape() == gradient.shape()) {
-      detail::check_same_mesh(pending, gradient.layout());
-      const RedistributePlan plan = detail::plan_for(pending, gradient.layout());
-      if (plan.steps.size() == 1 && plan.steps.front().kind == RedistributeStep::Kind::all_reduce) {
-        const auto& comm = communicators(pending.device_mesh())
-                               .comm(std::span<const std::string>(plan.steps.front().axes));
-        sync->submit(pending.local_summand(), gradient.local(), comm.get());
-        return;
-      }
-    }
-  }
-  if (sync != nullptr) sync->wait_for(gradient.local().data());
-  redistribute_into(pending, gradient);
-}
 
 }  // namespace kdist

@@ -1,5 +1,5 @@
 #pragma once
-//! \file nn/gradient_clipping.hpp
+//! \file nn/train/gradient_clipping.hpp
 //! Keras' `global_clipnorm` across shards: `kdist::global_norm(tensors...)` is the L2 norm of all
 //! the elements of all the (distributed) tensors, as Keras' `global_norm(value_list)` computes it
 //! on full tensors, and `kdist::clip_by_global_norm(clipnorm, tensors...)` scales them all by
@@ -122,7 +122,7 @@ class GlobalNorm {
   }
   //! Adds the squares of elements [begin, begin + count) of this process's block of `t`: its
   //! part of a block whose parts the processes along mesh axes `part_axes` hold (a sharded
-  //! optimizer state's gradient, kdist/nn/optimizer_state_shards.hpp), once per replica along the
+  //! optimizer state's gradient, kdist/nn/train/optimizer_state_shards.hpp), once per replica along the
   //! other axes. Errors: kdist::ValueError for a pending sum.
   template <class DataType, class MemorySpace>
   void add_part(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,

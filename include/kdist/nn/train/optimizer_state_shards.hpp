@@ -1,5 +1,5 @@
 #pragma once
-//! \file nn/optimizer_state_shards.hpp
+//! \file nn/train/optimizer_state_shards.hpp
 //! Optimizer state sharded over the data-parallel processes (ZeRO stage 1; PyTorch's
 //! ZeroRedundancyOptimizer, DeepSpeed's `zero_optimization.stage = 1`): a variable replicated over
 //! the batch axis keeps its full value on every process, but each of the P processes along that
@@ -26,8 +26,9 @@
 //! where splitting each would cost two of its own (38 small gradients in the GPT of
 //! docs/benchmarks.md).
 //!
-//! kdist::Sequential decides which variables are sharded and keeps their state
-//! (kdist/nn/model.hpp); the gradient sync starts the collectives (kdist/nn/gradient_sync.hpp).
+//! The training step decides which variables are sharded and keeps their state
+//! (kdist/nn/train/optimizer_state.hpp); the gradient sync starts the collectives
+//! (kdist/nn/train/gradient_sync.hpp).
 
 #include <mpi.h>
 

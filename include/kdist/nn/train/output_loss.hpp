@@ -1,0 +1,275 @@
+#pragma once
+//! \file nn/train/output_loss.hpp
+//! `detail::OutputLoss<T>`: the training step's loss on the last layer's output, routed by what
+//! the output and the loss are:
+//! - (batch, outputs) rows against integer labels or (rows, outputs) targets: the loss's `sum`
+//!   over this process's rows (the logits of a final softmax when the loss fuses it), whole rows
+//!   gathered first; accuracy with labels;
+//! - a language model's (batch, sequence, vocabulary) logits against (batch, sequence) token ids,
+//!   for a loss that takes them (AnyLoss::takes_sequence_logits): the vocabulary-parallel sparse
+//!   cross-entropy, the logits never gathered.
+//! It writes d loss / d output (scaled by 1 / global batch) in the layout the last layer produced,
+//! and sums the metrics over the processes holding distinct rows with a non-blocking all-reduce
+//! that runs under the backward pass (start ... finish).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/core/error.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/loss.hpp>
+#include <kdist/nn/sparse_categorical_crossentropy.hpp>
+#include <kdist/nn/train/metrics.hpp>
+#include <kdist/ops/losses.hpp>
+#include <kdist/parallel/collective_request.hpp>
+#include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/tensor/redistribute.hpp>
+#include <kdist/tensor/reusable_views.hpp>
+#include <kdist/tensor/tensor.hpp>
+
+namespace kdist::detail {
+
+//! picked(i, j) = y(i + r0, j + c0) as an int32 token id (a free function: nvcc takes no
+//! KOKKOS_LAMBDA in a private member function).
+using PickedTargets =
+    Kokkos::View<std::int32_t**, Kokkos::LayoutRight, typename SparseTargets::memory_space>;
+template <class YV>
+void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std::size_t c0) {
+  using Exec = typename PickedTargets::execution_space;
+  Kokkos::parallel_for(
+      "kdist::Sequential::targets",
+      Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(
+          {0, 0}, {static_cast<std::int64_t>(picked.extent(0)),
+                   static_cast<std::int64_t>(picked.extent(1))}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
+        picked(i, j) = static_cast<std::int32_t>(y(i + r0, j + c0));
+      });
+}
+
+template <class T>
+class OutputLoss {
+ public:
+  using Matrix = DistributedTensor<T**>;
+
+  OutputLoss() = default;
+  //! A copy takes the loss, nothing of a step under way.
+  OutputLoss(const OutputLoss& other) : loss_(other.loss_), fused_softmax_(other.fused_softmax_) {}
+  OutputLoss& operator=(const OutputLoss& other) {
+    if (this != &other) {
+      request_.wait();
+      loss_ = other.loss_;
+      fused_softmax_ = other.fused_softmax_;
+    }
+    return *this;
+  }
+  OutputLoss(OutputLoss&&) noexcept = default;
+  OutputLoss& operator=(OutputLoss&&) noexcept = default;
+  ~OutputLoss() = default;
+
+  //! The loss, and whether it takes the logits of the last layer's final softmax (fused).
+  void set(AnyLoss<T> loss, bool fused_softmax) {
+    loss_ = std::move(loss);
+    fused_softmax_ = fused_softmax;
+  }
+  const AnyLoss<T>& loss() const noexcept { return loss_; }
+  bool fused_softmax() const noexcept { return fused_softmax_; }
+
+  template <class YV>
+  static constexpr bool is_labels() {
+    return static_cast<int>(YV::rank) == 1;
+  }
+
+  //! The loss of the last layer's output `out` against this process's targets (of the rows of
+  //! its input, the first of which is the global row `first_row`); when `train`, returns d loss /
+  //! d out in the layout the last layer produced it. The metrics' sum starts without blocking
+  //! (collective); finish() reads it. Errors: kdist::ValueError for targets that do not fit the
+  //! output, a loss that cannot take it.
+  template <class YV>
+  std::optional<LayerTensor<T>> start(const LayerTensor<T>& out, const YV& targets,
+                                      std::size_t global_batch, std::size_t first_row, bool train) {
+    global_batch_ = global_batch;
+    if (const auto* logits = std::get_if<DistributedTensor<T***>>(&out)) {  // a language model
+      auto result = sequence_loss(*logits, targets, first_row);
+      sequence_loss_ = result.loss;
+      if (!train) return std::nullopt;
+      return LayerTensor<T>(std::move(result.dlogits));
+    }
+    sequence_loss_.reset();
+    auto [rows, produced] = rows_of(out);
+    check_targets(rows.local(), targets);
+    const auto target = loss_target(targets);
+    has_accuracy_ = is_labels<YV>();
+    std::optional<typename Matrix::view_type> grad;
+    if (train) grad = dloss_views_.get("dloss", rows.local().extent(0), rows.local().extent(1));
+    const T scale = train ? T(1) / static_cast<T>(global_batch) : T(0);
+    const LossGradient<T> g = grad ? LossGradient<T>(*grad) : LossGradient<T>();
+    sums_[0] =
+        loss_.sum(LossInput<T>(rows.local()), target, grad ? &g : nullptr, scale, fused_softmax_);
+    sums_[1] = count_correct(rows.local(), target);
+    start_sums(rows);
+    if (!train) return std::nullopt;
+    return LayerTensor<T>(
+        redistribute(Matrix::from_local(*grad, rows.shape(), rows.layout()), produced, moved_));
+  }
+
+  //! The step's global mean loss (and accuracy), once their sum is done; the same on every
+  //! process.
+  Metrics finish() {
+    if (sequence_loss_) return {*sequence_loss_, 0.0, global_batch_, false};
+    request_.wait();
+    const double n = static_cast<double>(global_batch_);
+    return {sums_[0] / n, has_accuracy_ ? sums_[1] / n : 0.0, global_batch_, has_accuracy_};
+  }
+
+ private:
+  //! A language model's loss: (batch, sequence, vocabulary) logits against the integer tokens in
+  //! `targets` ((rows of x_local, sequence), any integer or T values), by the vocabulary-parallel
+  //! sparse categorical cross-entropy (the logits are never gathered). Each process passes the
+  //! targets of its logits block.
+  template <class YV>
+  SparseCrossEntropyResult<T> sequence_loss(const DistributedTensor<T***>& logits,
+                                            const YV& targets, std::size_t first_row) {
+    if (!loss_.takes_sequence_logits()) {
+      throw ValueError(
+          "kdist::Sequential: a model of (batch, sequence, vocabulary) outputs trains with a loss "
+          "of logits, kdist::Loss::sparse_categorical_crossentropy (end it in a Dense without "
+          "activation), not " +
+          loss_.name());
+    }
+    if constexpr (static_cast<int>(YV::rank) != 2) {
+      throw ValueError(
+          "kdist::Sequential: a model of (batch, sequence, vocabulary) outputs takes targets of "
+          "(batch, sequence) token ids (a rank-2 View, or an ArrayDataset of target width equal "
+          "to the sequence length), not one label per example");
+    } else {
+      const auto& block = logits.local();
+      const std::size_t seq = logits.shape()[1];
+      if (targets.extent(1) != seq) {
+        throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
+                         " tokens per example for outputs of sequence length " +
+                         std::to_string(seq) + "; give one target token per position");
+      }
+      const std::size_t r0 = logits.offsets()[0] - std::min(logits.offsets()[0], first_row);
+      if (logits.offsets()[0] < first_row || r0 + block.extent(0) > targets.extent(0)) {
+        throw ValueError(
+            "kdist::Sequential: the output logits' rows " + std::to_string(logits.offsets()[0]) +
+            ".." + std::to_string(logits.offsets()[0] + block.extent(0)) +
+            " are not among this process's " + std::to_string(targets.extent(0)) +
+            " rows of the batch; lay the last layer's output out with the batch dimension on "
+            "the data axes (the input's layout)");
+      }
+      const std::size_t c0 = logits.offsets()[1];
+      const auto picked = picked_views_.get("kdist::lm_targets", block.extent(0), block.extent(1));
+      pick_targets(
+          Kokkos::create_mirror_view_and_copy(typename PickedTargets::memory_space(), targets),
+          picked, r0, c0);
+      return sparse_categorical_crossentropy(logits, picked, &xent_buffers_);
+    }
+  }
+
+  //! The output as rows: whole rows on each process (its columns gathered), and the layout the
+  //! last layer produced it in.
+  std::pair<Matrix, RuntimeTensorLayout> rows_of(const LayerTensor<T>& h) {
+    const auto* out = std::get_if<Matrix>(&h);
+    if (out == nullptr) {
+      throw ValueError(
+          "kdist::Sequential: the last layer gives (batch, height, width, channels) "
+          "outputs; end the model with a Flatten and a Dense");
+    }
+    RuntimeTensorLayout produced = out->layout();
+    RuntimeTensorLayout rows({produced.axes()[0], DimAxes()}, produced.device_mesh());
+    return {produced == rows ? *out : redistribute(*out, rows), produced};
+  }
+
+  //! The targets as a loss takes them (kdist::LossLabels or kdist::LossTargets): the View itself
+  //! when it converts, else a copy (other integer types, layouts or memory spaces).
+  template <class YV>
+  static auto loss_target(const YV& targets) {
+    if constexpr (is_labels<YV>()) {
+      static_assert(std::is_integral_v<typename YV::non_const_value_type>,
+                    "kdist::Sequential: integer labels (a rank-1 View) must be of an integer type");
+      return converted<LossLabels>(targets);
+    } else {
+      return converted<LossTargets<T>>(targets);
+    }
+  }
+  template <class Want, class YV>
+  static Want converted(const YV& y) {
+    if constexpr (Kokkos::is_always_assignable<Want, YV>::value) {
+      return Want(y);
+    } else {
+      using Host =
+          Kokkos::View<typename Want::non_const_data_type, Kokkos::LayoutRight, Kokkos::HostSpace>;
+      using V = typename Want::non_const_value_type;
+      auto from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+      Host copy;
+      if constexpr (is_labels<YV>()) {
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"), y.extent(0));
+        for (std::size_t i = 0; i < y.extent(0); ++i) copy(i) = static_cast<V>(from(i));
+      } else {
+        copy = Host(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::targets"), y.extent(0),
+                    y.extent(1));
+        for (std::size_t i = 0; i < y.extent(0); ++i) {
+          for (std::size_t j = 0; j < y.extent(1); ++j) copy(i, j) = static_cast<V>(from(i, j));
+        }
+      }
+      return Want(Kokkos::create_mirror_view_and_copy(typename Want::memory_space(), copy));
+    }
+  }
+  template <class OV, class YV>
+  static double count_correct(const OV& out, const YV& targets) {
+    if constexpr (is_labels<YV>()) {
+      return static_cast<double>(ops::count_correct(out, targets));
+    } else {
+      (void)out, (void)targets;
+      return 0.0;
+    }
+  }
+  template <class OV, class YV>
+  static void check_targets(const OV& out, const YV& targets) {
+    static_assert(Kokkos::is_view<YV>::value && (YV::rank == 1 || YV::rank == 2),
+                  "kdist::Sequential: targets must be a Kokkos::View of integer labels (rank 1) "
+                  "or of values (rank 2)");
+    if (targets.extent(0) != out.extent(0)) {
+      throw ValueError("kdist::Sequential: " + std::to_string(targets.extent(0)) +
+                       " targets for the " + std::to_string(out.extent(0)) +
+                       " rows this process holds; give the targets of its rows of the batch");
+    }
+  }
+
+  //! Starts the sum of the loss sum and correct count over the processes holding distinct rows
+  //! (the batch axes), so that model replicas count once.
+  void start_sums(const Matrix& rows) {
+    request_ = CollectiveRequest();
+    const auto& row_axes = rows.layout().axes()[0].names();
+    if (row_axes.empty()) return;
+    const auto& comm =
+        communicators(rows.device_mesh()).comm(std::span<const std::string>(row_axes));
+    const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sums(
+        sums_, 2);
+    request_ = start_all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, ReduceOp::sum, comm);
+  }
+
+  AnyLoss<T> loss_ = Loss::categorical_crossentropy;
+  bool fused_softmax_ = false;
+  // The step under way: its metrics' sums (read once request_ is done) or a language model's loss.
+  double sums_[2] = {0, 0};
+  CollectiveRequest request_;
+  std::optional<double> sequence_loss_;
+  std::size_t global_batch_ = 0;
+  bool has_accuracy_ = false;
+  // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
+  ReusableViews<typename Matrix::view_type> dloss_views_, moved_;
+  ReusableViews<PickedTargets> picked_views_;
+  SparseCrossEntropyBuffers<T> xent_buffers_;
+};
+
+}  // namespace kdist::detail

@@ -1,0 +1,197 @@
+#pragma once
+//! \file nn/train/train_step.hpp
+//! `detail::TrainStep<T>`: one training step of a stack of layers, and everything it owns: the
+//! forward pass, the loss on the output (output_loss.hpp: rows or a language model's logits), the
+//! backward pass in which each layer hands its gradients back (kdist::Gradients) and the
+//! data-parallel sums of one layer start as soon as its backward returns (gradient_sync.hpp:
+//! buckets, overlap, ZeRO-1's reduce-scatters), Keras' global_clipnorm, the optimizer and its
+//! state (optimizer_state.hpp), updated last layer first so that each variable waits only for its
+//! own sum. kdist::Sequential (kdist/nn/model.hpp) is the Keras facade over it.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <kdist/core/error.hpp>
+#include <kdist/nn/apply_gradient.hpp>
+#include <kdist/nn/gradients.hpp>
+#include <kdist/nn/layer.hpp>
+#include <kdist/nn/loss.hpp>
+#include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/train/gradient_clipping.hpp>
+#include <kdist/nn/train/gradient_sync.hpp>
+#include <kdist/nn/train/metrics.hpp>
+#include <kdist/nn/train/optimizer_state.hpp>
+#include <kdist/nn/train/output_loss.hpp>
+#include <kdist/parallel/profiling_region.hpp>
+#include <kdist/strategy/distribution.hpp>
+
+namespace kdist::detail {
+
+template <class T>
+class TrainStep {
+ public:
+  //! Takes the loss and the optimizer for `layers` (built) on `dist`, configures the gradient
+  //! sync (the program's options, else the environment's; collective) and creates the optimizer
+  //! state. Errors: those of GradientSync::configure and OptimizerState::plan.
+  void compile(std::vector<AnyLayer<T>>& layers, const Distribution& dist, AnyLoss<T> loss,
+               AnyOptimizer<T> optimizer) {
+    const bool fused = loss.fuses_softmax() && layers.back().ends_in_softmax();
+    output_loss_.set(std::move(loss), fused);
+    optimizer_ = std::move(optimizer);
+    sync_.configure(sync_by_program_);
+    auto shards = OptimizerState<T>::plan(layers, dist, sync_.options());
+    state_.create(layers, optimizer_.slots(), std::move(shards));
+    sync_.set_state_shards(state_.registry(layers));
+  }
+
+  //! Replaces the gradient sync's options; once compiled (`dist` given) reconfigures it and
+  //! reshards the optimizer state (collective).
+  void set_gradient_sync(std::vector<AnyLayer<T>>& layers, const Distribution* dist,
+                         const GradientSyncOptions& options) {
+    sync_by_program_ = options;
+    if (dist == nullptr) return;
+    sync_.configure(sync_by_program_);
+    state_.reshard(layers, OptimizerState<T>::plan(layers, *dist, sync_.options()));
+    sync_.set_state_shards(state_.registry(layers));
+  }
+
+  //! One step on `input` (this process's rows) and their targets: forward, loss, backward with
+  //! the gradients' sums, clipping, update. Returns the global mean metrics.
+  template <class YV>
+  Metrics train(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input, const YV& targets,
+                std::size_t global_batch, StepContext context) {
+    ProfilingRegion region("kdist::Sequential::train_step");
+    const LayerTensor<T> out = forward(layers, input, context);
+    auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true);
+    backward(layers, std::move(*dout));
+    apply_gradients(layers);
+    return output_loss_.finish();
+  }
+
+  //! The loss (and accuracy) of `input` without dropout or update.
+  template <class YV>
+  Metrics evaluate(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input, const YV& targets,
+                   std::size_t global_batch, StepContext context) {
+    const LayerTensor<T> out = forward(layers, input, context);
+    output_loss_.start(out, targets, global_batch, first_row(input), false);
+    return output_loss_.finish();
+  }
+
+  //! Runs every layer on `input`; returns the last layer's output as it produced it (the logits
+  //! of a final softmax the loss fuses).
+  LayerTensor<T> forward(std::vector<AnyLayer<T>>& layers, LayerTensor<T> h, StepContext context) {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      context.output_logits = output_loss_.fused_softmax() && i + 1 == layers.size();
+      h = layers[i].forward(h, context);
+    }
+    return h;
+  }
+
+  const AnyLoss<T>& loss() const noexcept { return output_loss_.loss(); }
+  const AnyOptimizer<T>& optimizer() const noexcept { return optimizer_; }
+  AnyOptimizer<T>& optimizer() noexcept { return optimizer_; }
+  OptimizerState<T>& optimizer_state() noexcept { return state_; }
+  const GradientSyncOptions& gradient_sync() const noexcept { return sync_.options(); }
+  const GradientSyncCounts& gradient_sync_counts() const noexcept { return sync_.counts(); }
+  void reset_gradient_sync_counts() noexcept { sync_.reset_counts(); }
+
+ private:
+  static std::size_t first_row(const LayerTensor<T>& input) {
+    return std::visit([](const auto& t) { return t.offsets()[0]; }, input);
+  }
+
+  //! The layers' backward passes, last first; the gradients each hands back are resolved as soon
+  //! as its backward returns (their sums start there, and complete in apply_gradients). Errors:
+  //! ValueError when a layer that is not the first gives no input gradient (an Embedding: token
+  //! ids have none, so it must come first).
+  void backward(std::vector<AnyLayer<T>>& layers, LayerTensor<T> dh) {
+    sync_.wait_all();  // nothing is left from a step that threw
+    gradients_.clear();
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      auto dx = layers[i].backward(dh, i > 0, gradients_);
+      sync_.resolve(gradients_);
+      sync_.progress();
+      if (dx) {
+        dh = std::move(*dx);
+      } else if (i > 0) {
+        throw ValueError("kdist::Sequential: layer '" + layers[i].name() + "' (layer " +
+                         std::to_string(i) +
+                         ") gives no gradient of its input, so the layers before it cannot "
+                         "train; put it first (an Embedding takes token ids, which have none)");
+      }
+    }
+    sync_.flush();
+  }
+
+  //! One step of every variable: with the optimizer's global_clipnorm, every gradient scaled by
+  //! Keras' clip_by_global_norm first (in place: the gradients stay clipped), then the checks of
+  //! kdist::apply_gradient and the optimizer's update_step on the blocks of the variable, its
+  //! gradient and its declared slots, told the variable's path. The variables go last layer
+  //! first, the order their gradients' all-reduces started: each waits only for its own.
+  void apply_gradients(std::vector<AnyLayer<T>>& layers) {
+    if (const auto clipnorm = optimizer_.global_clipnorm()) {
+      sync_.wait_all();  // the norm needs every gradient
+      GlobalNorm norm;   // over every shard of every gradient, replicas counted once
+      std::size_t k = 0;
+      for_each_variable(layers, [&](auto& v) {
+        if (const auto& shard = state_.shard(k++)) {  // only its part is summed
+          norm.add_part(v.grad, shard->begin(), shard->size(), shard->mesh_axes);
+        } else {
+          norm.add(v.grad);
+        }
+      });
+      const double scale = global_clip_scale(norm.norm(), *clipnorm);
+      if (scale != 1.0) for_each_variable(layers, [&](auto& v) { scale_block(v.grad, scale); });
+    }
+    std::size_t k = 0;
+    for_each_variable(layers, [&](auto&) { ++k; });
+    for (std::size_t l = layers.size(); l-- > 0;) {
+      auto refs = layers[l].variables();
+      for (std::size_t r = refs.size(); r-- > 0;) {
+        std::visit([&](auto* v) { update(*v, --k); }, refs[r]);
+      }
+    }
+    sync_.start_owned_gathers();
+    sync_.wait_all();
+    optimizer_.finish_step();
+  }
+  //! The update of variable `k` (this process's part of it when its state is sharded).
+  template <class DataType>
+  void update(TrainableVariable<DataType>& v, std::size_t k) {
+    using State = OptimizerState<T>;
+    sync_.wait_for(v.grad.local().data());
+    check_gradient_for(v.value, v.grad);
+    auto param = State::template flat<T>(v.value.local());
+    auto grad = State::template flat<const T>(v.grad.local());
+    const auto& shard = state_.shard(k);
+    if (shard) {  // this process's part only; the parts are gathered below
+      param = OptimizerView<T>(param.data() + shard->begin(), shard->size());
+      grad = OptimizerView<const T>(grad.data() + shard->begin(), shard->size());
+    }
+    optimizer_.update_step(param, grad, state_.slot_views(k), v.path);
+    if (shard && shard->owned_whole) {
+      sync_.gather_owned(v.value.local().data(), *shard);
+    } else if (shard) {
+      sync_.all_gather_parts(v.value.local().data(), *shard);
+    }
+    sync_.progress();  // answer the other processes' all-reduce messages
+  }
+
+  OutputLoss<T> output_loss_;
+  AnyOptimizer<T> optimizer_ = Adam();
+  OptimizerState<T> state_;
+  //! The data-parallel gradient sums of a step (gradient_sync.hpp) and their settings.
+  GradientSync sync_;
+  std::optional<GradientSyncOptions> sync_by_program_;
+  //! What the layer whose backward runs hands back (its memory kept from step to step).
+  Gradients<T> gradients_;
+};
+
+}  // namespace kdist::detail
