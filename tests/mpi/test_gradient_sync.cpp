@@ -229,6 +229,36 @@ TEST(GradientSync, AUsersLayerGetsOverlapBucketsAndShardedStateWithNoCodeOfItsOw
   }
 }
 
+TEST(Gradients, ReadyHandsTheEntriesSoFarToTheResolverAndAWrongShapeIsRefused) {
+  const kdist::RuntimeDeviceMesh mesh({static_cast<std::size_t>(world_size())}, {"batch"},
+                                      kdist::list_devices());
+  const kdist::RuntimeTensorLayout replicated({kdist::DimAxes()}, mesh);
+  using Vector = kdist::DistributedTensor<float*>;
+  kdist::layers::Variable<float*> a{"a", Vector::zeros({4}, replicated, "a"),
+                                    Vector::zeros({4}, replicated, "a/grad")};
+  kdist::layers::Variable<float*> b{"b", Vector::zeros({3}, replicated, "b"),
+                                    Vector::zeros({3}, replicated, "b/grad")};
+  kdist::Gradients<float> grads;
+  grads.add(a, Vector::zeros({4}, replicated, "da"));
+  grads.ready();  // no resolver: the entries wait
+  EXPECT_EQ(grads.size(), 1U);
+  std::vector<std::size_t> handed;
+  grads.set_resolver([&](kdist::Gradients<float>& g) {
+    handed.push_back(g.size());
+    g.clear();
+  });
+  grads.add(b, Vector::zeros({3}, replicated, "db"));
+  grads.ready();
+  grads.ready();  // nothing new: not called
+  EXPECT_EQ(handed, std::vector<std::size_t>{2});
+  EXPECT_TRUE(grads.empty());
+  const std::string msg =
+      message_of<kdist::ValueError>([&] { grads.add(a, Vector::zeros({3}, replicated, "d")); });
+  EXPECT_TRUE(contains(msg, "the gradient of 'a' has shape (3,) but the variable has shape (4,)"))
+      << msg;
+  EXPECT_TRUE(grads.empty());
+}
+
 TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
   // On one process the gradients are complete (no pending sums): nothing to reduce.
   const std::size_t many = world_size() > 1 ? 1 : 0;

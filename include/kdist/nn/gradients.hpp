@@ -7,7 +7,9 @@
 //! backward-and-reduce order): a plain all-reduce starts without blocking, shares a bucket or is
 //! a reduce-scatter under ZeRO-1 (kdist/nn/train/gradient_sync.hpp); anything else is
 //! redistributed into the variable's layout. So a user's layer gets overlap and ZeRO-1 with no
-//! code of its own. The step owns one and reuses its memory from step to step (no allocation).
+//! code of its own. The step owns one and reuses its memory from step to step (no allocation). A
+//! layer that wraps others (Residual) calls `ready()` after each, so that their sums start one
+//! inner layer at a time rather than when the whole block returns.
 //!
 //! Outside a model (a test, a hand-written loop), `resolve()` writes each into its variable's
 //! `grad` on the spot, and `kdist::backward_and_resolve(layer, dy, ...)` calls a layer's backward
@@ -24,6 +26,7 @@
 //! \endcode
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -70,6 +73,16 @@ class Gradients {
     entries_.push_back({&variable, GradientTensor<T>(std::move(gradient))});
   }
 
+  //! Says that the gradients handed back so far are final: whoever resolves them may start now
+  //! instead of when the layer's backward returns (a Residual block calls it after each of its
+  //! layers, so their sums start one layer at a time). Errors: those of the resolver.
+  void ready() {
+    if (resolver_ && !entries_.empty()) resolver_(*this);
+  }
+  //! What ready() calls (the training step's sync, which takes the entries and clears them);
+  //! none: ready() does nothing and the entries wait for resolve() or the step.
+  void set_resolver(std::function<void(Gradients&)> resolver) { resolver_ = std::move(resolver); }
+
   const std::vector<Entry>& entries() const noexcept { return entries_; }
   bool empty() const noexcept { return entries_.empty(); }
   std::size_t size() const noexcept { return entries_.size(); }
@@ -103,6 +116,7 @@ class Gradients {
 
  private:
   std::vector<Entry> entries_;
+  std::function<void(Gradients&)> resolver_;
 };
 
 //! `layer.backward(args..., grads)` with the gradients it hands back resolved into its variables'

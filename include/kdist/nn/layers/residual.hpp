@@ -106,6 +106,7 @@ class BasicResidual {
           LayerTensor<T> dh = LayerTensor<T>(redistribute(dyt, *inner_layout_, dh_moved_));
           for (std::size_t i = inner_.size(); i-- > 0;) {
             auto d = inner_[i].backward(dh, need_input_grad || i > 0, grads);
+            grads.ready();  // this layer's sums may start under the next one's backward
             if (d) dh = std::move(*d);
           }
           if (!need_input_grad) return std::nullopt;

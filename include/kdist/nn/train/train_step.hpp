@@ -114,6 +114,7 @@ class TrainStep {
   void backward(std::vector<AnyLayer<T>>& layers, LayerTensor<T> dh) {
     sync_.wait_all();  // nothing is left from a step that threw
     gradients_.clear();
+    gradients_.set_resolver([this](Gradients<T>& g) { sync_.resolve(g); });
     for (std::size_t i = layers.size(); i-- > 0;) {
       auto dx = layers[i].backward(dh, i > 0, gradients_);
       sync_.resolve(gradients_);
