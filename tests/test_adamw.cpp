@@ -2,7 +2,8 @@
 // of the library's optimizers, on one process: AdamW's steps against a double reference written
 // here from Keras' formulas (BaseOptimizer._apply_weight_decay, then Adam.update_step), its
 // exclude_from_weight_decay, AnyOptimizer holding it, Keras' clip_by_global_norm factor on a
-// known vector, and every new error.
+// known vector, every optimizer's weight_decay and its exclusions (Keras gives every optimizer
+// one), and every new error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -297,6 +298,113 @@ void expect_value_error(F&& f, const std::string& text) {
   } catch (const kdist::ValueError& e) {
     EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
+}
+
+// Keras gives every optimizer `weight_decay` (BaseOptimizer._apply_weight_decay: the variable
+// decays by `variable * wd * lr` before the optimizer's own step) and exclude_from_weight_decay;
+// here SGD (plain and with momentum), RMSprop and Adam, against the formulas on doubles.
+TEST(WeightDecay, EveryOptimizerDecaysBeforeItsStepUnlessTheVariableIsExcluded) {
+  const double lr = 0.1, wd = 0.5;
+  const std::vector<double> g = {0.5, -0.1, 0.0, 2.0, -0.3};
+  const auto decayed = [&](double p) { return p - p * wd * lr; };
+  for (const bool excluded : {false, true}) {
+    const char* path = excluded ? "d1/bias" : "d1/kernel";
+    // SGD: p -= lr * g after the decay
+    auto sgd = kdist::SGD(lr).with_weight_decay(wd);
+    sgd.exclude_from_weight_decay({"bias"});
+    auto p = host_vec<double>(p0, "p");
+    const auto gv = host_vec<double>(g, "g");
+    std::vector<kdist::OptimizerView<double>> none;
+    sgd.update_step(kdist::OptimizerView<double>(p.data(), p.size()),
+                    kdist::OptimizerView<const double>(gv.data(), gv.size()),
+                    std::span<const kdist::OptimizerView<double>>(none), path);
+    for (std::size_t i = 0; i < p0.size(); ++i) {
+      const double base = excluded ? p0[i] : decayed(p0[i]);
+      EXPECT_DOUBLE_EQ(p(i), base - lr * g[i]) << path << " SGD " << i;
+    }
+    // SGD with momentum 0.9: v = 0.9 v - lr g (v starts at 0), p += v
+    auto momentum = kdist::SGD(lr, 0.9).with_weight_decay(wd);
+    momentum.exclude_from_weight_decay({"bias"});
+    p = host_vec<double>(p0, "p");
+    auto velocity = host_vec<double>(std::vector<double>(p0.size(), 0.0), "velocity");
+    std::vector<kdist::OptimizerView<double>> slot = {
+        kdist::OptimizerView<double>(velocity.data(), velocity.size())};
+    momentum.update_step(kdist::OptimizerView<double>(p.data(), p.size()),
+                         kdist::OptimizerView<const double>(gv.data(), gv.size()),
+                         std::span<const kdist::OptimizerView<double>>(slot), path);
+    for (std::size_t i = 0; i < p0.size(); ++i) {
+      const double base = excluded ? p0[i] : decayed(p0[i]);
+      EXPECT_DOUBLE_EQ(p(i), base - lr * g[i]) << path << " SGD momentum " << i;
+    }
+    // RMSprop: velocity = (1 - rho) g^2, p -= lr g / sqrt(velocity + eps)
+    auto rms = kdist::RMSprop(lr).with_weight_decay(wd);
+    rms.exclude_from_weight_decay({"bias"});
+    p = host_vec<double>(p0, "p");
+    auto v = host_vec<double>(std::vector<double>(p0.size(), 0.0), "velocity");
+    slot = {kdist::OptimizerView<double>(v.data(), v.size())};
+    rms.update_step(kdist::OptimizerView<double>(p.data(), p.size()),
+                    kdist::OptimizerView<const double>(gv.data(), gv.size()),
+                    std::span<const kdist::OptimizerView<double>>(slot), path);
+    for (std::size_t i = 0; i < p0.size(); ++i) {
+      const double base = excluded ? p0[i] : decayed(p0[i]);
+      const double vi = 0.1 * g[i] * g[i];
+      EXPECT_NEAR(p(i), base - lr * g[i] / std::sqrt(vi + 1e-7), 1e-12) << path << " RMSprop " << i;
+    }
+    // Adam with a weight decay steps as AdamW does.
+    auto adam = kdist::Adam(lr).with_weight_decay(wd);
+    adam.exclude_from_weight_decay({"bias"});
+    ReferenceAdamW want(lr, wd, p0);
+    want.step(g, !excluded);
+    p = host_vec<double>(p0, "p");
+    auto m = host_vec<double>(std::vector<double>(p0.size(), 0.0), "m");
+    v = host_vec<double>(std::vector<double>(p0.size(), 0.0), "v");
+    slot = {kdist::OptimizerView<double>(m.data(), m.size()),
+            kdist::OptimizerView<double>(v.data(), v.size())};
+    adam.update_step(kdist::OptimizerView<double>(p.data(), p.size()),
+                     kdist::OptimizerView<const double>(gv.data(), gv.size()),
+                     std::span<const kdist::OptimizerView<double>>(slot), path);
+    for (std::size_t i = 0; i < p0.size(); ++i) {
+      EXPECT_NEAR(p(i), want.p[i], 1e-12) << path << " Adam " << i;
+    }
+  }
+  // The configs carry it when it is set; without it they are as before.
+  const auto has_decay = [](const auto& config) {
+    for (const auto& [k, value] : config) {
+      if (k == "weight_decay") return value;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(has_decay(kdist::SGD(lr).with_weight_decay(wd).hyperparameters()), wd);
+  EXPECT_EQ(has_decay(kdist::RMSprop(lr).with_weight_decay(wd).hyperparameters()), wd);
+  EXPECT_EQ(has_decay(kdist::Adam(lr).with_weight_decay(wd).hyperparameters()), wd);
+  EXPECT_EQ(has_decay(kdist::SGD(lr).hyperparameters()), -1.0);
+  EXPECT_EQ(has_decay(kdist::Adam(lr).hyperparameters()), -1.0);
+  // An AnyOptimizer holding one tells it the variable.
+  kdist::AnyOptimizer<double> any = kdist::SGD(lr).with_weight_decay(wd);
+  auto p = host_vec<double>(p0, "p");
+  const auto gv = host_vec<double>(g, "g");
+  std::vector<kdist::OptimizerView<double>> none;
+  std::get<kdist::SGD>(any).exclude_from_weight_decay({"gamma"});
+  any.update_step(kdist::OptimizerView<double>(p.data(), p.size()),
+                  kdist::OptimizerView<const double>(gv.data(), gv.size()),
+                  std::span<const kdist::OptimizerView<double>>(none), "ln/gamma");
+  for (std::size_t i = 0; i < p0.size(); ++i) EXPECT_DOUBLE_EQ(p(i), p0[i] - lr * g[i]) << i;
+}
+
+TEST(WeightDecayErrors, EveryOptimizerRefusesABadDecayOrAnEmptyExclusion) {
+  expect_value_error([] { (void)kdist::SGD(0.1).with_weight_decay(-1.0); },
+                     "kdist::SGD: weight_decay is -1; it must be a finite number >= 0");
+  expect_value_error([] { (void)kdist::RMSprop().with_weight_decay(std::nan("")); },
+                     "kdist::RMSprop: weight_decay is nan");
+  expect_value_error(
+      [] { (void)kdist::Adam().with_weight_decay(std::numeric_limits<double>::infinity()); },
+      "kdist::Adam: weight_decay is inf");
+  kdist::SGD sgd;
+  expect_value_error([&] { sgd.exclude_from_weight_decay({""}); },
+                     "kdist::SGD::exclude_from_weight_decay: an empty name matches every variable");
+  kdist::RMSprop rms;
+  expect_value_error([&] { rms.set_weight_decay(-0.5); }, "kdist::RMSprop: weight_decay is -0.5");
+  EXPECT_EQ(rms.weight_decay(), 0.0);  // unchanged
 }
 
 TEST(AdamWErrors, InvalidHyperparameters) {

@@ -5,6 +5,8 @@
 // variable and of the input against central finite differences.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -167,6 +169,19 @@ TEST(AttentionOps, MismatchedExtentsAreValueErrors) {
   EXPECT_THROW(kdist::ops::attention_forward(q, bad, q, probs, out, 0.5, true), kdist::ValueError);
   Host4 bad_p("p", 1, 2, 3, 2);
   EXPECT_THROW(kdist::ops::attention_forward(q, q, q, bad_p, out, 0.5, true), kdist::ValueError);
+  // The device path (batched GEMMs over the Views' memory) refuses a padded View (rows of 5
+  // doubles are padded to 6 here).
+  Host4 q5("q5", 1, 3, 2, 5);
+  Host4 padded(Kokkos::view_alloc(std::string("padded"), Kokkos::AllowPadding), 1, 3, 2, 5);
+  ASSERT_FALSE(padded.span_is_contiguous());
+  std::string msg;
+  try {
+    kdist::ops::attention_forward(q5, q5, q5, probs, padded, 0.5, true,
+                                  kdist::ops::backend::kokkos);
+  } catch (const kdist::ValueError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("kdist::ops::attention_forward: a View is padded"), std::string::npos) << msg;
 }
 
 // ---- the layer ----------------------------------------------------------------------------------
@@ -336,8 +351,9 @@ TEST(MultiHeadAttention, GradientsOfEveryVariableAndTheInputMatchFiniteDifferenc
   }
 }
 
-// The host path (Eigen GEMMs per (batch, head)) and the portable Kokkos kernels (the device path,
-// forced with backend::kokkos) give the same probabilities, outputs and gradients.
+// The host path (Eigen GEMMs per (batch, head)) and the device path (strided batched GEMMs over the
+// heads and a softmax kernel over the rows; cuBLAS on a GPU, a Kokkos kernel here, forced with
+// backend::kokkos) give the same probabilities, outputs and gradients.
 TEST(AttentionOps, EigenAndKokkosBackendsAgree) {
   const std::size_t nb = 2, ns = 7, nh = 3, nd = 5;
   const std::size_t n = nb * ns * nh * nd;
@@ -519,6 +535,37 @@ TEST(MultiHeadAttention, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
       }
     }
   }
+}
+
+// KDIST_ATTENTION_KERNEL overrides `automatic` (the GPU runs compare the two this way): tiled on
+// the host here, the same results; a bad value is a ValueError naming it; an explicit setting
+// wins over the environment.
+TEST(MultiHeadAttention, KdistAttentionKernelChoosesTheKernelsOfAutomatic) {
+  auto dist = one_device();
+  const Tensor3 x = tensor(normal(B * S * D, 1), *dist);
+  MHA plain = built_layer(*dist, true);
+  const auto want = values(plain.forward(x));
+  EXPECT_EQ(plain.kernels_of_last_forward(), kdist::ops::AttentionKernel::matrices);
+  ::setenv("KDIST_ATTENTION_KERNEL", "tiled", 1);
+  MHA from_env = built_layer(*dist, true);
+  const auto got = values(from_env.forward(x));
+  EXPECT_EQ(from_env.kernels_of_last_forward(), kdist::ops::AttentionKernel::tiled);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+  from_env.set_attention_kernel(kdist::ops::AttentionKernel::matrices);
+  (void)from_env.forward(x);
+  EXPECT_EQ(from_env.kernels_of_last_forward(), kdist::ops::AttentionKernel::matrices);
+  ::setenv("KDIST_ATTENTION_KERNEL", "flash", 1);
+  MHA bad = built_layer(*dist, true);
+  std::string msg;
+  try {
+    (void)bad.forward(x);
+  } catch (const kdist::ValueError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("KDIST_ATTENTION_KERNEL is 'flash', not matrices, tiled or automatic"),
+            std::string::npos)
+      << msg;
+  ::unsetenv("KDIST_ATTENTION_KERNEL");
 }
 
 }  // namespace

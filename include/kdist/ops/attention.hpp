@@ -16,17 +16,20 @@
 //! (and the backward's scratch) are (batch, heads, seq, seq). On host memory (backend::automatic)
 //! each (batch, head) is three Eigen GEMMs over strided maps of the Views (QK^T, softmax, PV;
 //! the backward five): the work of attention is matrix products, and Eigen's blocked GEMM runs
-//! them some 25x faster than a loop per row. Elsewhere (or with backend::kokkos) each kernel runs
-//! one thread per (batch, head, row) in the Views' execution space.
+//! them some 25x faster than a loop per row. Elsewhere (a GPU, or backend::kokkos) the same
+//! products are strided batched GEMMs over the heads of each batch row (cuBLAS on CUDA memory,
+//! ops/detail/batched_gemm.hpp) and the softmax (and its backward) one kernel over the rows.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <Eigen/Core>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/batched_gemm.hpp>
 #include <kdist/ops/detail/host_threads.hpp>
 #include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/ops/detail/views.hpp>
@@ -110,6 +113,16 @@ bool all_packed(const Vs&... vs) {
   return (vs.span_is_contiguous() && ...);
 }
 
+//! The batched GEMMs index the Views' memory directly. Errors: kdist::ValueError for a padded View.
+template <class... Vs>
+void require_packed(const char* op, const Vs&... vs) {
+  if (!all_packed(vs...)) {
+    throw ValueError(std::string("kdist::ops::") + op +
+                     ": a View is padded (not contiguous); the attention kernels off the host "
+                     "need unpadded LayoutRight Views (allocate without Kokkos::AllowPadding)");
+  }
+}
+
 //! attention_forward on host memory: per (batch, head) P = softmax(scale Q K^T), O = P V.
 template <class QV, class KV, class VV, class PV, class OV>
 void attention_forward_eigen(const QV& q, const KV& k, const VV& v, const PV& probs, const OV& out,
@@ -159,6 +172,115 @@ void attention_backward_eigen(const QV& q, const KV& k, const VV& v, const PV& p
   });
 }
 
+//! The (batch, head) products of attention as strided batched GEMMs: head h of batch b of a
+//! (batch, seq, heads, head_dim) View is a (seq, head_dim) matrix at b * seq * heads * head_dim +
+//! h * head_dim, rows heads * head_dim apart; of a (batch, heads, seq, seq) View a (seq, seq)
+//! matrix at (b * heads + h) * seq * seq. Both index pairs are strided, so one call covers all the
+//! batch rows of one head or all the heads of one batch row: the loop runs over the fewer.
+template <class V, class T>
+void per_head_gemm(std::size_t B, std::size_t S, std::size_t H, std::size_t D, bool trans_a,
+                   bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                   const T* a, bool a_square, const T* b, bool b_square, T* c, bool c_square) {
+  const auto s = static_cast<std::int64_t>(S), h = static_cast<std::int64_t>(H),
+             d = static_cast<std::int64_t>(D), nb = static_cast<std::int64_t>(B);
+  const bool over_heads = H >= B;  // each call: every head of one batch row
+  // (offset of batch row i / head i, stride between the products of one call, leading dimension)
+  const auto operand = [&](bool square, std::int64_t i) {
+    const std::int64_t batch_stride = square ? h * s * s : s * h * d;
+    const std::int64_t head_stride = square ? s * s : d;
+    const std::int64_t ld = square ? s : h * d;
+    return over_heads ? std::pair{i * batch_stride, BatchedOperand{ld, head_stride}}
+                      : std::pair{i * head_stride, BatchedOperand{ld, batch_stride}};
+  };
+  const std::int64_t calls = over_heads ? nb : h, count = over_heads ? h : nb;
+  for (std::int64_t i = 0; i < calls; ++i) {
+    const auto [oa, sa] = operand(a_square, i);
+    const auto [ob, sb] = operand(b_square, i);
+    const auto [oc, sc] = operand(c_square, i);
+    batched_gemm<V>(trans_a, trans_b, m, n, k, alpha, a + oa, sa, b + ob, sb, T(0), c + oc, sc,
+                    count);
+  }
+}
+
+//! Row i of each (batch, head) of scores -> softmax over j (j <= i when causal; the rest 0).
+template <class PV>
+void masked_softmax_rows(const PV& probs, bool causal) {
+  using T = scalar_t<PV>;
+  const auto seq = static_cast<std::int64_t>(probs.extent(2));
+  Kokkos::parallel_for(
+      "kdist::ops::attention softmax", md_range3<PV>(probs.extent(0), probs.extent(1), seq),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
+        const std::int64_t jend = causal ? i + 1 : seq;
+        T mx = probs(b, h, i, 0);
+        for (std::int64_t j = 1; j < jend; ++j)
+          mx = probs(b, h, i, j) > mx ? probs(b, h, i, j) : mx;
+        T sum = T(0);
+        for (std::int64_t j = 0; j < jend; ++j) {
+          const T e = kdist::detail::kmath::exp(probs(b, h, i, j) - mx);
+          probs(b, h, i, j) = e;
+          sum += e;
+        }
+        const T inv = T(1) / sum;
+        for (std::int64_t j = 0; j < jend; ++j) probs(b, h, i, j) *= inv;
+        for (std::int64_t j = jend; j < seq; ++j) probs(b, h, i, j) = T(0);
+      });
+}
+
+//! dS = P o (dP - rowsum(P o dP)) scale, in place over dP in `scratch` (masked entries have P = 0).
+template <class PV, class SV>
+void softmax_backward_rows(const PV& probs, const SV& scratch, scalar_t<SV> scale) {
+  using T = scalar_t<SV>;
+  const auto seq = static_cast<std::int64_t>(probs.extent(2));
+  Kokkos::parallel_for(
+      "kdist::ops::attention dscores", md_range3<SV>(probs.extent(0), probs.extent(1), seq),
+      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
+        T row = T(0);
+        for (std::int64_t j = 0; j < seq; ++j) row += probs(b, h, i, j) * scratch(b, h, i, j);
+        for (std::int64_t j = 0; j < seq; ++j) {
+          scratch(b, h, i, j) = probs(b, h, i, j) * (scratch(b, h, i, j) - row) * scale;
+        }
+      });
+}
+
+//! attention_forward off the host (a GPU; backend::kokkos): P = softmax(scale Q K^T) as batched
+//! GEMMs and a row kernel, O = P V a batched GEMM. The causal mask is applied in the softmax (the
+//! products are computed whole, as in the matrix form on the host).
+template <class QV, class KV, class VV, class PV, class OV>
+void attention_forward_batched(const QV& q, const KV& k, const VV& v, const PV& probs,
+                               const OV& out, scalar_t<OV> scale, bool causal) {
+  using T = scalar_t<OV>;
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  const auto s = static_cast<std::int64_t>(S), d = static_cast<std::int64_t>(D);
+  if (S == 0) return;
+  per_head_gemm<OV, T>(B, S, H, D, false, true, s, s, d, scale, q.data(), false, k.data(), false,
+                       probs.data(), true);
+  masked_softmax_rows(probs, causal);
+  per_head_gemm<OV, T>(B, S, H, D, false, false, s, d, s, T(1), probs.data(), true, v.data(), false,
+                       out.data(), false);
+}
+
+//! attention_backward off the host: dP = dO V^T, dS (row kernel), dQ = dS K, dK = dS^T Q,
+//! dV = P^T dO, each a batched GEMM.
+template <class QV, class KV, class VV, class PV, class DOV, class SV, class DQV, class DKV,
+          class DVV>
+void attention_backward_batched(const QV& q, const KV& k, const VV& v, const PV& probs,
+                                const DOV& dout, const SV& scratch, const DQV& dq, const DKV& dk,
+                                const DVV& dv, scalar_t<DQV> scale, bool) {
+  using T = scalar_t<DQV>;
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  const auto s = static_cast<std::int64_t>(S), d = static_cast<std::int64_t>(D);
+  if (S == 0) return;
+  per_head_gemm<DQV, T>(B, S, H, D, false, true, s, s, d, T(1), dout.data(), false, v.data(), false,
+                        scratch.data(), true);
+  softmax_backward_rows(probs, scratch, scale);
+  per_head_gemm<DQV, T>(B, S, H, D, false, false, s, d, s, T(1), scratch.data(), true, k.data(),
+                        false, dq.data(), false);
+  per_head_gemm<DQV, T>(B, S, H, D, true, false, s, d, s, T(1), scratch.data(), true, q.data(),
+                        false, dk.data(), false);
+  per_head_gemm<DQV, T>(B, S, H, D, true, false, s, d, s, T(1), probs.data(), true, dout.data(),
+                        false, dv.data(), false);
+}
+
 }  // namespace detail
 
 //! Forward: fills `probs` (batch, heads, seq, seq) with the attention probabilities (masked
@@ -172,44 +294,17 @@ void attention_forward(const QV& q, const KV& k, const VV& v, const PV& probs, c
                 detail::check_rank4<OV>());
   static_assert(detail::check_same_scalar<QV, OV>() && detail::check_same_scalar<KV, OV>() &&
                 detail::check_same_scalar<VV, OV>() && detail::check_same_scalar<PV, OV>());
-  using T = detail::scalar_t<OV>;
-  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2);
   detail::check_attention_views("attention_forward", q, k, v, out);
   detail::require_extents4("attention_forward", "probs", probs, B, H, S, S);
   if constexpr (detail::check_backend<Backend, QV, KV, VV, PV, OV>()) {
-    if (detail::all_packed(q, k, v, probs, out)) {  // strided Views take the loops below
+    if (detail::all_packed(q, k, v, probs, out)) {
       detail::attention_forward_eigen(q, k, v, probs, out, scale, causal);
       return;
     }
   }
-  const auto seq = static_cast<std::int64_t>(S);
-  const auto dim = static_cast<std::int64_t>(D);
-  Kokkos::parallel_for(
-      "kdist::ops::attention_forward", detail::md_range3<OV>(B, H, S),
-      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
-        const std::int64_t jend = causal ? i + 1 : seq;
-        T mx = T(0);
-        for (std::int64_t j = 0; j < jend; ++j) {
-          T s = T(0);
-          for (std::int64_t d = 0; d < dim; ++d) s += (q(b, i, h, d) * scale) * k(b, j, h, d);
-          probs(b, h, i, j) = s;
-          if (j == 0 || s > mx) mx = s;
-        }
-        T sum = T(0);
-        for (std::int64_t j = 0; j < jend; ++j) {
-          const T e = kdist::detail::kmath::exp(probs(b, h, i, j) - mx);
-          probs(b, h, i, j) = e;
-          sum += e;
-        }
-        const T inv = T(1) / sum;
-        for (std::int64_t j = 0; j < jend; ++j) probs(b, h, i, j) *= inv;
-        for (std::int64_t j = jend; j < seq; ++j) probs(b, h, i, j) = T(0);
-        for (std::int64_t d = 0; d < dim; ++d) {
-          T acc = T(0);
-          for (std::int64_t j = 0; j < jend; ++j) acc += probs(b, h, i, j) * v(b, j, h, d);
-          out(b, i, h, d) = acc;
-        }
-      });
+  detail::require_packed("attention_forward", q, k, v, probs, out);
+  detail::attention_forward_batched(q, k, v, probs, out, scale, causal);
 }
 
 //! Backward: given `dout` = dL/d(out) and the forward's `probs`, writes dq, dk, dv (all
@@ -228,8 +323,7 @@ void attention_backward(const QV& q, const KV& k, const VV& v, const PV& probs, 
                 detail::check_same_scalar<VV, DQV>() && detail::check_same_scalar<PV, DQV>() &&
                 detail::check_same_scalar<DOV, DQV>() && detail::check_same_scalar<SV, DQV>() &&
                 detail::check_same_scalar<DKV, DQV>() && detail::check_same_scalar<DVV, DQV>());
-  using T = detail::scalar_t<DQV>;
-  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2), D = q.extent(3);
+  const std::size_t B = q.extent(0), S = q.extent(1), H = q.extent(2);
   detail::check_attention_views("attention_backward", q, k, v, dout, dq, dk, dv);
   detail::require_extents4("attention_backward", "probs", probs, B, H, S, S);
   detail::require_extents4("attention_backward", "scratch", scratch, B, H, S, S);
@@ -239,53 +333,8 @@ void attention_backward(const QV& q, const KV& k, const VV& v, const PV& probs, 
       return;
     }
   }
-  const auto seq = static_cast<std::int64_t>(S);
-  const auto dim = static_cast<std::int64_t>(D);
-  // dL/dscores(i, j) = P(i, j) (dP(i, j) - sum_j' P(i, j') dP(i, j')), dP(i, j) = dout_i . v_j;
-  // the scale of the scores is folded in here (it multiplies both dq and dk).
-  Kokkos::parallel_for(
-      "kdist::ops::attention_backward dscores", detail::md_range3<DQV>(B, H, S),
-      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t h, const std::int64_t i) {
-        const std::int64_t jend = causal ? i + 1 : seq;
-        T row = T(0);
-        for (std::int64_t j = 0; j < jend; ++j) {
-          T dp = T(0);
-          for (std::int64_t d = 0; d < dim; ++d) dp += dout(b, i, h, d) * v(b, j, h, d);
-          scratch(b, h, i, j) = dp;
-          row += probs(b, h, i, j) * dp;
-        }
-        for (std::int64_t j = 0; j < jend; ++j) {
-          scratch(b, h, i, j) = probs(b, h, i, j) * (scratch(b, h, i, j) - row) * scale;
-        }
-        for (std::int64_t j = jend; j < seq; ++j) scratch(b, h, i, j) = T(0);
-      });
-  // dq_i = sum_j dS(i, j) k_j
-  Kokkos::parallel_for(
-      "kdist::ops::attention_backward dq", detail::md_range3<DQV>(B, S, H),
-      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t i, const std::int64_t h) {
-        const std::int64_t jend = causal ? i + 1 : seq;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          T acc = T(0);
-          for (std::int64_t j = 0; j < jend; ++j) acc += scratch(b, h, i, j) * k(b, j, h, d);
-          dq(b, i, h, d) = acc;
-        }
-      });
-  // dk_j = sum_i dS(i, j) q_i, dv_j = sum_i P(i, j) dout_i (rows i >= j when causal)
-  Kokkos::parallel_for(
-      "kdist::ops::attention_backward dk dv", detail::md_range3<DQV>(B, S, H),
-      KOKKOS_LAMBDA(const std::int64_t b, const std::int64_t j, const std::int64_t h) {
-        const std::int64_t ibegin = causal ? j : 0;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          T acc_k = T(0);
-          T acc_v = T(0);
-          for (std::int64_t i = ibegin; i < seq; ++i) {
-            acc_k += scratch(b, h, i, j) * q(b, i, h, d);
-            acc_v += probs(b, h, i, j) * dout(b, i, h, d);
-          }
-          dk(b, j, h, d) = acc_k;
-          dv(b, j, h, d) = acc_v;
-        }
-      });
+  detail::require_packed("attention_backward", q, k, v, probs, dout, scratch, dq, dk, dv);
+  detail::attention_backward_batched(q, k, v, probs, dout, scratch, dq, dk, dv, scale, causal);
 }
 
 //! The same with a scratch View allocated here.

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -38,10 +39,30 @@ namespace kdist::ops {
 
 //! Which kernels a layer computes attention with (MultiHeadAttention::set_attention_kernel).
 enum class AttentionKernel {
-  automatic,  //!< `matrices` on host memory (Eigen GEMMs), `tiled` elsewhere (a GPU)
+  automatic,  //!< `matrices`, but `tiled` off the host when the probabilities are large
   matrices,   //!< ops/attention.hpp: the (batch, heads, seq, seq) probabilities, kept for backward
+              //!< (Eigen GEMMs on the host, strided batched GEMMs on a GPU)
   tiled,      //!< this file: memory linear in seq, the probabilities recomputed in backward
 };
+
+//! Off the host, `automatic` keeps the matrix kernels while a layer's probabilities (batch x heads
+//! x seq x seq scalars of a process) take at most this many bytes (256 MiB: the default GPT's are
+//! 4 MiB, GPT-2 small's at batch 8 and seq 1024 are 384 MiB).
+inline constexpr std::size_t attention_matrices_max_bytes = std::size_t{256} << 20;
+
+//! KDIST_ATTENTION_KERNEL: "matrices", "tiled", or unset / "automatic". Errors: kdist::ValueError
+//! for another value.
+inline AttentionKernel attention_kernel_from_environment() {
+  const char* v = std::getenv("KDIST_ATTENTION_KERNEL");
+  if (v == nullptr || *v == '\0') return AttentionKernel::automatic;
+  const std::string s(v);
+  if (s == "automatic") return AttentionKernel::automatic;
+  if (s == "matrices") return AttentionKernel::matrices;
+  if (s == "tiled") return AttentionKernel::tiled;
+  throw ValueError("KDIST_ATTENTION_KERNEL is '" + s +
+                   "', not matrices, tiled or automatic (the attention kernels of "
+                   "MultiHeadAttention; ops/attention_tiled.hpp)");
+}
 
 namespace detail {
 

@@ -185,9 +185,31 @@ inline void check_global_clipnorm(const std::string& op, double clipnorm) {
   }
 }
 
+//! `p -= p * weight_decay * lr` over a contiguous block (a free function: nvcc takes no
+//! KOKKOS_LAMBDA in a protected member function).
+template <class Backend, class PV>
+void weight_decay_kernel(const PV& param, typename PV::non_const_value_type weight_decay,
+                         typename PV::non_const_value_type lr) {
+  constexpr bool eigen = ops::detail::check_backend<Backend, PV>();
+  const std::size_t n = param.size();
+  if (n == 0 || weight_decay == 0) return;
+  if constexpr (eigen) {
+    auto p = flat_array(param);
+    p -= (p * weight_decay) * lr;
+  } else {
+    auto p = flat_view(param);
+    Kokkos::parallel_for(
+        "kdist::Optimizer::weight_decay", ops::detail::range<PV>(n),
+        KOKKOS_LAMBDA(const std::int64_t i) { p(i) -= p(i) * weight_decay * lr; });
+  }
+}
+
 //! What every optimizer of the library keeps, as Keras' BaseOptimizer does: the learning rate
-//! (checked), the step counter (Keras' `optimizer.iterations`) and `global_clipnorm`. `Derived` is
-//! the optimizer (with_global_clipnorm returns one); `who` ("Adam") begins its error messages.
+//! (checked), the step counter (Keras' `optimizer.iterations`), `global_clipnorm`, and the
+//! decoupled `weight_decay` with its exclusions (Keras' `_apply_weight_decay`: `p -= p *
+//! weight_decay * lr` before the step, on every variable that `exclude_from_weight_decay` does not
+//! name). `Derived` is the optimizer (the with_ builders return one); `who` ("Adam") begins its
+//! error messages.
 template <class Derived>
 class OptimizerBase {
  public:
@@ -219,22 +241,86 @@ class OptimizerBase {
     return copy;
   }
 
+  //! Keras' `weight_decay` (0, the default of every optimizer but AdamW: no decay).
+  double weight_decay() const { return weight_decay_; }
+  //! Errors: kdist::ValueError for a negative or non-finite value.
+  void set_weight_decay(double weight_decay) {
+    check_weight_decay(who_, weight_decay);
+    weight_decay_ = weight_decay;
+  }
+  //! A copy with weight_decay set, for one expression: `kdist::SGD(0.1).with_weight_decay(1e-4)`
+  //! (Keras' `SGD(learning_rate=0.1, weight_decay=1e-4)`). Errors: as set_weight_decay.
+  Derived with_weight_decay(double weight_decay) const {
+    Derived copy = static_cast<const Derived&>(*this);
+    copy.set_weight_decay(weight_decay);
+    return copy;
+  }
+  //! Keras' `exclude_from_weight_decay(var_names=...)`: a variable whose name (the last part of
+  //! its path: "kernel", "bias") contains any of `var_names` is not decayed. kdist matches plain
+  //! substrings where Keras reads each name as a regular expression (the same for names without
+  //! regex characters). Replaces an earlier list; an empty list excludes nothing. Errors:
+  //! kdist::ValueError for an empty string (it would match every variable).
+  void exclude_from_weight_decay(std::vector<std::string> var_names) {
+    for (const auto& n : var_names) {
+      if (n.empty()) {
+        throw ValueError(std::string("kdist::") + who_ +
+                         "::exclude_from_weight_decay: an empty name matches every variable; to "
+                         "turn weight decay off use weight_decay 0");
+      }
+    }
+    excluded_ = std::move(var_names);
+  }
+  //! The names given to exclude_from_weight_decay.
+  const std::vector<std::string>& excluded_from_weight_decay() const { return excluded_; }
+  //! Whether the variable at `variable_path` ("d1/bias") is decayed: weight_decay > 0 and its
+  //! name contains none of the excluded names (Keras' `_use_weight_decay`).
+  bool uses_weight_decay(std::string_view variable_path) const {
+    if (weight_decay_ == 0.0) return false;
+    const auto slash = variable_path.rfind('/');
+    const std::string_view name =
+        slash == std::string_view::npos ? variable_path : variable_path.substr(slash + 1);
+    for (const auto& n : excluded_) {
+      if (name.find(n) != std::string_view::npos) return false;
+    }
+    return true;
+  }
+
  protected:
-  //! Errors: kdist::ValueError for a negative or non-finite learning rate.
-  OptimizerBase(const char* who, double learning_rate) : who_(who), learning_rate_(learning_rate) {
+  //! Errors: kdist::ValueError for a negative or non-finite learning rate or weight decay.
+  OptimizerBase(const char* who, double learning_rate, double weight_decay = 0.0)
+      : who_(who), learning_rate_(learning_rate), weight_decay_(weight_decay) {
     check_learning_rate(who, learning_rate);
+    check_weight_decay(who, weight_decay);
   }
   const char* who() const { return who_; }
   //! Appends ("global_clipnorm", value) to a config when it is set.
   void add_global_clipnorm_to(std::vector<std::pair<std::string, double>>& config) const {
     if (global_clipnorm_) config.emplace_back("global_clipnorm", *global_clipnorm_);
   }
+  //! Keras' decoupled weight decay of one variable's block, `p -= p * weight_decay * lr`, in a pass
+  //! of its own (Adam fuses it into its step), before the step as Keras' apply() does.
+  template <class PV, class Backend>
+  void apply_weight_decay(const PV& param, Backend) const {
+    using T = std::remove_const_t<typename PV::value_type>;
+    weight_decay_kernel<Backend>(param, static_cast<T>(weight_decay_),
+                                 static_cast<T>(learning_rate_));
+  }
 
  private:
+  static void check_weight_decay(const char* who, double weight_decay) {
+    if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay)) {
+      throw ValueError(std::string("kdist::") + who + ": weight_decay is " +
+                       number_string(weight_decay) +
+                       "; it must be a finite number >= 0 (0: no decay; Keras' AdamW takes 0.004)");
+    }
+  }
+
   const char* who_;
   double learning_rate_;
+  double weight_decay_;
   std::int64_t iterations_ = 0;
   std::optional<double> global_clipnorm_;
+  std::vector<std::string> excluded_;
 };
 
 //! The Adam step of Keras (kdist::Adam, kdist::AdamW) with `alpha` the bias-corrected step size;
@@ -323,18 +409,22 @@ class SGD : public detail::OptimizerBase<SGD> {
     std::vector<std::pair<std::string, double>> config = {{"learning_rate", learning_rate()},
                                                           {"momentum", momentum_},
                                                           {"nesterov", nesterov_ ? 1.0 : 0.0}};
+    if (weight_decay() != 0.0) config.emplace_back("weight_decay", weight_decay());
     add_global_clipnorm_to(config);
     return config;
   }
-  //! One variable's step with its slots as slots() declares them (none, or the velocity).
+  //! One variable's step with its slots as slots() declares them (none, or the velocity), decayed
+  //! first when the weight decay is not 0.
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
-    detail::check_slot_count("SGD", state.size(), slot_count());
-    if (needs_velocity()) {
-      update(param, grad, state[0]);
-    } else {
-      update(param, grad);
-    }
+    step(param, grad, state, weight_decay() != 0.0);
+  }
+  //! The step of the variable at `variable_path`: decayed first unless exclude_from_weight_decay
+  //! names it (what kdist::Sequential calls).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state,
+                   std::string_view variable_path) const {
+    step(param, grad, state, uses_weight_decay(variable_path));
   }
 
   //! Updates `param` from `grad` (momentum 0). Errors: kdist::ValueError if the optimizer has
@@ -397,6 +487,17 @@ class SGD : public detail::OptimizerBase<SGD> {
   }
 
  private:
+  template <class PV, class GV, class SV>
+  void step(const PV& param, const GV& grad, std::span<const SV> state, bool decay) const {
+    detail::check_slot_count("SGD", state.size(), slot_count());
+    if (decay) apply_weight_decay(param, ops::AutoBackend{});
+    if (needs_velocity()) {
+      update(param, grad, state[0]);
+    } else {
+      update(param, grad);
+    }
+  }
+
   double momentum_;
   bool nesterov_;
 };
@@ -416,7 +517,6 @@ class AdamFamily : public OptimizerBase<Derived> {
   using Base = OptimizerBase<Derived>;
 
  public:
-  double weight_decay() const { return weight_decay_; }
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
@@ -426,42 +526,12 @@ class AdamFamily : public OptimizerBase<Derived> {
   //! How many state Views `update` needs per variable: 2 (`m` and `v`).
   std::size_t slot_count() const { return slots().size(); }
 
-  //! Keras' `exclude_from_weight_decay(var_names=...)`: a variable whose name (the last part of
-  //! its path: "kernel", "bias") contains any of `var_names` is not decayed. kdist matches plain
-  //! substrings where Keras reads each name as a regular expression (the same for names without
-  //! regex characters). Replaces an earlier list; an empty list excludes nothing. Errors:
-  //! kdist::ValueError for an empty string (it would match every variable).
-  void exclude_from_weight_decay(std::vector<std::string> var_names) {
-    for (const auto& n : var_names) {
-      if (n.empty()) {
-        throw ValueError(std::string("kdist::") + this->who() +
-                         "::exclude_from_weight_decay: an empty name matches every variable; to "
-                         "turn weight decay off use weight_decay 0 (or kdist::Adam)");
-      }
-    }
-    excluded_ = std::move(var_names);
-  }
-  //! The names given to exclude_from_weight_decay.
-  const std::vector<std::string>& excluded_from_weight_decay() const { return excluded_; }
-  //! Whether the variable at `variable_path` ("d1/bias") is decayed: weight_decay > 0 and its
-  //! name contains none of the excluded names (Keras' `_use_weight_decay`).
-  bool uses_weight_decay(std::string_view variable_path) const {
-    if (weight_decay_ == 0.0) return false;
-    const auto slash = variable_path.rfind('/');
-    const std::string_view name =
-        slash == std::string_view::npos ? variable_path : variable_path.substr(slash + 1);
-    for (const auto& n : excluded_) {
-      if (name.find(n) != std::string_view::npos) return false;
-    }
-    return true;
-  }
-
   //! One variable's step with its slots as slots() declares them (m, v), decayed when the
   //! weight decay is not 0.
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
     check_slot_count(this->who(), state.size(), slot_count());
-    step(param, grad, state[0], state[1], weight_decay_ != 0.0, ops::AutoBackend{});
+    step(param, grad, state[0], state[1], this->weight_decay() != 0.0, ops::AutoBackend{});
   }
   //! The step of the variable at `variable_path`: decayed unless exclude_from_weight_decay names
   //! it (what kdist::Sequential calls).
@@ -469,7 +539,8 @@ class AdamFamily : public OptimizerBase<Derived> {
   void update_step(const PV& param, const GV& grad, std::span<const SV> state,
                    std::string_view variable_path) const {
     check_slot_count(this->who(), state.size(), slot_count());
-    step(param, grad, state[0], state[1], uses_weight_decay(variable_path), ops::AutoBackend{});
+    step(param, grad, state[0], state[1], this->uses_weight_decay(variable_path),
+         ops::AutoBackend{});
   }
 
   //! The bias-corrected step size of the current step, `lr * sqrt(1 - b2^t) / (1 - b1^t)`, in `T`.
@@ -486,7 +557,7 @@ class AdamFamily : public OptimizerBase<Derived> {
   //! kdist::ValueError for a shape mismatch or a non-contiguous View.
   template <class PV, class GV, class MV, class VV, class Backend = ops::AutoBackend>
   void update(const PV& param, const GV& grad, const MV& m, const VV& v, Backend b = {}) const {
-    step(param, grad, m, v, weight_decay_ != 0.0, b);
+    step(param, grad, m, v, this->weight_decay() != 0.0, b);
   }
 
  protected:
@@ -494,16 +565,11 @@ class AdamFamily : public OptimizerBase<Derived> {
   //! negative or not finite, a beta is outside [0, 1), or epsilon is negative.
   AdamFamily(const char* who, double learning_rate, double weight_decay, double beta_1,
              double beta_2, double epsilon)
-      : Base(who, learning_rate),
-        weight_decay_(weight_decay),
+      : Base(who, learning_rate, weight_decay),
         beta_1_(beta_1),
         beta_2_(beta_2),
         epsilon_(epsilon) {
     const std::string op = std::string("kdist::") + who + ": ";
-    if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay)) {
-      throw ValueError(op + "weight_decay is " + number_string(weight_decay) +
-                       "; it must be a finite number >= 0 (Keras' default is 0.004; 0 is Adam)");
-    }
     for (const auto& [name, beta] : {std::pair{"beta_1", beta_1}, std::pair{"beta_2", beta_2}}) {
       if (!(beta >= 0.0 && beta < 1.0)) {
         throw ValueError(op + name + " is " + number_string(beta) + "; it must be in [0, 1)");
@@ -514,10 +580,12 @@ class AdamFamily : public OptimizerBase<Derived> {
     }
   }
 
-  //! Keras' config, as checkpoints record it; the weight decay when `with_decay`.
+  //! Keras' config, as checkpoints record it; the weight decay when `with_decay` or not 0.
   std::vector<std::pair<std::string, double>> config(bool with_decay) const {
     std::vector<std::pair<std::string, double>> c = {{"learning_rate", this->learning_rate()}};
-    if (with_decay) c.emplace_back("weight_decay", weight_decay_);
+    if (with_decay || this->weight_decay() != 0.0) {
+      c.emplace_back("weight_decay", this->weight_decay());
+    }
     c.emplace_back("beta_1", beta_1_);
     c.emplace_back("beta_2", beta_2_);
     c.emplace_back("epsilon", epsilon_);
@@ -541,19 +609,19 @@ class AdamFamily : public OptimizerBase<Derived> {
     check_slot(op, "v (second moment)", param, v);
     adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(), static_cast<T>(1.0 - beta_1_),
                          static_cast<T>(1.0 - beta_2_), static_cast<T>(epsilon_), decay,
-                         static_cast<T>(weight_decay_), static_cast<T>(this->learning_rate()));
+                         static_cast<T>(this->weight_decay()),
+                         static_cast<T>(this->learning_rate()));
   }
 
-  double weight_decay_;
   double beta_1_;
   double beta_2_;
   double epsilon_;
-  std::vector<std::string> excluded_;
 };
 
 }  // namespace detail
 
-//! Keras 3's Adam (amsgrad off): detail::AdamFamily without weight decay.
+//! Keras 3's Adam (amsgrad off): detail::AdamFamily, without weight decay unless given one
+//! (`kdist::Adam(1e-3).with_weight_decay(0.01)`, Keras' `Adam(weight_decay=0.01)`).
 //! Defaults as Keras: lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7.
 class Adam : public detail::AdamFamily<Adam> {
  public:
@@ -657,19 +725,23 @@ class RMSprop : public detail::OptimizerBase<RMSprop> {
                                                           {"momentum", momentum_},
                                                           {"epsilon", epsilon_},
                                                           {"centered", centered_ ? 1.0 : 0.0}};
+    if (weight_decay() != 0.0) config.emplace_back("weight_decay", weight_decay());
     add_global_clipnorm_to(config);
     return config;
   }
 
   //! One variable's step with its slots as slots() declares them (velocity, [average_gradient],
-  //! [momentum]).
+  //! [momentum]), decayed first when the weight decay is not 0.
   template <class PV, class GV, class SV>
   void update_step(const PV& param, const GV& grad, std::span<const SV> state) const {
-    detail::check_slot_count("RMSprop", state.size(), slot_count());
-    const bool centered = needs_average_gradient();
-    const SV& average = centered ? state[1] : state[0];
-    const SV& momentum = needs_momentum() ? state[centered ? 2 : 1] : state[0];
-    update(param, grad, state[0], average, momentum);
+    step(param, grad, state, weight_decay() != 0.0);
+  }
+  //! The step of the variable at `variable_path`: decayed first unless exclude_from_weight_decay
+  //! names it (what kdist::Sequential calls).
+  template <class PV, class GV, class SV>
+  void update_step(const PV& param, const GV& grad, std::span<const SV> state,
+                   std::string_view variable_path) const {
+    step(param, grad, state, uses_weight_decay(variable_path));
   }
   //! Updates `param` from `grad` with its `velocity` slot (plain RMSprop: not centered, momentum
   //! 0). Errors: kdist::ValueError if the optimizer is centered or has momentum (use the overload
@@ -784,6 +856,16 @@ class RMSprop : public detail::OptimizerBase<RMSprop> {
   }
 
  private:
+  template <class PV, class GV, class SV>
+  void step(const PV& param, const GV& grad, std::span<const SV> state, bool decay) const {
+    detail::check_slot_count("RMSprop", state.size(), slot_count());
+    if (decay) apply_weight_decay(param, ops::AutoBackend{});
+    const bool centered = needs_average_gradient();
+    const SV& average = centered ? state[1] : state[0];
+    const SV& momentum = needs_momentum() ? state[centered ? 2 : 1] : state[0];
+    update(param, grad, state[0], average, momentum);
+  }
+
   double rho_;
   double momentum_;
   double epsilon_;

@@ -27,9 +27,10 @@
 //! None, None) (an all-reduce). Gradients: every variable's gradient lands in its own layout
 //! (pending sums over the batch axes resolved), the input's gradient in the input's layout.
 //!
-//! Attention kernels: on host memory the matrix kernels (ops/attention.hpp, Eigen GEMMs, the
-//! probabilities kept for backward), elsewhere the tiled ones (ops/attention_tiled.hpp, memory
-//! linear in the sequence); set_attention_kernel chooses.
+//! Attention kernels: the matrix kernels (ops/attention.hpp, the probabilities kept for backward;
+//! Eigen GEMMs on host memory, strided batched cuBLAS GEMMs on a GPU), on a GPU the tiled ones
+//! (ops/attention_tiled.hpp, memory linear in the sequence) for long sequences;
+//! set_attention_kernel or KDIST_ATTENTION_KERNEL chooses.
 //!
 //! Errors (kdist::ValueError, on every process alike): num_heads or key_dim 0; inputs of another
 //! rank than (sequence, features); a layout sharding the heads dimension of a variable over axes
@@ -110,12 +111,16 @@ class BasicMultiHeadAttention {
   std::size_t num_heads() const { return num_heads_; }
   std::size_t key_dim() const { return key_dim_; }
   bool causal() const { return causal_; }
-  //! The attention kernels: by default (automatic) the matrix kernels on host memory (Eigen
-  //! GEMMs; the (seq, seq) probabilities kept for backward) and the tiled ones elsewhere (a GPU:
-  //! FlashAttention-2's online softmax, memory linear in the sequence; ops/attention_tiled.hpp).
-  //! Both give the same results (to rounding).
+  //! The attention kernels: by default (automatic) the matrix kernels (ops/attention.hpp: the
+  //! (seq, seq) probabilities kept for backward; Eigen GEMMs on host memory, strided batched
+  //! cuBLAS GEMMs on a GPU), and on a GPU the tiled ones (FlashAttention-2's online softmax,
+  //! memory linear in the sequence; ops/attention_tiled.hpp) once the probabilities would take
+  //! more than ops::attention_matrices_max_bytes per layer. KDIST_ATTENTION_KERNEL (matrices,
+  //! tiled) overrides `automatic`. Both give the same results (to rounding).
   void set_attention_kernel(ops::AttentionKernel kernel) { attention_kernel_ = kernel; }
   ops::AttentionKernel attention_kernel() const { return attention_kernel_; }
+  //! The kernels the last forward ran (matrices or tiled; automatic before any forward).
+  ops::AttentionKernel kernels_of_last_forward() const { return last_kernel_; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------
   //! Builds for inputs of shape (sequence, features); returns the same shape.
@@ -222,7 +227,9 @@ class BasicMultiHeadAttention {
       }
     }
     attn_ = attn_views_.get("kdist::MHA::attention", bl, seq, hl_, k);
-    if (tiled()) {
+    tiled_ = tiled(bl, seq);
+    last_kernel_ = tiled_ ? ops::AttentionKernel::tiled : ops::AttentionKernel::matrices;
+    if (tiled_) {
       lse_ = lse_views_.get("kdist::MHA::lse", bl, hl_, seq);
       ops::attention_forward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, scale(), causal_);
     } else {
@@ -282,7 +289,7 @@ class BasicMultiHeadAttention {
                 ops::Op::transpose);
     std::array<View4, 3> dproj;
     for (auto& g : dproj) g = dproj_views_.get("kdist::MHA::dprojection", bl, seq, hl_, k);
-    if (tiled()) {
+    if (tiled_) {
       ops::attention_backward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, dattn,
                                     delta_views_.get_like("kdist::MHA::delta", lse_), dproj[0],
                                     dproj[1], dproj[2], scale(), causal_);
@@ -346,12 +353,18 @@ class BasicMultiHeadAttention {
   }
 
   T scale() const { return T(1) / std::sqrt(T(key_dim_)); }
-  bool tiled() const {
-    if (attention_kernel_ != ops::AttentionKernel::automatic) {
-      return attention_kernel_ == ops::AttentionKernel::tiled;
+  //! Whether this forward (rows of `seq` positions, hl_ heads) runs the tiled kernels: as set, or
+  //! with `automatic` (and no KDIST_ATTENTION_KERNEL) on host memory never, elsewhere when the
+  //! probabilities would take more than ops::attention_matrices_max_bytes.
+  bool tiled(std::size_t rows, std::size_t seq) const {
+    ops::AttentionKernel kernel = attention_kernel_;
+    if (kernel == ops::AttentionKernel::automatic)
+      kernel = ops::attention_kernel_from_environment();
+    if (kernel != ops::AttentionKernel::automatic) return kernel == ops::AttentionKernel::tiled;
+    if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Tensor3::memory_space>::accessible) {
+      return false;
     }
-    return !Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                       typename Tensor3::memory_space>::accessible;
+    return rows * hl_ * seq * seq * sizeof(T) > ops::attention_matrices_max_bytes;
   }
 
   RuntimeTensorLayout rows_layout(const RuntimeDeviceMesh& mesh) const {
@@ -438,6 +451,8 @@ class BasicMultiHeadAttention {
   View3 lse_;  // the tiled kernels' per-row log-sum-exp, instead of probs_
   std::size_t hl_ = 0;
   ops::AttentionKernel attention_kernel_ = ops::AttentionKernel::automatic;
+  bool tiled_ = false;  // the kernels of the last forward (its backward runs the same)
+  ops::AttentionKernel last_kernel_ = ops::AttentionKernel::automatic;
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   // Three slots where one step has three live at once (the projections' gradients).
   std::array<ReusableViews<View4>, 3> proj_views_;

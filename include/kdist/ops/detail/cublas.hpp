@@ -1,8 +1,9 @@
 #pragma once
 //! \file ops/detail/cublas.hpp
 //! The vendor BLAS behind `kdist::ops::matmul` on CUDA device memory: cuBLAS sgemm/dgemm on the
-//! stream of the Kokkos::Cuda instance, sgemm on TensorFloat-32 tensor cores when the matmul
-//! precision is "high" (ops/matmul_precision.hpp). The only file of kdist that calls a CUDA library.
+//! stream of the Kokkos::Cuda instance (and their strided-batched forms, attention's per-head
+//! products), sgemm on TensorFloat-32 tensor cores when the matmul precision is "high"
+//! (ops/matmul_precision.hpp). The only file of kdist that calls a CUDA library.
 //!
 //! On when Kokkos has the CUDA backend and `KDIST_ENABLE_CUBLAS` is defined (kdist's CMake target
 //! defines it and links CUDA::cublas when it finds Kokkos CUDA); otherwise `cublas_enabled` is
@@ -65,6 +66,34 @@ void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, in
   } else {
     check_cublas(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
                  "cublasDgemm");
+  }
+}
+
+//! `count` row-major products at once (cublas<s,d>gemmStridedBatched): product i reads A + i *
+//! stride_a and B + i * stride_b and writes C + i * stride_c; otherwise as gemm_cublas (the
+//! operands swapped for cuBLAS' column-major view, TF32 when the precision is "high").
+template <class T>
+void gemm_strided_batched_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n,
+                                 int k, T alpha, const T* a, int lda, long long stride_a,
+                                 const T* b, int ldb, long long stride_b, T beta, T* c, int ldc,
+                                 long long stride_c, int count) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  cublasHandle_t h = cublas_handle();
+  check_cublas(cublasSetStream(h, exec.cuda_stream()), "cublasSetStream");
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>) {
+    check_cublas(cublasSetMathMode(h, matmul_precision() == MatmulPrecision::high
+                                          ? CUBLAS_TF32_TENSOR_OP_MATH
+                                          : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode");
+    check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a, lda,
+                                           stride_a, &beta, c, ldc, stride_c, count),
+                 "cublasSgemmStridedBatched");
+  } else {
+    check_cublas(cublasDgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a, lda,
+                                           stride_a, &beta, c, ldc, stride_c, count),
+                 "cublasDgemmStridedBatched");
   }
 }
 
