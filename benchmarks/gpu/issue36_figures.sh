@@ -1,0 +1,54 @@
+#!/bin/bash
+# Issue 36's GPU figures in one or two device calls (docs/gpu.md, "Issue 36 on a lent GPU"). Run on
+# the GPU machine from the repo root after `../shared/gpu/stage.sh .gpu KK` here; every log lands
+# in $OUT. It builds only the targets the figures need (KGPU_TARGETS), so a cold call spends about
+# 2 minutes building, then runs, each step within the call's time:
+#   - ctest of the attention, launch-count and GPT tests (correctness on the GPU first);
+#   - bench_gpt BM_gpt_step/1proc with the attention kernels (matrices, tiled) and the matmul
+#     precision (highest, high) crossed, and the GPT-2-small preset of gpt_trainer (MFU);
+#   - bench_trainer's seeds' step (the 0.15 ms/step target);
+#   - the JAX anchors: ../shared/gpu/jax_step.py (seeds) and benchmarks/jax_gpt_step.py (the GPT,
+#     default and highest precision).
+#   bash benchmarks/gpu/issue36_figures.sh [build|run|all]   (default all; a second call: run)
+set -u
+what=${1:-all}
+export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt"
+O=${OUT:-/tmp/kdist-gpu/out}; mkdir -p "$O"
+B=${KGPU_WORK:-/tmp/kdist-gpu}/build
+here=$(pwd)
+if [ "$what" != run ]; then
+  bash .gpu/device.sh info build=330 || { echo "build unfinished: call again with 'run' once it is"; exit 1; }
+fi
+[ "$what" = build ] && exit 0
+[ -x "$B/benchmarks/bench_gpt" ] || { echo "no build in $B: run with 'build' first"; exit 1; }
+D=$(ls -d "${KGPU_WORK:-/tmp/kdist-gpu}"/deps/usr 2>/dev/null)
+ma=$(ls "$D/lib" 2>/dev/null | grep -m1 -- '-linux-gnu$')
+export PATH=$D/bin:$PATH LD_LIBRARY_PATH=$D/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt' --output-on-failure -j4)
+} > "$O/issue36-ctest.log" 2>&1
+echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
+{
+  for kernel in matrices tiled; do
+    for precision in highest high; do
+      echo "### KDIST_ATTENTION_KERNEL=$kernel KDIST_MATMUL_PRECISION=$precision"
+      KDIST_ATTENTION_KERNEL=$kernel KDIST_MATMUL_PRECISION=$precision timeout 90 \
+        "$B/benchmarks/bench_gpt" --benchmark_filter='BM_gpt_step/1proc' 2>&1 | grep -E 'median|tokens'
+    done
+  done
+  echo "### seeds' step"
+  timeout 90 "$B/benchmarks/bench_trainer" --benchmark_filter='BM_step_kdist_data_parallel|BM_step_eigen' 2>&1 | grep -vE '^\s*$' | tail -15
+  echo "### gpt_trainer --preset gpt2-small (2 epochs of at most 4 steps)"
+  timeout 150 "$B/examples/gpt_trainer" --preset gpt2-small --epochs 2 --steps 4 \
+    --matmul-precision high --peak-tflops 494.7 2>&1 | tail -8
+} > "$O/issue36-bench.log" 2>&1
+cat "$O/issue36-bench.log" | cut -c1-160
+{
+  cd "$here"
+  timeout 120 python3 ../shared/gpu/jax_step.py "${KGPU_WORK:-/tmp/kdist-gpu}/data" 2 2>&1 | tail -4
+  for precision in default highest; do
+    timeout 90 python3 benchmarks/jax_gpt_step.py 20 --precision $precision 2>&1 | tail -1
+  done
+} > "$O/issue36-jax.log" 2>&1
+cat "$O/issue36-jax.log"
