@@ -89,17 +89,24 @@ class Gradients {
   //! Forgets the entries (keeps the memory).
   void clear() noexcept { entries_.clear(); }
 
-  //! Writes each gradient into its variable's `grad` (in the variable's layout, pending sums
-  //! summed: kdist::redistribute_into, collective as it is) and forgets them.
-  void resolve() {
+  //! Calls f(gradient, variable) for each entry, in the order they were added, each with its own
+  //! types (`DistributedTensor<T**>`, `TrainableVariable<T**>&`, ...).
+  template <class F>
+  void for_each(F&& f) const {
     for (const Entry& e : entries_) {
       std::visit(
           [&](auto* v) {
             using Tensor = std::decay_t<decltype(v->grad)>;
-            resolve_into(std::get<Tensor>(e.gradient), *v);
+            f(std::get<Tensor>(e.gradient), *v);
           },
           e.variable);
     }
+  }
+
+  //! Writes each gradient into its variable's `grad` (in the variable's layout, pending sums
+  //! summed: kdist::redistribute_into, collective as it is) and forgets them.
+  void resolve() {
+    for_each([](const auto& gradient, auto& variable) { resolve_into(gradient, variable); });
     entries_.clear();
   }
 

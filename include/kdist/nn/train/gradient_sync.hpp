@@ -262,14 +262,8 @@ class GradientSync {
   //! waits for it. Errors: those of kdist::redistribute_into.
   template <class T>
   void resolve(Gradients<T>& gradients) {
-    for (const auto& e : gradients.entries()) {
-      std::visit(
-          [&](auto* v) {
-            using Tensor = std::decay_t<decltype(v->grad)>;
-            resolve_into(std::get<Tensor>(e.gradient), *v);
-          },
-          e.variable);
-    }
+    gradients.for_each(
+        [this](const auto& gradient, auto& variable) { resolve_into(gradient, variable); });
     gradients.clear();
   }
 

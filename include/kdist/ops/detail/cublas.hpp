@@ -47,20 +47,29 @@ inline cublasHandle_t cublas_handle() {
 //! Row-major `C[m,n] = alpha * op(A) * op(B) + beta * C` with row strides lda, ldb, ldc, on the
 //! stream of `exec`. cuBLAS is column-major: a row-major matrix is its transpose there, so this
 //! is the column-major product `C^T = op(B)^T * op(A)^T`, the operands swapped.
+//! The handle, on the stream of `exec`, in the math mode of the matmul precision for T: TensorFloat-32
+//! tensor cores or not (ops/matmul_precision.hpp; a property of the handle).
 template <class T>
-void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k, T alpha,
-                 const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+cublasHandle_t cublas_handle_for(const Kokkos::Cuda& exec) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   cublasHandle_t h = cublas_handle();
   check_cublas(cublasSetStream(h, exec.cuda_stream()), "cublasSetStream");
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>) {
-    // TensorFloat-32 tensor cores or not (ops/matmul_precision.hpp); a property of the handle
     check_cublas(cublasSetMathMode(h, matmul_precision() == MatmulPrecision::high
                                           ? CUBLAS_TF32_TENSOR_OP_MATH
                                           : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
+  }
+  return h;
+}
+
+template <class T>
+void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k, T alpha,
+                 const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+  cublasHandle_t h = cublas_handle_for<T>(exec);
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>) {
     check_cublas(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
                  "cublasSgemm");
   } else {
@@ -77,16 +86,10 @@ void gemm_strided_batched_cublas(const Kokkos::Cuda& exec, bool trans_a, bool tr
                                  int k, T alpha, const T* a, int lda, long long stride_a,
                                  const T* b, int ldb, long long stride_b, T beta, T* c, int ldc,
                                  long long stride_c, int count) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-  cublasHandle_t h = cublas_handle();
-  check_cublas(cublasSetStream(h, exec.cuda_stream()), "cublasSetStream");
+  cublasHandle_t h = cublas_handle_for<T>(exec);
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>) {
-    check_cublas(cublasSetMathMode(h, matmul_precision() == MatmulPrecision::high
-                                          ? CUBLAS_TF32_TENSOR_OP_MATH
-                                          : CUBLAS_DEFAULT_MATH),
-                 "cublasSetMathMode");
     check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a, lda,
                                            stride_a, &beta, c, ldc, stride_c, count),
                  "cublasSgemmStridedBatched");
