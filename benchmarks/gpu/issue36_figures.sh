@@ -3,7 +3,7 @@
 # the GPU machine from the repo root after `../shared/gpu/stage.sh .gpu KK` here; every log lands
 # in $OUT. It builds only the targets the figures need (KGPU_TARGETS), so a cold call spends about
 # 2 minutes building, then runs, each step within the call's time:
-#   - ctest of the attention, launch-count and GPT tests (correctness on the GPU first);
+#   - ctest of the attention, launch-count, GPT and metrics-on-device tests (correctness first);
 #   - bench_gpt BM_gpt_step/1proc with the attention kernels (matrices, tiled) and the matmul
 #     precision (highest, high) crossed, and the GPT-2-small preset of gpt_trainer (MFU);
 #   - bench_trainer's seeds' step (the 0.15 ms/step target);
@@ -12,7 +12,7 @@
 #   bash benchmarks/gpu/issue36_figures.sh [build|run|all]   (default all; a second call: run)
 set -u
 what=${1:-all}
-export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt"
+export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device"
 O=${OUT:-/tmp/kdist-gpu/out}; mkdir -p "$O"
 B=${KGPU_WORK:-/tmp/kdist-gpu}/build
 here=$(pwd)
@@ -26,7 +26,7 @@ ma=$(ls "$D/lib" 2>/dev/null | grep -m1 -- '-linux-gnu$')
 export PATH=$D/bin:$PATH LD_LIBRARY_PATH=$D/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt' --output-on-failure -j4)
+  (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt|metrics_on_device' --output-on-failure -j4)
 } > "$O/issue36-ctest.log" 2>&1
 echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
 {

@@ -59,6 +59,10 @@ struct StepContext {
   std::uint64_t seed = 0;      //!< the model's seed (dropout masks)
   std::uint64_t step = 0;      //!< the optimizer's iteration count (dropout masks)
   bool output_logits = false;  //!< a final softmax is left to the loss (fused cross-entropy)
+  //! The step count in the memory of the model's Views, when the step keeps one there
+  //! (kdist::detail::DeviceIterations): kernels that draw random numbers read it themselves, so
+  //! that a step captured once as a device graph draws each replay's own masks.
+  const std::int64_t* step_at = nullptr;
 };
 
 //! The requirements on a layer on scalars `T`.

@@ -59,6 +59,9 @@ using LossLabels = Kokkos::View<const std::int32_t*, Kokkos::LayoutRight>;
 //! Where a loss writes `scale * d(sum)/d(output)`, shaped like LossInput.
 template <class T>
 using LossGradient = Kokkos::View<T**, Kokkos::LayoutRight>;
+//! Where a loss that can leave its sum on the device writes it (its optional `sum_into`): a
+//! training step that keeps its metrics there (kdist::detail::OutputLoss) reads it later.
+using LossSum = Kokkos::View<double, Kokkos::LayoutRight>;
 
 //! The requirements on a loss of outputs of scalars `T`.
 template <class L, class T = float>
@@ -92,6 +95,11 @@ struct MeanSquaredError {
   double sum(const PV& pred, const YV& target) const {
     return ops::mean_squared_error(pred, target);
   }
+  template <class PV, class YV, class GV, class S>
+  void sum_into(const PV& pred, const YV& target, const GV& grad, S scale,
+                const LossSum& out) const {
+    ops::mean_squared_error_into(pred, target, grad, scale, out);
+  }
 };
 
 //! Keras' `keras.losses.CategoricalCrossentropy` (and the sparse one with integer labels) on
@@ -114,6 +122,16 @@ struct CategoricalCrossentropy {
   template <class ZV, class YV>
   double sum_from_logits(const ZV& logits, const YV& target) const {
     return ops::softmax_cross_entropy(logits, target);
+  }
+  template <class PV, class YV, class GV, class S>
+  void sum_into(const PV& pred, const YV& target, const GV& grad, S scale,
+                const LossSum& out) const {
+    ops::cross_entropy_into(pred, target, grad, scale, out);
+  }
+  template <class ZV, class YV, class GV, class S>
+  void sum_from_logits_into(const ZV& logits, const YV& target, const GV& grad, S scale,
+                            const LossSum& out) const {
+    ops::softmax_cross_entropy_into(logits, target, grad, scale, out);
   }
 };
 
@@ -206,6 +224,19 @@ class AnyLoss {
     return self_->sum(pred, labels, grad, scale, from_logits);
   }
 
+  //! The sum as sum() with a gradient, left in `out` on the device without waiting for it (labels
+  //! in range are then the caller's to check: ops::first_invalid_label_into), when the loss can
+  //! (the library's: an optional `sum_into` / `sum_from_logits_into`); false, and nothing done,
+  //! when it cannot.
+  bool sum_into(const LossInput<T>& pred, const LossTargets<T>& target, const LossGradient<T>& grad,
+                T scale, bool from_logits, const LossSum& out) const {
+    return self_->sum_into(pred, target, grad, scale, from_logits, out);
+  }
+  bool sum_into(const LossInput<T>& pred, const LossLabels& labels, const LossGradient<T>& grad,
+                T scale, bool from_logits, const LossSum& out) const {
+    return self_->sum_into(pred, labels, grad, scale, from_logits, out);
+  }
+
   //! The loss as its own type, or nullptr if it holds another type.
   template <class L>
   const L* get_if() const {
@@ -224,6 +255,10 @@ class AnyLoss {
                        bool) const = 0;
     virtual double sum(const LossInput<T>&, const LossLabels&, const LossGradient<T>*, T,
                        bool) const = 0;
+    virtual bool sum_into(const LossInput<T>&, const LossTargets<T>&, const LossGradient<T>&, T,
+                          bool, const LossSum&) const = 0;
+    virtual bool sum_into(const LossInput<T>&, const LossLabels&, const LossGradient<T>&, T, bool,
+                          const LossSum&) const = 0;
   };
   template <class L>
   struct Model final : Concept {
@@ -254,6 +289,31 @@ class AnyLoss {
         const auto target = detail::one_hot<T>(labels, pred.extent(1), "kdist loss " + name());
         return sum_of(pred, target, grad, scale, from_logits);
       }
+    }
+    bool sum_into(const LossInput<T>& pred, const LossTargets<T>& target,
+                  const LossGradient<T>& grad, T scale, bool from_logits,
+                  const LossSum& out) const override {
+      return into(pred, target, grad, scale, from_logits, out);
+    }
+    bool sum_into(const LossInput<T>& pred, const LossLabels& labels, const LossGradient<T>& grad,
+                  T scale, bool from_logits, const LossSum& out) const override {
+      return into(pred, labels, grad, scale, from_logits, out);
+    }
+    template <class Y>
+    bool into(const LossInput<T>& pred, const Y& target, const LossGradient<T>& grad, T scale,
+              bool from_logits, const LossSum& out) const {
+      if (from_logits) {
+        if constexpr (requires { loss.sum_from_logits_into(pred, target, grad, scale, out); }) {
+          loss.sum_from_logits_into(pred, target, grad, scale, out);
+          return true;
+        }
+        return false;
+      }
+      if constexpr (requires { loss.sum_into(pred, target, grad, scale, out); }) {
+        loss.sum_into(pred, target, grad, scale, out);
+        return true;
+      }
+      return false;
     }
     template <class Y>
     double sum_of(const LossInput<T>& pred, const Y& target, const LossGradient<T>* grad, T scale,

@@ -139,6 +139,21 @@ class BasicSequential {
 
   const Distribution& distribution() const { return *dist_; }
 
+  //! Keras' `compile(steps_per_execution=n)`: fit reads the metrics after every n steps (and at
+  //! the end of each epoch), and in between they stay on the device - the library's losses on
+  //! (batch, outputs) rows add them up there, so a step neither waits for the device nor all-reduces
+  //! its loss; the progress line moves every n steps. 1 (the default, as Keras): every step.
+  //! Errors: kdist::ValueError for 0.
+  void set_steps_per_execution(std::size_t n) {
+    if (n == 0) {
+      throw ValueError(
+          "kdist::Sequential::set_steps_per_execution: 0 steps; give at least 1 (1: the metrics "
+          "are read after every step, as Keras' default)");
+    }
+    steps_per_execution_ = n;
+  }
+  std::size_t steps_per_execution() const { return steps_per_execution_; }
+
   //! How data-parallel gradients are summed (kdist/nn/train/gradient_sync.hpp): all-reduces that
   //! overlap the backward pass, small gradients in buckets. Replaces the environment's settings
   //! (KDIST_GRADIENT_OVERLAP, KDIST_GRADIENT_BUCKET_KB). Collective once compiled (every process
@@ -234,8 +249,8 @@ class BasicSequential {
   Metrics train_step(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
-    return step_.train(layers_, input_tensor(x_local, global_batch), targets, global_batch,
-                       context);
+    return *step_.train(layers_, input_tensor(x_local, global_batch), targets, global_batch,
+                        context);
   }
 
   //! Keras' `model.predict` on this process's rows `x_local` of a global batch of `global_batch`
@@ -344,15 +359,27 @@ class BasicSequential {
   }
 
   //! One epoch of `data` (training when `train`); returns the epoch's mean metrics.
+  //! One epoch of fit (`train`) or evaluate. Training with steps_per_execution > 1 keeps the
+  //! metrics on the device between its reads.
   Metrics run_epoch(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_t epoch,
                     std::size_t max_steps, bool train, bool print) {
+    const bool on_device = train && steps_per_execution_ > 1;
     const auto step = [&](const auto& x, const auto& y, std::size_t global) {
-      return train ? train_step(x, y, global) : evaluate_batch(x, y, global);
+      if (train) {
+        require_compiled("fit");
+        const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
+        step_.train(layers_, input_tensor(x, global), y, global, context, on_device);
+      } else {
+        evaluate_batch(x, y, global);
+      }
     };
+    const auto read = [&] { return step_.take_metric_totals(); };
+    step_.reset_metric_totals();
+    const std::size_t every = train ? steps_per_execution_ : 1;
     if (input_shape_.size() == 1) {
-      return detail::run_epoch<2>(data, plan, epoch, max_steps, train, print, step);
+      return detail::run_epoch<2>(data, plan, epoch, max_steps, train, print, every, step, read);
     }
-    return detail::run_epoch<4>(data, plan, epoch, max_steps, train, print, step);
+    return detail::run_epoch<4>(data, plan, epoch, max_steps, train, print, every, step, read);
   }
 
   Shape input_shape_;
@@ -360,6 +387,7 @@ class BasicSequential {
   std::vector<Layer> layers_;
   std::shared_ptr<const Distribution> dist_;
   std::uint64_t seed_ = 0;
+  std::size_t steps_per_execution_ = 1;  //!< set_steps_per_execution
   //! The training step: the loss, the optimizer and its state, the gradient sync.
   detail::TrainStep<T> step_;
 };

@@ -290,6 +290,26 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   void finish_step() {
     std::visit([](auto& o) { o.finish_step(); }, base());
   }
+  //! Points the library's optimizers' device kernels at the training step's copy of the completed
+  //! steps (kdist::detail::DeviceIterations); a user's optimizer is not told.
+  void read_iterations_from(const std::int64_t* at) {
+    std::visit(
+        [at](auto& o) {
+          if constexpr (detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>>) {
+            o.read_iterations_from(at);
+          }
+        },
+        base());
+  }
+  //! Whether its kernels take no value that changes from step to step from the host (the
+  //! library's, told read_iterations_from): a step captured once as a device graph replays right.
+  bool replays_from_device() const {
+    return std::visit(
+        [](const auto& o) {
+          return detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>>;
+        },
+        base());
+  }
   //! One variable's step: `slots` as slots() declares them.
   void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
                    std::span<const OptimizerView<T>> slots) const {

@@ -39,9 +39,30 @@ struct DropoutParams {
   std::uint64_t row_offset = 0;   //!< global row of the local row 0 (the shard's batch offset)
   std::uint64_t col_offset = 0;   //!< global column of the local column 0
   std::uint64_t global_cols = 0;  //!< columns of the global activation; 0: the local View's
+  //! When set, the step is read here, in the memory of the Views, by the kernels themselves
+  //! instead of `step`: a step captured as a device graph (kdist::detail::StepGraph) replays
+  //! with each step's own mask. The model's step counter (kdist::detail::DeviceIterations).
+  const std::int64_t* step_at = nullptr;
 };
 
 namespace detail {
+
+//! The key of a dropout call: its step read on the host from `step_at` when that is host memory
+//! (the CPU backends), else `step`; the device kernels read `step_at` themselves
+//! (with_step_at), so that a replayed graph sees the step of its replay.
+template <class Memory>
+RandomKey dropout_key(std::uint64_t seed, std::uint64_t stream, std::uint64_t step,
+                      const std::int64_t* step_at) {
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
+    if (step_at != nullptr) step = static_cast<std::uint64_t>(*step_at);
+  }
+  return random_key(seed, stream, step);
+}
+//! In a kernel: `key` at the step `step_at` holds, when given.
+KOKKOS_INLINE_FUNCTION RandomKey with_step_at(RandomKey key, const std::int64_t* step_at) {
+  if (step_at != nullptr) key.step = static_cast<std::uint64_t>(*step_at);
+  return key;
+}
 
 template <class V>
 std::uint64_t checked_global_cols(const char* op, const V& x, const DropoutParams& p) {
@@ -127,7 +148,10 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
   require_shape("dropout", "y", y, x.extent(0), x.extent(1));
   const std::uint64_t global_cols = checked_global_cols("dropout", x, params);
   if constexpr (Mask) check_mask_size("dropout", x, mask);
-  const RandomKey key = random_key(params.seed, params.stream, params.step);
+  const RandomKey key = dropout_key<typename YV::memory_space>(params.seed, params.stream,
+                                                               params.step, params.step_at);
+  const std::int64_t* const step_at = params.step_at;
+  (void)step_at;  // read by the device kernels only
   const std::uint32_t threshold = dropout_threshold(static_cast<float>(params.rate));
   const T keep_prob = T(1) - static_cast<T>(params.rate);
   const std::uint64_t row0 = params.row_offset;
@@ -165,7 +189,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
             const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
             const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
             auto* const kept = mask_data;  // captured outside `if constexpr` (nvcc)
-            const RandomBits b = kdist::random_bits(key, (group << 4) | l);
+            const RandomBits b = kdist::random_bits(with_step_at(key, step_at), (group << 4) | l);
             for (int w = 0; w < 4; ++w) {
               const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
               if (e < g || e >= g + n) continue;
@@ -187,7 +211,7 @@ void dropout_matrix(const XV& x, const YV& y, const MV& mask, const DropoutParam
           const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
           const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
           auto* const kept = mask_data;  // captured outside `if constexpr` (nvcc)
-          const RandomBits b = kdist::random_bits(key, (group << 4) | l);
+          const RandomBits b = kdist::random_bits(with_step_at(key, step_at), (group << 4) | l);
           for (int w = 0; w < 4; ++w) {
             const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
             if (e < g || e >= g + cols) continue;
@@ -315,6 +339,7 @@ struct DropoutBlockParams {
   double rate = 0.0;                              //!< fraction dropped, in [0, 1)
   std::array<std::uint64_t, R> offsets{};         //!< global index of the local element 0
   std::array<std::uint64_t, R> global_extents{};  //!< the global activation's shape
+  const std::int64_t* step_at = nullptr;          //!< as DropoutParams::step_at
 };
 
 namespace detail {
@@ -378,7 +403,10 @@ void dropout_block_impl(const XV& x, const YV& y, const MV& mask,
   std::uint64_t run = lext[R - 1];
   for (std::size_t k = R - 1; k > 0 && lext[k] == gext[k]; --k) run *= lext[k - 1];
   const std::uint64_t runs = size / run;
-  const RandomKey key = random_key(params.seed, params.stream, params.step);
+  const RandomKey key = dropout_key<typename YV::memory_space>(params.seed, params.stream,
+                                                               params.step, params.step_at);
+  const std::int64_t* const step_at = params.step_at;
+  (void)step_at;  // read by the device kernels only
   const std::uint32_t threshold = dropout_threshold(static_cast<float>(params.rate));
   const T keep_prob = T(1) - static_cast<T>(params.rate);
   const T* xp = x.data();
@@ -401,7 +429,7 @@ void dropout_block_impl(const XV& x, const YV& y, const MV& mask,
           const std::uint64_t g = block_global_index<R>(f0, lo, lext, gext);
           const std::uint64_t group = (g >> 6) + static_cast<std::uint64_t>(t) / 16;
           const std::uint64_t l = static_cast<std::uint64_t>(t) % 16;
-          const RandomBits b = kdist::random_bits(key, (group << 4) | l);
+          const RandomBits b = kdist::random_bits(with_step_at(key, step_at), (group << 4) | l);
           for (int w = 0; w < 4; ++w) {
             const std::uint64_t e = (group << 6) + 16 * static_cast<std::uint64_t>(w) + l;
             if (e < g || e >= g + run) continue;

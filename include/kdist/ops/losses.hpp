@@ -35,12 +35,32 @@ namespace detail {
 template <class TV>
 constexpr bool is_labels_v = static_cast<int>(TV::rank) == 1;
 
-//! Checks the target against predictions `p` [rows, classes]; labels in range.
-template <class PV, class TV>
+template <class R>
+constexpr bool is_device_sum_v = Kokkos::is_view<R>::value;
+
+//! Stores a reduction computed on the host into `result` (a double, or a rank-0 View).
+template <class R>
+void store_sum(R& result, double value) {
+  if constexpr (is_device_sum_v<R>) {
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                             typename R::memory_space>::accessible) {
+      result() = value;
+    } else {
+      Kokkos::deep_copy(result, value);  // only an empty block gets here on a device
+    }
+  } else {
+    result = value;
+  }
+}
+
+//! Checks the target against predictions `p` [rows, classes]; labels in range unless
+//! `LabelRange` is false (the `_into` forms: first_invalid_label_into checks them on the device).
+template <bool LabelRange = true, class PV, class TV>
 void check_target(const char* op, const PV& p, const TV& target) {
   if constexpr (is_labels_v<TV>) {
     static_assert(check_labels<TV>());
     require_length(op, "labels", target, p.extent(0));
+    if constexpr (!LabelRange) return;
     const auto classes = static_cast<std::int64_t>(p.extent(1));
     const auto rows = static_cast<std::int64_t>(p.extent(0));
     std::int64_t first_bad = rows;
@@ -110,15 +130,15 @@ KOKKOS_INLINE_FUNCTION void store_grad(const GV& g, std::int64_t i, std::int64_t
 
 // ---- mean squared error -------------------------------------------------------------------------
 
-template <bool Grad, bool Eigen, class PV, class TV, class GV, class T>
-double mse_impl(const PV& p, const TV& target, const GV& g, T scale) {
+template <bool Grad, bool Eigen, class PV, class TV, class GV, class T, class R>
+void mse_impl(const PV& p, const TV& target, const GV& g, T scale, R& result) {
   const auto cols = static_cast<std::int64_t>(p.extent(1));
   const auto rows = static_cast<std::int64_t>(p.extent(0));
-  if (cols == 0 || rows == 0) return 0.0;
+  if (cols == 0 || rows == 0) return store_sum(result, 0.0);
   const T gscale = T(2) * scale / static_cast<T>(cols);
   const double inv_cols = 1.0 / static_cast<double>(cols);
-  double total = 0.0;
   if constexpr (Eigen) {
+    double total = 0.0;
     auto pm = eigen_map(p);
     for (Eigen::Index i = 0; i < pm.rows(); ++i) {
       if constexpr (is_labels_v<TV>) {
@@ -142,6 +162,7 @@ double mse_impl(const PV& p, const TV& target, const GV& g, T scale) {
         }
       }
     }
+    store_sum(result, total);
   } else {
     Kokkos::parallel_reduce(
         "kdist::ops::mean_squared_error", range<PV>(p.extent(0)),
@@ -154,21 +175,20 @@ double mse_impl(const PV& p, const TV& target, const GV& g, T scale) {
           }
           acc += row * inv_cols;
         },
-        total);
+        result);
   }
-  return total;
 }
 
 // ---- softmax cross-entropy from logits (fused)
 // ----------------------------------------------------
 
-template <bool Grad, bool Eigen, class ZV, class TV, class GV, class T>
-double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
+template <bool Grad, bool Eigen, class ZV, class TV, class GV, class T, class R>
+void softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale, R& result) {
   const auto cols = static_cast<std::int64_t>(z.extent(1));
   const auto rows = static_cast<std::int64_t>(z.extent(0));
-  if (cols == 0 || rows == 0) return 0.0;
-  double total = 0.0;
+  if (cols == 0 || rows == 0) return store_sum(result, 0.0);
   if constexpr (Eigen) {
+    double total = 0.0;
     auto zm = eigen_map(z);
     for (Eigen::Index i = 0; i < zm.rows(); ++i) {
       const T mx = zm.row(i).maxCoeff();
@@ -192,6 +212,7 @@ double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
         }
       }
     }
+    store_sum(result, total);
   } else {
     Kokkos::parallel_reduce(
         "kdist::ops::softmax_cross_entropy", range<ZV>(z.extent(0)),
@@ -217,26 +238,25 @@ double softmax_xent_impl(const ZV& z, const TV& target, const GV& g, T scale) {
           }
           acc += row;
         },
-        total);
+        result);
   }
-  return total;
 }
 
 // ---- cross-entropy from probabilities (Keras: normalise, clip, log)
 // --------------------------------
 
-template <bool Grad, bool Eigen, class PV, class TV, class GV, class T>
-double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
+template <bool Grad, bool Eigen, class PV, class TV, class GV, class T, class R>
+void xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps, R& result) {
   const auto cols = static_cast<std::int64_t>(p.extent(1));
   const auto rows = static_cast<std::int64_t>(p.extent(0));
-  if (cols == 0 || rows == 0) return 0.0;
+  if (cols == 0 || rows == 0) return store_sum(result, 0.0);
   const T lo = eps;
   const T hi = T(1) - eps;
-  double total = 0.0;
   // Per row: s = sum p, q = p / s, c = clip(q, eps, 1 - eps), loss = -sum t log c.
   // d loss / d q_j = gq_j = -t_j / c_j where eps < q_j < 1 - eps, else 0;
   // d loss / d p_k = (gq_k - sum_j gq_j q_j) / s.
   if constexpr (Eigen) {
+    double total = 0.0;
     auto pm = eigen_map(p);
     for (Eigen::Index i = 0; i < pm.rows(); ++i) {
       const T s = pm.row(i).sum();
@@ -266,6 +286,7 @@ double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
         }
       }
     }
+    store_sum(result, total);
   } else {
     Kokkos::parallel_reduce(
         "kdist::ops::cross_entropy", range<PV>(p.extent(0)),
@@ -294,9 +315,8 @@ double xent_impl(const PV& p, const TV& target, const GV& g, T scale, T eps) {
           }
           acc += row;
         },
-        total);
+        result);
   }
-  return total;
 }
 
 }  // namespace detail
@@ -314,7 +334,9 @@ double mean_squared_error(const PV& pred, const TV& target, const GV& grad,
   constexpr bool eigen = detail::check_backend<Backend, PV, TV, GV>();
   detail::check_target("mean_squared_error", pred, target);
   detail::check_grad<true>("mean_squared_error", pred, grad);
-  return detail::mse_impl<true, eigen>(pred, target, grad, scale);
+  double sum = 0.0;
+  detail::mse_impl<true, eigen>(pred, target, grad, scale, sum);
+  return sum;
 }
 
 //! Mean squared error without a gradient (evaluation): the sum of the per-example losses.
@@ -323,7 +345,9 @@ double mean_squared_error(const PV& pred, const TV& target, Backend = {}) {
   static_assert(detail::check_matrix<PV>());
   constexpr bool eigen = detail::check_backend<Backend, PV, TV>();
   detail::check_target("mean_squared_error", pred, target);
-  return detail::mse_impl<false, eigen>(pred, target, pred, detail::scalar_t<PV>(0));
+  double sum = 0.0;
+  detail::mse_impl<false, eigen>(pred, target, pred, detail::scalar_t<PV>(0), sum);
+  return sum;
 }
 
 //! Softmax cross-entropy from LOGITS, fused and stable (Keras' cross-entropy with
@@ -337,7 +361,9 @@ double softmax_cross_entropy(const ZV& logits, const TV& target, const GV& grad,
   constexpr bool eigen = detail::check_backend<Backend, ZV, TV, GV>();
   detail::check_target("softmax_cross_entropy", logits, target);
   detail::check_grad<true>("softmax_cross_entropy", logits, grad);
-  return detail::softmax_xent_impl<true, eigen>(logits, target, grad, scale);
+  double sum = 0.0;
+  detail::softmax_xent_impl<true, eigen>(logits, target, grad, scale, sum);
+  return sum;
 }
 
 //! Softmax cross-entropy from logits without a gradient: the sum of the per-example losses.
@@ -346,7 +372,9 @@ double softmax_cross_entropy(const ZV& logits, const TV& target, Backend = {}) {
   static_assert(detail::check_matrix<ZV>());
   constexpr bool eigen = detail::check_backend<Backend, ZV, TV>();
   detail::check_target("softmax_cross_entropy", logits, target);
-  return detail::softmax_xent_impl<false, eigen>(logits, target, logits, detail::scalar_t<ZV>(0));
+  double sum = 0.0;
+  detail::softmax_xent_impl<false, eigen>(logits, target, logits, detail::scalar_t<ZV>(0), sum);
+  return sum;
 }
 
 //! Cross-entropy from PROBABILITIES exactly as Keras 3 computes `categorical_crossentropy` /
@@ -362,7 +390,9 @@ double cross_entropy(const PV& probs, const TV& target, const GV& grad, detail::
   using T = detail::scalar_t<PV>;
   detail::check_target("cross_entropy", probs, target);
   detail::check_grad<true>("cross_entropy", probs, grad);
-  return detail::xent_impl<true, eigen>(probs, target, grad, scale, static_cast<T>(epsilon));
+  double sum = 0.0;
+  detail::xent_impl<true, eigen>(probs, target, grad, scale, static_cast<T>(epsilon), sum);
+  return sum;
 }
 
 //! Cross-entropy from probabilities without a gradient: the sum of the per-example losses.
@@ -373,7 +403,78 @@ double cross_entropy(const PV& probs, const TV& target, double epsilon = keras_e
   constexpr bool eigen = detail::check_backend<Backend, PV, TV>();
   using T = detail::scalar_t<PV>;
   detail::check_target("cross_entropy", probs, target);
-  return detail::xent_impl<false, eigen>(probs, target, probs, T(0), static_cast<T>(epsilon));
+  double sum = 0.0;
+  detail::xent_impl<false, eigen>(probs, target, probs, T(0), static_cast<T>(epsilon), sum);
+  return sum;
+}
+
+// ---- the same, the sum left on the device ---------------------------------------------------
+// A training step that runs as one device graph (kdist::detail::StepGraph) keeps its loss where
+// the kernels put it: each `_into` form writes the sum into `out` (a rank-0 View of double in the
+// memory of the Views) without waiting for it, and leaves the range of integer labels to
+// first_invalid_label_into (checked when the step's metrics are read). On the host they compute
+// what the forms above return.
+
+template <class PV, class TV, class GV, class OV, class Backend = AutoBackend>
+void mean_squared_error_into(const PV& pred, const TV& target, const GV& grad,
+                             detail::scalar_t<PV> scale, const OV& out, Backend = {}) {
+  static_assert(detail::check_matrix<PV>() && detail::is_device_sum_v<OV>);
+  constexpr bool eigen = detail::check_backend<Backend, PV, TV, GV>();
+  detail::check_target<eigen>("mean_squared_error", pred, target);
+  detail::check_grad<true>("mean_squared_error", pred, grad);
+  OV result = out;
+  detail::mse_impl<true, eigen>(pred, target, grad, scale, result);
+}
+
+template <class ZV, class TV, class GV, class OV, class Backend = AutoBackend>
+void softmax_cross_entropy_into(const ZV& logits, const TV& target, const GV& grad,
+                                detail::scalar_t<ZV> scale, const OV& out, Backend = {}) {
+  static_assert(detail::check_matrix<ZV>() && detail::is_device_sum_v<OV>);
+  constexpr bool eigen = detail::check_backend<Backend, ZV, TV, GV>();
+  detail::check_target<eigen>("softmax_cross_entropy", logits, target);
+  detail::check_grad<true>("softmax_cross_entropy", logits, grad);
+  OV result = out;
+  detail::softmax_xent_impl<true, eigen>(logits, target, grad, scale, result);
+}
+
+template <class PV, class TV, class GV, class OV, class Backend = AutoBackend>
+void cross_entropy_into(const PV& probs, const TV& target, const GV& grad,
+                        detail::scalar_t<PV> scale, const OV& out, double epsilon = keras_epsilon,
+                        Backend = {}) {
+  static_assert(detail::check_matrix<PV>() && detail::is_device_sum_v<OV>);
+  constexpr bool eigen = detail::check_backend<Backend, PV, TV, GV>();
+  using T = detail::scalar_t<PV>;
+  detail::check_target<eigen>("cross_entropy", probs, target);
+  detail::check_grad<true>("cross_entropy", probs, grad);
+  OV result = out;
+  detail::xent_impl<true, eigen>(probs, target, grad, scale, static_cast<T>(epsilon), result);
+}
+
+//! The first row whose label lies outside [0, classes) into `first` (a rank-0 View of int64 in
+//! the labels' memory; the largest int64 when every label is in range), without waiting for it.
+template <class LV, class FV>
+void first_invalid_label_into(const LV& labels, std::int64_t classes, const FV& first) {
+  static_assert(detail::check_labels<LV>() && Kokkos::is_view<FV>::value);
+  const auto rows = static_cast<std::int64_t>(labels.extent(0));
+  if constexpr (runs_on_host_v<LV>) {
+    std::int64_t bad = Kokkos::reduction_identity<std::int64_t>::min();
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const auto l = static_cast<std::int64_t>(labels(i));
+      if (l < 0 || l >= classes) {
+        bad = i;
+        break;
+      }
+    }
+    first() = bad;
+  } else {
+    Kokkos::parallel_reduce(
+        "kdist::ops::first_invalid_label", detail::range<LV>(labels.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& bad) {
+          const auto l = static_cast<std::int64_t>(labels(i));
+          if ((l < 0 || l >= classes) && i < bad) bad = i;
+        },
+        Kokkos::Min<std::int64_t, typename FV::memory_space>(first));
+  }
 }
 
 //! The number of rows whose argmax (the first maximum, as numpy's argmax) equals the label:
@@ -407,6 +508,32 @@ std::int64_t count_correct(const SV& scores, const LV& labels, Backend = {}) {
         correct);
   }
   return correct;
+}
+
+//! count_correct into `out` (a rank-0 View of double in the memory of the Views), without waiting
+//! for it (see the `_into` forms above).
+template <class SV, class LV, class OV, class Backend = AutoBackend>
+void count_correct_into(const SV& scores, const LV& labels, const OV& out, Backend b = {}) {
+  static_assert(detail::check_matrix<SV>() && detail::check_labels<LV>() &&
+                detail::is_device_sum_v<OV>);
+  constexpr bool eigen = detail::check_backend<Backend, SV, LV>();
+  if constexpr (eigen) {
+    OV result = out;
+    detail::store_sum(result, static_cast<double>(count_correct(scores, labels, b)));
+  } else {
+    detail::require_length("count_correct", "labels", labels, scores.extent(0));
+    const auto cols = static_cast<std::int64_t>(scores.extent(1));
+    Kokkos::parallel_reduce(
+        "kdist::ops::count_correct", detail::range<SV>(scores.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+          std::int64_t arg = 0;
+          for (std::int64_t j = 1; j < cols; ++j) {
+            if (scores(i, j) > scores(i, arg)) arg = j;
+          }
+          if (arg == static_cast<std::int64_t>(labels(i))) acc += 1.0;
+        },
+        out);
+  }
 }
 
 }  // namespace kdist::ops

@@ -224,6 +224,13 @@ class OptimizerBase {
   void set_iterations(std::int64_t n) { iterations_ = n; }
   //! Ends a training step (after `update` of every variable).
   void finish_step() { ++iterations_; }
+  //! Where the device kernels read the completed steps from instead of taking them as an
+  //! argument (nullptr: they take iterations()): the training step's copy of the count in the
+  //! memory of the variables (kdist::detail::DeviceIterations), equal to iterations() whenever a
+  //! step runs, so that a step captured once as a device graph replays with each step's count.
+  //! A copy of the optimizer does not take it (it points into the step that set it).
+  void read_iterations_from(const std::int64_t* at) { iterations_at_.at = at; }
+  const std::int64_t* iterations_at() const { return iterations_at_.at; }
 
   //! Keras' `global_clipnorm`: std::nullopt (the default) for no clipping.
   std::optional<double> global_clipnorm() const { return global_clipnorm_; }
@@ -319,16 +326,38 @@ class OptimizerBase {
   double learning_rate_;
   double weight_decay_;
   std::int64_t iterations_ = 0;
+  //! read_iterations_from's pointer; copies start without it.
+  struct NotCopied {
+    const std::int64_t* at = nullptr;
+    NotCopied() = default;
+    NotCopied(const NotCopied&) noexcept {}
+    NotCopied& operator=(const NotCopied&) noexcept {
+      at = nullptr;
+      return *this;
+    }
+  } iterations_at_;
   std::optional<double> global_clipnorm_;
   std::vector<std::string> excluded_;
 };
 
-//! The Adam step of Keras (kdist::Adam, kdist::AdamW) with `alpha` the bias-corrected step size;
-//! with `decay`, first Keras' decoupled weight decay `p -= p * weight_decay * lr`
+//! Keras' Adam step size at step `t` (1 for the first): `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`,
+//! in `T`; on the host and in the kernels that read `t` from device memory alike.
+template <class T>
+KOKKOS_INLINE_FUNCTION T adam_step_size(T lr, T beta_1, T beta_2, T t) {
+  using kdist::detail::kmath::pow;
+  using kdist::detail::kmath::sqrt;
+  return lr * sqrt(T(1) - pow(beta_2, t)) / (T(1) - pow(beta_1, t));
+}
+
+//! The Adam step of Keras (kdist::Adam, kdist::AdamW) with `alpha` the bias-corrected step size
+//! (on the device, computed by each thread from the completed steps at `iterations_at` when it is
+//! given, with betas 1 - one_minus_b1 and 1 - one_minus_b2: see adam_step_size); with `decay`,
+//! first Keras' decoupled weight decay `p -= p * weight_decay * lr`
 //! (BaseOptimizer._apply_weight_decay), in the same pass.
 template <class Backend, class PV, class GV, class MV, class VV>
 void adam_kernel(const PV& param, const GV& grad, const MV& m, const VV& v, std::size_t n,
-                 typename PV::non_const_value_type alpha,
+                 typename PV::non_const_value_type alpha, const std::int64_t* iterations_at,
+                 typename PV::non_const_value_type beta_1, typename PV::non_const_value_type beta_2,
                  typename PV::non_const_value_type one_minus_b1,
                  typename PV::non_const_value_type one_minus_b2,
                  typename PV::non_const_value_type eps, bool decay,
@@ -364,6 +393,9 @@ void adam_kernel(const PV& param, const GV& grad, const MV& m, const VV& v, std:
     auto vf = flat_view(v);
     Kokkos::parallel_for(
         "kdist::Adam::update", ops::detail::range<PV>(n), KOKKOS_LAMBDA(const std::int64_t i) {
+          const T a = iterations_at != nullptr
+                          ? adam_step_size(lr, beta_1, beta_2, static_cast<T>(*iterations_at + 1))
+                          : alpha;
           T pi = p(i);
           if (decay) pi -= pi * weight_decay * lr;
           const T gi = g(i);
@@ -371,7 +403,7 @@ void adam_kernel(const PV& param, const GV& grad, const MV& m, const VV& v, std:
           const T vi = vf(i) + (gi * gi - vf(i)) * one_minus_b2;
           mf(i) = mi;
           vf(i) = vi;
-          p(i) = pi - (mi * alpha) / (kdist::detail::kmath::sqrt(vi) + eps);
+          p(i) = pi - (mi * a) / (kdist::detail::kmath::sqrt(vi) + eps);
         });
   }
 }
@@ -546,10 +578,8 @@ class AdamFamily : public OptimizerBase<Derived> {
   //! The bias-corrected step size of the current step, `lr * sqrt(1 - b2^t) / (1 - b1^t)`, in `T`.
   template <class T>
   T step_size() const {
-    const T t = static_cast<T>(this->iterations() + 1);
-    const T b1p = std::pow(static_cast<T>(beta_1_), t);
-    const T b2p = std::pow(static_cast<T>(beta_2_), t);
-    return static_cast<T>(this->learning_rate()) * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+    return adam_step_size(static_cast<T>(this->learning_rate()), static_cast<T>(beta_1_),
+                          static_cast<T>(beta_2_), static_cast<T>(this->iterations() + 1));
   }
 
   //! Updates `param` from `grad` and its first/second moment slots `m`, `v` (same shape; create
@@ -607,9 +637,10 @@ class AdamFamily : public OptimizerBase<Derived> {
     check_slot(op, "the parameter", param, param);
     check_slot(op, "m (first moment)", param, m);
     check_slot(op, "v (second moment)", param, v);
-    adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(), static_cast<T>(1.0 - beta_1_),
-                         static_cast<T>(1.0 - beta_2_), static_cast<T>(epsilon_), decay,
-                         static_cast<T>(this->weight_decay()),
+    adam_kernel<Backend>(param, grad, m, v, n, step_size<T>(), this->iterations_at(),
+                         static_cast<T>(beta_1_), static_cast<T>(beta_2_),
+                         static_cast<T>(1.0 - beta_1_), static_cast<T>(1.0 - beta_2_),
+                         static_cast<T>(epsilon_), decay, static_cast<T>(this->weight_decay()),
                          static_cast<T>(this->learning_rate()));
   }
 

@@ -44,7 +44,10 @@ class BasicDropout {
     active_ = context.training && rate_ > 0.0;
     if (!active_) return x;
     return std::visit(
-        [&](const auto& t) -> LayerTensor<T> { return forward(t, context.seed, context.step); }, x);
+        [&](const auto& t) -> LayerTensor<T> {
+          return forward(t, context.seed, context.step, context.step_at);
+        },
+        x);
   }
   std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need_input_grad,
                                          Gradients<T>& /*no variables*/) {
@@ -56,11 +59,14 @@ class BasicDropout {
   // -----------------------------------------------------------------------------------------------
 
   //! Training: drops with probability rate and scales the rest by 1/(1-rate). `step` is the
-  //! optimizer's iteration count. The mask is drawn once, here, and kept (one byte per local
+  //! optimizer's iteration count (read by the kernels from `step_at` when given: the model's
+  //! device copy of it, StepContext::step_at). The mask is drawn once, here, and kept (one byte per local
   //! element, a buffer reused across steps) for `backward`.
-  Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step) {
-    params_ = ops::DropoutParams{seed,           stream_id(name_), step,        rate_,
-                                 x.offsets()[0], x.offsets()[1],   x.shape()[1]};
+  Matrix forward(const Matrix& x, std::uint64_t seed, std::uint64_t step,
+                 const std::int64_t* step_at = nullptr) {
+    step_at_ = step_at;
+    params_ = ops::DropoutParams{seed,           stream_id(name_), step,         rate_,
+                                 x.offsets()[0], x.offsets()[1],   x.shape()[1], step_at_};
     const auto y = outputs_.get_like(name_, x.local());
     remember(x);
     ops::dropout(x.local(), y, mask_, params_);
@@ -87,12 +93,15 @@ class BasicDropout {
   template <class DataType>
   requires(DistributedTensor<DataType>::rank >=
            3) DistributedTensor<DataType> forward(const DistributedTensor<DataType>& x,
-                                                  std::uint64_t seed, std::uint64_t step) {
+                                                  std::uint64_t seed, std::uint64_t step,
+                                                  const std::int64_t* step_at = nullptr) {
+    step_at_ = step_at;
     constexpr std::size_t R = DistributedTensor<DataType>::rank;
     ops::DropoutBlockParams<R> p;
     p.seed = seed;
     p.stream = stream_id(name_);
     p.step = step;
+    p.step_at = step_at_;
     p.rate = rate_;
     block_seed_ = seed;
     block_step_ = step;
@@ -109,6 +118,7 @@ class BasicDropout {
     p.seed = block_seed_;
     p.stream = stream_id(name_);
     p.step = block_step_;
+    p.step_at = step_at_;
     p.rate = rate_;
     return apply_block(dy, p, name_ + "/grad", false);
   }
@@ -179,6 +189,8 @@ class BasicDropout {
   ops::DropoutParams params_{};
   std::uint64_t block_seed_ = 0, block_step_ = 0;
   bool active_ = false;
+  //! The step counter the last forward read (StepContext::step_at), for backward's redraws.
+  const std::int64_t* step_at_ = nullptr;
   MaskView mask_;  //!< the last training forward's mask, row-major over its local block
   std::size_t fwd_rank_ = 0;
   std::array<std::uint64_t, 8> fwd_shape_{}, fwd_offsets_{}, fwd_extents_{};

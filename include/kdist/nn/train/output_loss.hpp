@@ -10,7 +10,12 @@
 //!   cross-entropy, the logits never gathered.
 //! It writes d loss / d output (scaled by 1 / global batch) in the layout the last layer produced,
 //! and sums the metrics over the processes holding distinct rows with a non-blocking all-reduce
-//! that runs under the backward pass (start ... finish).
+//! that runs under the backward pass (start ... finish). Or, asked to keep them on the device
+//! (Keras' steps_per_execution > 1, a step captured as a device graph), the rows' loss, correct
+//! count and first label out of range stay where the kernels wrote them, added up step after step
+//! (fold_step_metrics), and come back, summed over the processes, only when take_totals() reads
+//! them: no wait for the device and no collective in the step. Every step's metrics add up in
+//! the totals that take_totals() returns (fit's epoch loop reads them).
 
 #include <algorithm>
 #include <cstddef>
@@ -30,7 +35,9 @@
 #include <kdist/nn/train/metrics.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/parallel/collective_request.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
@@ -51,6 +58,30 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
                    static_cast<std::int64_t>(picked.extent(1))}),
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
         picked(i, j) = static_cast<std::int32_t>(y(i + r0, j + c0));
+      });
+}
+
+//! Metrics a step keeps on the device: totals(0) += the step's loss sum, totals(1) += its correct
+//! count; the first label out of range (its row `first_bad`, when `labels`) is recorded with the
+//! step (`*step_at`, -1 when not given) as totals(2) = 1 + step, (3) = row, (4) = label.
+using DeviceTotals = Kokkos::View<double[5], Kokkos::LayoutRight>;
+inline void fold_step_metrics(const DeviceTotals& totals, const LossSum& loss,
+                              const LossSum& correct,
+                              const Kokkos::View<std::int64_t, Kokkos::LayoutRight>& first_bad,
+                              const LossLabels& labels, bool with_labels,
+                              const std::int64_t* step_at) {
+  Kokkos::parallel_for(
+      "kdist::Sequential::fold_metrics", Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace>(0, 1),
+      KOKKOS_LAMBDA(const int) {
+        totals(0) += loss();
+        if (!with_labels) return;
+        totals(1) += correct();
+        const std::int64_t row = first_bad();
+        if (row >= 0 && row < static_cast<std::int64_t>(labels.extent(0)) && totals(2) == 0.0) {
+          totals(2) = 1.0 + (step_at != nullptr ? static_cast<double>(*step_at) : -1.0);
+          totals(3) = static_cast<double>(row);
+          totals(4) = static_cast<double>(labels(row));
+        }
       });
 }
 
@@ -92,10 +123,17 @@ class OutputLoss {
   //! d out in the layout the last layer produced it. The metrics' sum starts without blocking
   //! (collective); finish() reads it. Errors: kdist::ValueError for targets that do not fit the
   //! output, a loss that cannot take it.
+  //! With `on_device` (and a loss that can, on (batch, outputs) rows: the library's), the step's
+  //! metrics stay on the device (see the file's comment; kept_on_device() says whether they did),
+  //! read by take_totals(); `step_at` is the step's count in device memory, for the message of a
+  //! label out of range.
   template <class YV>
   std::optional<LayerTensor<T>> start(const LayerTensor<T>& out, const YV& targets,
-                                      std::size_t global_batch, std::size_t first_row, bool train) {
+                                      std::size_t global_batch, std::size_t first_row, bool train,
+                                      bool on_device = false,
+                                      const std::int64_t* step_at = nullptr) {
     global_batch_ = global_batch;
+    kept_on_device_ = false;
     if (const auto* logits = std::get_if<DistributedTensor<T***>>(&out)) {  // a language model
       auto result = sequence_loss(*logits, targets, first_row);
       sequence_loss_ = result.loss;
@@ -111,6 +149,10 @@ class OutputLoss {
     if (train) grad = dloss_views_.get("dloss", rows.local().extent(0), rows.local().extent(1));
     const T scale = train ? T(1) / static_cast<T>(global_batch) : T(0);
     const LossGradient<T> g = grad ? LossGradient<T>(*grad) : LossGradient<T>();
+    if (train && on_device && keep_on_device(rows, target, g, scale, step_at)) {
+      return LayerTensor<T>(
+          redistribute(Matrix::from_local(*grad, rows.shape(), rows.layout()), produced, moved_));
+    }
     sums_[0] =
         loss_.sum(LossInput<T>(rows.local()), target, grad ? &g : nullptr, scale, fused_softmax_);
     sums_[1] = count_correct(rows.local(), target);
@@ -123,13 +165,114 @@ class OutputLoss {
   //! The step's global mean loss (and accuracy), once their sum is done; the same on every
   //! process.
   Metrics finish() {
-    if (sequence_loss_) return {*sequence_loss_, 0.0, global_batch_, false};
-    request_.wait();
-    const double n = static_cast<double>(global_batch_);
-    return {sums_[0] / n, has_accuracy_ ? sums_[1] / n : 0.0, global_batch_, has_accuracy_};
+    Metrics m;
+    if (sequence_loss_) {
+      m = {*sequence_loss_, 0.0, global_batch_, false};
+    } else {
+      request_.wait();
+      const double n = static_cast<double>(global_batch_);
+      m = {sums_[0] / n, has_accuracy_ ? sums_[1] / n : 0.0, global_batch_, has_accuracy_};
+    }
+    totals_.loss += m.loss * static_cast<double>(m.examples);
+    totals_.correct += m.accuracy * static_cast<double>(m.examples);
+    totals_.examples += m.examples;
+    totals_.has_accuracy = m.has_accuracy;
+    return m;
+  }
+  //! Whether the last start() kept the step's metrics on the device (then finish() is not called).
+  bool kept_on_device() const noexcept { return kept_on_device_; }
+
+  //! What the steps since the last take_totals() (or reset_totals()) add up to: the sum of the
+  //! per-example losses, of the correct predictions, and the examples. Reads the metrics kept on
+  //! the device (one copy, and one all-reduce over the processes holding distinct rows: collective
+  //! when any were kept). Errors: kdist::ValueError on every process when a step kept on the
+  //! device had a label out of range (its step, row and label named).
+  struct Totals {
+    double loss = 0, correct = 0;
+    std::size_t examples = 0;
+    bool has_accuracy = false;
+  };
+  Totals take_totals() {
+    Totals out = totals_;
+    totals_ = {};
+    if (!device_pending_) return out;
+    device_pending_ = false;
+    double h[5];  // the one read of the device (a copy: on the host the mirror is the View)
+    Kokkos::deep_copy(
+        Kokkos::View<double[5], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h),
+        device_totals_);
+    Kokkos::deep_copy(device_totals_, 0.0);
+    double sums[3] = {h[0], h[1], h[2] > 0.0 ? 1.0 : 0.0};
+    const auto& row_axes = device_layout_->axes()[0].names();
+    const auto& mesh = *device_layout_->device_mesh();
+    if (!row_axes.empty()) {
+      const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
+          sums, 3);
+      all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum,
+                 communicators(mesh).comm(std::span<const std::string>(row_axes)));
+    }
+    if (sums[2] > 0.0) {
+      std::string problem;
+      if (h[2] > 0.0) {
+        problem = "kdist::Sequential: label " + std::to_string(static_cast<long long>(h[4])) +
+                  " at row " + std::to_string(static_cast<long long>(h[3])) +
+                  " of this process's rows of the batch of step " +
+                  std::to_string(static_cast<long long>(h[2] - 1.0)) + " is out of range [0, " +
+                  std::to_string(classes_) +
+                  "); labels are class indices into the model's outputs (found when the metrics "
+                  "kept on the device were read)";
+      }
+      if (mesh.size() > 1) {
+        mpi::agree(communicators(mesh).world(), problem.empty(), problem);
+      } else {
+        throw ValueError(problem);
+      }
+    }
+    out.loss += sums[0];
+    out.correct += sums[1];
+    return out;
+  }
+  //! Drops the totals without reading them (no collective): fit's epoch starts afresh.
+  void reset_totals() {
+    totals_ = {};
+    if (device_pending_) Kokkos::deep_copy(device_totals_, 0.0);
+    device_pending_ = false;
   }
 
  private:
+  //! The step's loss (and correct count, first label out of range) into the device's totals, when
+  //! the loss can leave its sum there; false, nothing done, when it cannot.
+  template <class Y>
+  bool keep_on_device(const Matrix& rows, const Y& target, const LossGradient<T>& grad, T scale,
+                      const std::int64_t* step_at) {
+    if (!device_totals_.is_allocated()) {  // once
+      device_totals_ = DeviceTotals("kdist::metrics/totals");
+      step_loss_ = LossSum("kdist::metrics/loss");
+      step_correct_ = LossSum("kdist::metrics/correct");
+      first_bad_ = Kokkos::View<std::int64_t, Kokkos::LayoutRight>("kdist::metrics/first_bad");
+    }
+    const auto& z = rows.local();
+    if (!loss_.sum_into(LossInput<T>(z), target, grad, scale, fused_softmax_, step_loss_)) {
+      return false;
+    }
+    classes_ = z.extent(1);
+    if constexpr (std::is_same_v<Y, LossLabels>) {
+      ops::first_invalid_label_into(target, static_cast<std::int64_t>(z.extent(1)), first_bad_);
+      ops::count_correct_into(z, target, step_correct_);
+      fold_step_metrics(device_totals_, step_loss_, step_correct_, first_bad_, target, true,
+                        step_at);
+    } else {
+      fold_step_metrics(device_totals_, step_loss_, step_correct_, first_bad_, LossLabels(), false,
+                        step_at);
+    }
+    device_layout_ = rows.layout();
+    device_pending_ = true;
+    kept_on_device_ = true;
+    totals_.examples += global_batch_;
+    totals_.has_accuracy = std::is_same_v<Y, LossLabels>;
+    return true;
+  }
+
   //! A language model's loss: (batch, sequence, vocabulary) logits against the integer tokens in
   //! `targets` ((rows of x_local, sequence), any integer or T values), by the vocabulary-parallel
   //! sparse categorical cross-entropy (the logits are never gathered). Each process passes the
@@ -270,6 +413,16 @@ class OutputLoss {
   ReusableViews<typename Matrix::view_type> dloss_views_, moved_;
   ReusableViews<PickedTargets> picked_views_;
   SparseCrossEntropyBuffers<T> xent_buffers_;
+  // The totals take_totals() returns: the steps whose metrics came back to the host, and those
+  // kept on the device (device_totals_, laid out as fold_step_metrics says, for the processes of
+  // device_layout_'s rows).
+  Totals totals_;
+  bool kept_on_device_ = false, device_pending_ = false;
+  DeviceTotals device_totals_;
+  LossSum step_loss_, step_correct_;
+  Kokkos::View<std::int64_t, Kokkos::LayoutRight> first_bad_;
+  std::optional<RuntimeTensorLayout> device_layout_;
+  std::size_t classes_ = 0;
 };
 
 }  // namespace kdist::detail

@@ -24,6 +24,7 @@
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/optimizer.hpp>
+#include <kdist/nn/train/device_iterations.hpp>
 #include <kdist/nn/train/gradient_clipping.hpp>
 #include <kdist/nn/train/gradient_sync.hpp>
 #include <kdist/nn/train/metrics.hpp>
@@ -63,17 +64,32 @@ class TrainStep {
   }
 
   //! One step on `input` (this process's rows) and their targets: forward, loss, backward with
-  //! the gradients' sums, clipping, update. Returns the global mean metrics.
+  //! the gradients' sums, clipping, update. Returns the global mean metrics, or nothing when
+  //! `metrics_on_device` kept them there (OutputLoss: the library's losses on (batch, outputs)
+  //! rows; take_totals() reads them). The step's count is read by its kernels from the device
+  //! (DeviceIterations: dropout, Adam) and advanced there by its last kernel.
   template <class YV>
-  Metrics train(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input, const YV& targets,
-                std::size_t global_batch, StepContext context) {
+  std::optional<Metrics> train(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
+                               const YV& targets, std::size_t global_batch, StepContext context,
+                               bool metrics_on_device = false) {
     ProfilingRegion region("kdist::Sequential::train_step");
+    iterations_.match(optimizer_.iterations());
+    optimizer_.read_iterations_from(iterations_.data());
+    context.step_at = iterations_.data();
     const LayerTensor<T> out = forward(layers, input, context);
-    auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true);
+    auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true,
+                                   metrics_on_device, context.step_at);
     backward(layers, std::move(*dout));
     apply_gradients(layers);
+    iterations_.advance();
+    if (output_loss_.kept_on_device()) return std::nullopt;
     return output_loss_.finish();
   }
+
+  //! The metrics of the steps since the last call (see OutputLoss::take_totals; collective when
+  //! some were kept on the device), and dropping them unread.
+  typename OutputLoss<T>::Totals take_metric_totals() { return output_loss_.take_totals(); }
+  void reset_metric_totals() { output_loss_.reset_totals(); }
 
   //! The loss (and accuracy) of `input` without dropout or update.
   template <class YV>
@@ -193,6 +209,8 @@ class TrainStep {
   std::optional<GradientSyncOptions> sync_by_program_;
   //! What the layer whose backward runs hands back (its memory kept from step to step).
   Gradients<T> gradients_;
+  //! The optimizer's step count in device memory, read by the step's kernels.
+  DeviceIterations iterations_;
 };
 
 }  // namespace kdist::detail

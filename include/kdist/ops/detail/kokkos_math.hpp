@@ -11,11 +11,13 @@ namespace kdist::detail::kmath {
 using Kokkos::cos;
 using Kokkos::exp;
 using Kokkos::log;
+using Kokkos::pow;
 using Kokkos::sqrt;
 #else
 using Kokkos::Experimental::cos;
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;
+using Kokkos::Experimental::pow;
 using Kokkos::Experimental::sqrt;
 #endif
 

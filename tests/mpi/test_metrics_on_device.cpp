@@ -1,0 +1,206 @@
+// kdist-mpi-ranks: 1 2
+// Metrics kept on the device (Keras' steps_per_execution, issue 36): fit reads the loss and the
+// accuracy after every n steps instead of after each, and trains exactly as before; the step's
+// count lives in device memory too (detail::DeviceIterations), and the kernels that depend on it
+// (dropout's masks, Adam's bias correction) read it there, so a copied model or a changed count
+// trains as the optimizer's count says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+
+#include "common/random_normal.hpp"
+#include "mpi/model_test_support.hpp"
+#include "mpi/mpi_test_util.hpp"
+
+namespace {
+
+using kdist::test::world_rank;
+
+//! Every variable's local block, flattened, in the model's order.
+std::vector<float> weights_of(kdist::Sequential& model) {
+  std::vector<float> out;
+  model.for_each_variable([&](auto& v) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v.value.local());
+    const float* p = h.data();
+    out.insert(out.end(), p, p + h.size());
+  });
+  return out;
+}
+
+//! The seeds' examples with integer labels (i * 7 mod 10).
+kdist::ArrayDataset<float> labeled_seeds_data() {
+  std::vector<std::int32_t> labels(128);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 7 % 10);
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
+                                    std::move(labels));
+}
+
+//! The seeds' model (dropout, Adam), data parallel, after two epochs of 6 steps of `data`.
+struct Fitted {
+  kdist::History history;
+  std::vector<float> weights;
+};
+Fitted fit_seeds(std::size_t steps_per_execution, const kdist::ArrayDataset<float>& data) {
+  auto model = kdist::examples::seeds_model();
+  model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                kdist::Adam(0.001), 7);
+  model.set_steps_per_execution(steps_per_execution);
+  Fitted out;
+  out.history = model.fit(
+      data, {.batch_size = 16, .epochs = 2, .shuffle = true, .steps_per_epoch = 6, .verbose = 0});
+  out.weights = weights_of(model);
+  return out;
+}
+
+TEST(MetricsOnDevice, FitTrainsTheSameAndReportsTheSameMetricsWhateverStepsPerExecution) {
+  for (const auto& data : {labeled_seeds_data(), kdist::examples::seeds_data()}) {
+    const Fitted every = fit_seeds(1, data);
+    for (std::size_t n : {4U, 6U, 100U}) {  // 6 steps: reads after 4 and 6; one read; one read
+      const Fitted kept = fit_seeds(n, data);
+      ASSERT_EQ(kept.history.epochs.size(), 2U);
+      for (std::size_t e = 0; e < 2; ++e) {
+        const auto& a = kept.history.epochs[e];
+        const auto& b = every.history.epochs[e];
+        EXPECT_EQ(a.examples, b.examples) << "steps_per_execution " << n;
+        EXPECT_NEAR(a.loss, b.loss, 1e-9 * std::abs(b.loss)) << "steps_per_execution " << n;
+        EXPECT_NEAR(a.accuracy, b.accuracy, 1e-12) << "steps_per_execution " << n;
+        EXPECT_EQ(a.has_accuracy, data.has_labels());
+        EXPECT_EQ(b.has_accuracy, data.has_labels());
+        EXPECT_NE(a.loss, 0.0);
+      }
+      EXPECT_EQ(kept.weights, every.weights) << "steps_per_execution " << n;
+    }
+  }
+}
+
+TEST(MetricsOnDevice, ZeroStepsPerExecutionIsAValueError) {
+  auto model = kdist::examples::seeds_model();
+  try {
+    model.set_steps_per_execution(0);
+    FAIL() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("give at least 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MetricsOnDevice, ALabelOutOfRangeEndsFitOnEveryProcess) {
+  // 64 examples, one label out of range on the second batch: the host path finds it in the step,
+  // a device keeping its metrics when it reads them (after step 4 here); either way a ValueError
+  // on every process, naming the label.
+  std::vector<std::int32_t> y(64, 3);
+  y[40] = 12;
+  const kdist::ArrayDataset<float> data(kdist::examples::random_normal(64 * 28 * 28, 1),
+                                        {28, 28, 1}, std::move(y));
+  auto model = kdist::examples::seeds_model();
+  model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                kdist::Adam(0.001), 7);
+  model.set_steps_per_execution(4);
+  try {
+    model.fit(data, {.batch_size = 32, .epochs = 1, .shuffle = false, .verbose = 0});
+    FAIL() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MetricsOnDevice, LossesKeepTheirSumOnTheDeviceAsTheyReturnIt) {
+  Kokkos::View<float**, Kokkos::LayoutRight> z("z", 5, 3), g1("g1", 5, 3), g2("g2", 5, 3);
+  Kokkos::View<std::int32_t*, Kokkos::LayoutRight> labels("labels", 5);
+  auto zh = Kokkos::create_mirror_view(z);
+  auto lh = Kokkos::create_mirror_view(labels);
+  for (std::size_t i = 0; i < 5; ++i) {
+    lh(i) = static_cast<std::int32_t>((i * 2) % 3);
+    for (std::size_t j = 0; j < 3; ++j) zh(i, j) = 0.1f * static_cast<float>(i * 3 + j % 2);
+  }
+  Kokkos::deep_copy(z, zh);
+  Kokkos::deep_copy(labels, lh);
+  const kdist::LossLabels l = labels;
+  kdist::LossSum out("out"), correct("correct");
+  const double sum = kdist::ops::softmax_cross_entropy(z, l, g1, 0.5f);
+  kdist::ops::softmax_cross_entropy_into(z, l, g2, 0.5f, out);
+  kdist::ops::count_correct_into(z, l, correct);
+  double host_sum = 0, host_correct = 0;
+  Kokkos::deep_copy(host_sum, out);
+  Kokkos::deep_copy(host_correct, correct);
+  EXPECT_DOUBLE_EQ(host_sum, sum);
+  EXPECT_DOUBLE_EQ(host_correct, static_cast<double>(kdist::ops::count_correct(z, l)));
+  const auto a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g1);
+  const auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g2);
+  for (std::size_t i = 0; i < 5; ++i) {
+    for (std::size_t j = 0; j < 3; ++j) EXPECT_EQ(a(i, j), b(i, j));
+  }
+}
+
+TEST(MetricsOnDevice, TheFoldRecordsTheFirstLabelOutOfRangeWithItsStep) {
+  Kokkos::View<std::int32_t*, Kokkos::LayoutRight> labels("labels", 4);
+  auto lh = Kokkos::create_mirror_view(labels);
+  lh(0) = 1, lh(1) = 2, lh(2) = -3, lh(3) = 9;
+  Kokkos::deep_copy(labels, lh);
+  Kokkos::View<std::int64_t, Kokkos::LayoutRight> first("first"), step("step");
+  kdist::ops::first_invalid_label_into(labels, 3, first);
+  std::int64_t f = 0;
+  Kokkos::deep_copy(f, first);
+  EXPECT_EQ(f, 2);
+  kdist::detail::DeviceTotals totals("totals");
+  kdist::LossSum loss("loss"), correct("correct");
+  Kokkos::deep_copy(loss, 1.5);
+  Kokkos::deep_copy(correct, 2.0);
+  Kokkos::deep_copy(step, 17);
+  for (int s = 0; s < 2; ++s) {  // the second fold adds, and keeps the first error
+    kdist::detail::fold_step_metrics(totals, loss, correct, first, labels, true, step.data());
+    Kokkos::deep_copy(step, 18);
+  }
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
+  EXPECT_DOUBLE_EQ(h(0), 3.0);
+  EXPECT_DOUBLE_EQ(h(1), 4.0);
+  EXPECT_DOUBLE_EQ(h(2), 18.0);  // 1 + step 17
+  EXPECT_DOUBLE_EQ(h(3), 2.0);
+  EXPECT_DOUBLE_EQ(h(4), -3.0);
+  // Every label in range: the largest int64, nothing recorded.
+  lh(2) = 0, lh(3) = 2;
+  Kokkos::deep_copy(labels, lh);
+  kdist::ops::first_invalid_label_into(labels, 3, first);
+  Kokkos::deep_copy(f, first);
+  EXPECT_EQ(f, std::numeric_limits<std::int64_t>::max());
+}
+
+TEST(DeviceIterations, ACountSetBetweenStepsReachesTheKernels) {
+  // Dropout's masks follow the optimizer's count as the kernels read it from the device: two steps,
+  // the count set to 40 (as a restored checkpoint does), a third step draws step 40's mask, not
+  // step 2's (SGD: the update does not depend on the count, only the mask does); and training is
+  // deterministic.
+  const auto data = labeled_seeds_data();
+  const std::size_t rows = 32 / static_cast<std::size_t>(kdist::test::world_size());
+  kdist::detail::BatchLoader<float, 4> loader(data, rows);
+  std::vector<std::size_t> idx(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    idx[i] = static_cast<std::size_t>(world_rank()) * rows + i;
+  }
+  const auto x = loader.load_examples(idx);
+  const auto y = loader.load_labels(idx);
+  const auto three_steps = [&](std::optional<std::int64_t> count_before_the_third) {
+    auto model = kdist::examples::seeds_model();
+    model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                  kdist::SGD(0.1), 3);
+    model.train_step(x, y, 32);
+    model.train_step(x, y, 32);
+    if (count_before_the_third) model.set_iterations(*count_before_the_third);
+    model.train_step(x, y, 32);
+    EXPECT_EQ(model.iterations(), count_before_the_third.value_or(2) + 1);
+    return weights_of(model);
+  };
+  const auto set = three_steps(40);
+  EXPECT_EQ(set, three_steps(40));
+  EXPECT_NE(set, three_steps(std::nullopt));
+  EXPECT_EQ(three_steps(2), three_steps(std::nullopt));
+}
+
+}  // namespace
