@@ -16,6 +16,7 @@
 #include <kdist/nn/model.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 
+#include "common/gpt_model.hpp"
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
@@ -139,7 +140,7 @@ TEST(MetricsOnDevice, LossesKeepTheirSumOnTheDeviceAsTheyReturnIt) {
   }
 }
 
-TEST(MetricsOnDevice, TheFoldRecordsTheFirstLabelOutOfRangeWithItsStep) {
+TEST(MetricsOnDevice, DeviceChecksKeepTheFirstFailureWithItsStepAndTheFoldAddsUp) {
   Kokkos::View<std::int32_t*, Kokkos::LayoutRight> labels("labels", 4);
   auto lh = Kokkos::create_mirror_view(labels);
   lh(0) = 1, lh(1) = 2, lh(2) = -3, lh(3) = 9;
@@ -149,27 +150,93 @@ TEST(MetricsOnDevice, TheFoldRecordsTheFirstLabelOutOfRangeWithItsStep) {
   std::int64_t f = 0;
   Kokkos::deep_copy(f, first);
   EXPECT_EQ(f, 2);
-  kdist::detail::DeviceTotals totals("totals");
-  kdist::LossSum loss("loss"), correct("correct");
-  Kokkos::deep_copy(loss, 1.5);
-  Kokkos::deep_copy(correct, 2.0);
+  kdist::DeviceChecks checks;
+  EXPECT_FALSE(checks.pending());
+  EXPECT_EQ(checks.take(), "");
   Kokkos::deep_copy(step, 17);
-  for (int s = 0; s < 2; ++s) {  // the second fold adds, and keeps the first error
-    kdist::detail::fold_step_metrics(totals, loss, correct, first, labels, true, step.data());
-    Kokkos::deep_copy(step, 18);
-  }
-  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
-  EXPECT_DOUBLE_EQ(h(0), 3.0);
-  EXPECT_DOUBLE_EQ(h(1), 4.0);
-  EXPECT_DOUBLE_EQ(h(2), 18.0);  // 1 + step 17
-  EXPECT_DOUBLE_EQ(h(3), 2.0);
-  EXPECT_DOUBLE_EQ(h(4), -3.0);
+  const kdist::LossLabels l = labels;
+  checks.record_first("the label", 3, first, l, step.data());
+  Kokkos::deep_copy(step, 18);
+  checks.record_first("the label", 3, first, l, step.data());  // the first failure stays
+  EXPECT_TRUE(checks.pending());
+  EXPECT_EQ(checks.take(),
+            "kdist: the label -3 at flat index 2 of this process's block (step 17) is out of "
+            "range [0, 3); give class indices / token ids below 3 (found on the device, when the "
+            "step's metrics were read)");
+  EXPECT_EQ(checks.take(), "");  // read once
   // Every label in range: the largest int64, nothing recorded.
   lh(2) = 0, lh(3) = 2;
   Kokkos::deep_copy(labels, lh);
   kdist::ops::first_invalid_label_into(labels, 3, first);
   Kokkos::deep_copy(f, first);
   EXPECT_EQ(f, std::numeric_limits<std::int64_t>::max());
+  checks.record_first("the label", 3, first, l, step.data());
+  EXPECT_EQ(checks.take(), "");
+
+  kdist::detail::DeviceTotals totals("totals");
+  kdist::LossSum loss("loss"), correct("correct");
+  Kokkos::deep_copy(loss, 1.5);
+  Kokkos::deep_copy(correct, 2.0);
+  for (int s = 0; s < 2; ++s) kdist::detail::fold_step_metrics(totals, loss, 2.0, correct);
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
+  EXPECT_DOUBLE_EQ(h(0), 6.0);
+  EXPECT_DOUBLE_EQ(h(1), 4.0);
+}
+
+//! The example GPT (dropout, AdamW with global_clipnorm, the vocabulary-parallel loss) after an
+//! epoch of 6 steps with `steps_per_execution`; `bad_token` / `bad_target` put an id out of range.
+struct GptRun {
+  kdist::History history;
+  std::vector<float> weights;
+};
+GptRun fit_gpt(std::size_t steps_per_execution, bool bad_token = false, bool bad_target = false) {
+  const kdist::examples::GptConfig config{
+      .vocab = 32, .sequence = 16, .d_model = 32, .heads = 4, .blocks = 1, .dropout = 0.1};
+  auto model = kdist::examples::make_gpt<float>(config);
+  model.compile(std::make_shared<kdist::DataParallel>(),
+                kdist::Loss::sparse_categorical_crossentropy,
+                kdist::AdamW(0.001).with_global_clipnorm(1.0), 3,
+                {.steps_per_execution = steps_per_execution});
+  std::vector<float> x(48 * config.sequence), y(48 * config.sequence);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((7 * i + 3) % config.vocab);
+    y[i] = static_cast<float>((7 * i + 10) % config.vocab);
+  }
+  if (bad_token) x[20 * config.sequence + 5] = 40.0f;
+  if (bad_target) y[20 * config.sequence + 5] = 33.0f;
+  const kdist::ArrayDataset<float> data(std::move(x), {config.sequence}, std::move(y),
+                                        config.sequence);
+  GptRun r;
+  r.history = model.fit(data, {.batch_size = 8, .epochs = 1, .shuffle = false, .verbose = 0});
+  r.weights = weights_of(model);
+  return r;
+}
+
+TEST(MetricsOnDevice, TheGptTrainsTheSameWithItsLossAndChecksOnTheDevice) {
+  const GptRun every = fit_gpt(1);
+  const GptRun kept = fit_gpt(4);
+  EXPECT_EQ(kept.weights, every.weights);
+  ASSERT_EQ(kept.history.epochs.size(), 1U);
+  EXPECT_EQ(kept.history.epochs[0].examples, every.history.epochs[0].examples);
+  EXPECT_NEAR(kept.history.epochs[0].loss, every.history.epochs[0].loss,
+              1e-9 * every.history.epochs[0].loss);
+  EXPECT_FALSE(kept.history.epochs[0].has_accuracy);
+  // Ids out of range: the step with the metrics on the host stops at once; kept on the device,
+  // fit ends at the next read (after step 4 here) on every process, the id named.
+  for (const std::size_t n : {1U, 4U}) {
+    try {
+      (void)fit_gpt(n, true, false);
+      ADD_FAILURE() << "no error for a token id out of range, steps_per_execution " << n;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("40"), std::string::npos) << e.what();
+    }
+    try {
+      (void)fit_gpt(n, false, true);
+      ADD_FAILURE() << "no error for a target out of range, steps_per_execution " << n;
+    } catch (const kdist::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("33"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(DeviceIterations, ACountSetBetweenStepsReachesTheKernels) {

@@ -47,6 +47,8 @@
 
 namespace kdist {
 
+class DeviceChecks;  // kdist/nn/device_checks.hpp
+
 //! What flows between layers: (batch, features), (batch, sequence, features) or (batch, height,
 //! width, channels).
 template <class T>
@@ -63,6 +65,9 @@ struct StepContext {
   //! (kdist::detail::DeviceIterations): kernels that draw random numbers read it themselves, so
   //! that a step captured once as a device graph draws each replay's own masks.
   const std::int64_t* step_at = nullptr;
+  //! Where a step kept on the device checks its inputs (kdist::DeviceChecks): layers that check
+  //! ids (an Embedding's) record failures there instead of reading them back; nullptr: on the host.
+  DeviceChecks* checks = nullptr;
 };
 
 //! The requirements on a layer on scalars `T`.

@@ -44,6 +44,7 @@
 #include <kdist/nn/train/epoch_loop.hpp>
 #include <kdist/nn/train/gradient_sync.hpp>
 #include <kdist/nn/train/metrics.hpp>
+#include <kdist/nn/train/step_graph.hpp>
 #include <kdist/nn/train/train_step.hpp>
 #include <kdist/ops/matmul_precision.hpp>
 #include <kdist/parallel/initialize.hpp>
@@ -67,6 +68,17 @@ struct FitOptions {
   //! Called on every process after each epoch with the number of epochs completed and the
   //! epoch's metrics (Keras' `on_epoch_end` callback: a checkpoint every N epochs, early stop).
   std::function<void(std::size_t epochs_done, const Metrics& metrics)> on_epoch_end{};
+};
+
+//! What Keras' `model.compile` takes besides the distribution, the loss, the optimizer and the
+//! seed.
+struct CompileOptions {
+  //! Keras' steps_per_execution (kdist::Sequential::set_steps_per_execution).
+  std::size_t steps_per_execution = 1;
+  //! The training step recorded once as a device graph and replayed as one launch per step
+  //! (kdist::Sequential::set_device_graph); std::nullopt: `KDIST_DEVICE_GRAPH` decides (unset:
+  //! off).
+  std::optional<bool> device_graph;
 };
 
 struct EvaluateOptions {
@@ -117,6 +129,15 @@ class BasicSequential {
   //! does not name each of its slots once, or a KDIST_MATMUL_PRECISION that is not a precision.
   void compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss, Optimizer optimizer,
                std::uint64_t seed) {
+    compile(std::move(dist), std::move(loss), std::move(optimizer), seed, CompileOptions{});
+  }
+  //! The same with Keras' other compile arguments. Errors: as above, and kdist::ValueError for
+  //! steps_per_execution 0 or a bad KDIST_DEVICE_GRAPH.
+  void compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss, Optimizer optimizer,
+               std::uint64_t seed, const CompileOptions& options) {
+    set_steps_per_execution(options.steps_per_execution);
+    set_device_graph(options.device_graph ? *options.device_graph
+                                          : device_graph_from_environment());
     if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
     (void)optimizer.keras_slot_groups();  // a declaration that does not add up fails here
     (void)ops::matmul_precision();  // a bad KDIST_MATMUL_PRECISION fails here, on a CPU run too
@@ -144,6 +165,15 @@ class BasicSequential {
   //! (batch, outputs) rows add them up there, so a step neither waits for the device nor all-reduces
   //! its loss; the progress line moves every n steps. 1 (the default, as Keras): every step.
   //! Errors: kdist::ValueError for 0.
+  //! The training step recorded once as a device graph and replayed as one launch per step
+  //! (kdist::detail::StepGraph; Keras' closest is `jit_compile`): after two launched steps of the
+  //! same shapes and an audited third, the fourth is recorded, and each later step is one graph
+  //! launch; its metrics stay on the device (read after every steps_per_execution steps). A step
+  //! that cannot be captured runs launched, and device_graph() says why. On the CPU backends the
+  //! same code runs launched.
+  void set_device_graph(bool on) { step_.request_device_graph(on); }
+  DeviceGraphStatus device_graph() const { return step_.device_graph(); }
+
   void set_steps_per_execution(std::size_t n) {
     if (n == 0) {
       throw ValueError(
@@ -249,8 +279,13 @@ class BasicSequential {
   Metrics train_step(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
-    return *step_.train(layers_, input_tensor(x_local, global_batch), targets, global_batch,
-                        context);
+    step_.reset_metric_totals();
+    const auto m =
+        step_.train(layers_, input_tensor(x_local, global_batch), targets, global_batch, context);
+    if (m) return *m;
+    const auto t = step_.take_metric_totals();  // a step that kept its metrics on the device
+    const double n = t.examples ? static_cast<double>(t.examples) : 1.0;
+    return {t.loss / n, t.has_accuracy ? t.correct / n : 0.0, t.examples, t.has_accuracy};
   }
 
   //! Keras' `model.predict` on this process's rows `x_local` of a global batch of `global_batch`

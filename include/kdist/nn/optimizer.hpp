@@ -290,6 +290,18 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   void finish_step() {
     std::visit([](auto& o) { o.finish_step(); }, base());
   }
+  //! Keras' weight_decay of the library's optimizers (0 for a user's that has none).
+  double weight_decay() const {
+    return std::visit(
+        [](const auto& o) {
+          if constexpr (requires { o.weight_decay(); }) {
+            return static_cast<double>(o.weight_decay());
+          } else {
+            return 0.0;
+          }
+        },
+        base());
+  }
   //! Points the library's optimizers' device kernels at the training step's copy of the completed
   //! steps (kdist::detail::DeviceIterations); a user's optimizer is not told.
   void read_iterations_from(const std::int64_t* at) {

@@ -35,6 +35,7 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/ops/losses.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
@@ -98,6 +99,15 @@ rows(const V& v) {
 
 }  // namespace detail::sparse_xent
 
+//! Where sparse_categorical_crossentropy leaves its loss for a step that keeps its metrics on the
+//! device (kdist::detail::OutputLoss): the sum of the losses of this process's rows (neither
+//! summed over the processes nor divided), and the first of its targets out of range (a flat
+//! index into the targets; the largest int64 when none), found without waiting for the device.
+struct SparseCrossEntropyOnDevice {
+  Kokkos::View<double, Kokkos::LayoutRight> sum;
+  Kokkos::View<std::int64_t, Kokkos::LayoutRight> first_bad;
+};
+
 //! The buffers of sparse_categorical_crossentropy kept from one call to the next (a model keeps
 //! one: its steps allocate nothing once the shapes have been seen).
 template <class T>
@@ -118,13 +128,17 @@ struct SparseCrossEntropyBuffers {
 //! Errors (kdist::ValueError, on every process alike): targets whose extents are not the logits'
 //! local (batch, sequence) extents, a target outside [0, vocabulary) on any process (the message
 //! gives the count, the first bad value and the vocabulary size), an empty vocabulary.
-//! `buffers`, when given, supplies the per-row statistics and the gradient's block.
+//! `buffers`, when given, supplies the per-row statistics and the gradient's block. With
+//! `on_device`, the loss and the range of the targets are left there (see
+//! SparseCrossEntropyOnDevice; the returned loss is NaN): no wait for the device, and no
+//! all-reduce of the loss.
 template <class T>
 SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     const DistributedTensor<T***>& logits,
     const Kokkos::View<const std::int32_t**, Kokkos::LayoutRight,
                        typename DistributedTensor<T***>::memory_space>& targets,
-    SparseCrossEntropyBuffers<T>* buffers = nullptr) {
+    SparseCrossEntropyBuffers<T>* buffers = nullptr,
+    const SparseCrossEntropyOnDevice* on_device = nullptr) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "kdist::sparse_categorical_crossentropy: logits of float or double");
   kdist::detail::ProfilingRegion region("kdist::sparse_categorical_crossentropy");
@@ -162,7 +176,10 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     Kokkos::deep_copy(packed, targets);
     t2 = packed;
   }
-  if (problem.empty()) {
+  if (problem.empty() && on_device != nullptr) {  // found on the device, read with the metrics
+    ops::first_invalid_label_into(sx::flat(t2), static_cast<std::int64_t>(vocab),
+                                  on_device->first_bad);
+  } else if (problem.empty()) {
     const auto tflat = sx::flat(t2);
     const std::int64_t bad = ops::count_out_of_range(tflat, static_cast<std::int64_t>(vocab));
     if (bad > 0) {
@@ -216,8 +233,13 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
 
   // ---- the loss: each row once (summed over the row axes), divided by batch * sequence -------
   const double count = static_cast<double>(shape[0]) * static_cast<double>(shape[1]);
-  double sum = ops::sparse_xent_sum(m, st);
-  if (rows_split) {
+  double sum = std::numeric_limits<double>::quiet_NaN();  // on the device: not read here
+  if (on_device != nullptr) {
+    ops::sparse_xent_sum_into(m, st, on_device->sum);
+  } else {
+    sum = ops::sparse_xent_sum(m, st);
+  }
+  if (rows_split && on_device == nullptr) {
     Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> one(&sum, 1);
     const auto& comm = communicators(mesh).comm(std::span<const std::string>(row_axes));
     all_reduce(Kokkos::DefaultHostExecutionSpace(), one, ReduceOp::sum, comm);
@@ -240,9 +262,10 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     const LayerTensor<T>& logits,
     const Kokkos::View<const std::int32_t**, Kokkos::LayoutRight,
                        typename DistributedTensor<T***>::memory_space>& targets,
-    SparseCrossEntropyBuffers<T>* buffers = nullptr) {
+    SparseCrossEntropyBuffers<T>* buffers = nullptr,
+    const SparseCrossEntropyOnDevice* on_device = nullptr) {
   if (const auto* t3 = std::get_if<DistributedTensor<T***>>(&logits)) {
-    return sparse_categorical_crossentropy(*t3, targets, buffers);
+    return sparse_categorical_crossentropy(*t3, targets, buffers, on_device);
   }
   const std::size_t rank = std::visit([](const auto& v) { return v.rank; }, logits);
   throw ValueError(

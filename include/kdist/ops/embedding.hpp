@@ -152,6 +152,37 @@ InvalidTokens count_invalid_tokens(const X& tokens, std::size_t vocab) {
   return out;
 }
 
+//! The first (row-major) flat position of `tokens` whose id is not an integer in [0, vocab), into
+//! `first` (a rank-0 View of int64 in the tokens' memory; the largest int64 when none), without
+//! waiting for it (a step that keeps its checks on the device: kdist::DeviceChecks).
+template <class X, class FV>
+void first_invalid_token_into(const X& tokens, std::size_t vocab, const FV& first) {
+  static_assert(detail::check_tokens<X>() && Kokkos::is_view<FV>::value);
+  const std::int64_t seq = detail::seq_extent(tokens);
+  const auto v = static_cast<std::int64_t>(vocab);
+  Kokkos::parallel_reduce(
+      "kdist::ops::first_invalid_token", detail::range<X>(detail::token_count(tokens)),
+      KOKKOS_LAMBDA(const std::int64_t p, std::int64_t& acc) {
+        if (!detail::valid_token(detail::token_at(tokens, p, seq), v) && p < acc) acc = p;
+      },
+      Kokkos::Min<std::int64_t, typename FV::memory_space>(first));
+}
+
+//! The ids of `tokens` as a flat sequence (row-major) in a kernel: `(p)` the p-th as a double,
+//! `extent(0)` how many (what kdist::DeviceChecks::record_first reads).
+template <class X>
+struct FlatTokens {
+  X tokens;
+  std::int64_t seq;
+  std::size_t n;
+  explicit FlatTokens(const X& t)
+      : tokens(t), seq(detail::seq_extent(t)), n(detail::token_count(t)) {}
+  KOKKOS_INLINE_FUNCTION double operator()(std::int64_t p) const {
+    return static_cast<double>(detail::token_at(tokens, p, seq));
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t extent(int) const { return n; }
+};
+
 namespace detail {
 //! Element k of the embedding of token p (row-major over the tokens' extents) in a (tokens, cols)
 //! or (batch, seq, cols) View. (A helper, not an `if constexpr` in the kernel: nvcc's extended

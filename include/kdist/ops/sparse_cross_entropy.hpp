@@ -98,6 +98,23 @@ double sparse_xent_sum(const MV& m, const SV& st) {
   return total;
 }
 
+//! sparse_xent_sum into `out` (a rank-0 View of double in the memory of the Views), without
+//! waiting for it (a training step that keeps its metrics on the device).
+template <class MV, class SV, class OV>
+void sparse_xent_sum_into(const MV& m, const SV& st, const OV& out) {
+  static_assert(detail::check_vector<MV>() && detail::check_matrix<SV>() &&
+                detail::check_same_scalar<MV, SV>() && Kokkos::is_view<OV>::value);
+  detail::require_shape("sparse_xent_sum", "st", st, m.extent(0), 2);
+  Kokkos::parallel_reduce(
+      "kdist::ops::sparse_xent_sum", detail::range<SV>(m.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        acc += static_cast<double>(m(i)) +
+               kdist::detail::kmath::log(static_cast<double>(st(i, 0))) -
+               static_cast<double>(st(i, 1));
+      },
+      out);
+}
+
 //! `g(i, j) = scale * (exp(z(i, j) - m(i)) / st(i, 0) - [t(i) == col_offset + j])`: the gradient
 //! of `scale * sum of the rows' losses` for the block's columns. `g` may be `z`.
 //! Errors: kdist::ValueError for mismatched shapes.

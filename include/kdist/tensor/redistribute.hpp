@@ -147,7 +147,11 @@ void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
   const RedistributeStep& step = plan.steps.front();
   switch (step.kind) {
     case Kind::nothing:
-      if (out.local().data() != t.local().data()) Kokkos::deep_copy(out.local(), t.local());
+      // Ordered on the execution space's stream, not fenced: the step's next kernels follow it
+      // there, and a step captured as a device graph may not wait for the device.
+      if (out.local().data() != t.local().data()) {
+        Kokkos::deep_copy(space(), out.local(), t.local());
+      }
       return;
     case Kind::all_reduce: {
       const auto& comm =

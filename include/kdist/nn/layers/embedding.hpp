@@ -27,6 +27,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/embedding.hpp>
@@ -80,9 +81,11 @@ class BasicEmbedding {
     build(dist, seed);
     return {input_shape[0], output_dim_};
   }
-  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext&) {
-    return forward(kdist::detail::layer_input_as<Tokens>(
-        x, "Embedding '" + name_ + "'", "give it token ids of shape (batch, sequence)"));
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    return forward(
+        kdist::detail::layer_input_as<Tokens>(x, "Embedding '" + name_ + "'",
+                                              "give it token ids of shape (batch, sequence)"),
+        context.checks, context.step_at);
   }
   //! Hands the table's gradient to `grads`; tokens have none (std::nullopt, as in Keras).
   std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool /*need_input_grad*/,
@@ -117,11 +120,24 @@ class BasicEmbedding {
   //! The embeddings (batch, seq, output_dim) of `tokens` (batch, seq), ids in [0, input_dim) held
   //! as T, in any layout. Collective. Errors (ValueError, on every process alike): ids that are
   //! not integers in [0, input_dim) (how many, the first and where), a layer not built.
-  Sequence forward(const Tokens& tokens) {
+  //! With `checks` (a step kept on the device: StepContext::checks) the ids are checked there,
+  //! without waiting, and a failure is read with the step's metrics (kdist::DeviceChecks; the
+  //! lookup skips an id outside the table meanwhile).
+  Sequence forward(const Tokens& tokens, DeviceChecks* checks = nullptr,
+                   const std::int64_t* step_at = nullptr) {
     if (!table_.value.layout().device_mesh()) {
       throw ValueError(who() + "is not built; call build(distribution, seed) first");
     }
-    check_tokens(tokens);
+    if (checks != nullptr) {
+      if (!first_bad_.is_allocated()) {
+        first_bad_ = Kokkos::View<std::int64_t, Kokkos::LayoutRight>("kdist::Embedding::first_bad");
+      }
+      ops::first_invalid_token_into(tokens.local(), input_dim_, first_bad_);
+      checks->record_first("kdist::layers::Embedding '" + name_ + "': the token id", input_dim_,
+                           first_bad_, ops::FlatTokens(tokens.local()), step_at);
+    } else {
+      check_tokens(tokens);
+    }
     const auto& mesh = tokens.layout().device_mesh();
     const auto& t = table_.value.layout().axes();
     const DimAxes b = tokens.layout().axes()[0], s = tokens.layout().axes()[1];
@@ -259,6 +275,8 @@ class BasicEmbedding {
   ReusableViews<typename Tokens::view_type> tokens_moved_;
   ReusableViews<typename Sequence::view_type> y_moved_, dy_moved_;
   Kokkos::View<double*, Kokkos::HostSpace> bad_count_;  //!< check_tokens' count, all-reduced
+  //! The first bad id's position when the checks are the step's (forward's `checks`).
+  Kokkos::View<std::int64_t, Kokkos::LayoutRight> first_bad_;
 };
 
 //! Keras' Embedding on float32, the default dtype.

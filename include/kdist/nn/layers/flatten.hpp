@@ -129,7 +129,9 @@ class BasicFlatten {
       Kokkos::deep_copy(Flat(to.data(), to.size()), ConstFlat(packed.data(), packed.size()));
       return;
     }
-    Kokkos::deep_copy(Flat(to.data(), to.size()), ConstFlat(from.data(), from.size()));
+    // Stream-ordered, not fenced (a captured step may not wait for the device).
+    Kokkos::deep_copy(typename To::execution_space(), Flat(to.data(), to.size()),
+                      ConstFlat(from.data(), from.size()));
   }
   std::string name_;
   std::optional<RuntimeTensorLayout> input_layout_, gathered_layout_;

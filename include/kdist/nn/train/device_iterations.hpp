@@ -50,6 +50,13 @@ class DeviceIterations {
     advance_count(count_);
     if (known_) ++*known_;
   }
+  //! The host's note that a replayed graph advanced the count (its advance() is in the graph).
+  void advanced_by_graph() {
+    if (known_) ++*known_;
+  }
+  //! Forgets what the device holds (a capture that failed took its advance() but never ran it):
+  //! the next match copies the count again.
+  void forget() { known_.reset(); }
   //! The count in device memory (nullptr before the first match).
   const std::int64_t* data() const { return count_.data(); }
 

@@ -28,6 +28,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+#include <kdist/ops/detail/kokkos_math.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/tensor/tensor.hpp>
@@ -105,6 +106,59 @@ void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& 
   Kokkos::parallel_for(
       "kdist::clip_by_global_norm", block_range<View>(n),
       KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= s; });
+}
+
+//! The same sum left on the device: into `out` (a rank-0 View in the block's memory), without
+//! waiting for it. For one process (every block counts).
+template <class DataType, class MemorySpace, class Out>
+void squared_sum_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                      const Out& out) {
+  using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
+  using T = typename View::non_const_value_type;
+  const auto& local = t.local();
+  const Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace,
+                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      flat(local.data(), local.size());
+  Kokkos::parallel_reduce(
+      "kdist::global_norm", block_range<View>(local.size()),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        const double x = static_cast<double>(flat(i));
+        acc += x * x;
+      },
+      out);
+}
+
+//! On the device, in one thread: `scale() = global_clip_scale(sqrt(sum of squares), clipnorm)`
+//! from the per-variable sums `squares` (added in order, as GlobalNorm adds them on the host).
+inline void clip_scale_into(const Kokkos::View<double*, Kokkos::LayoutRight>& squares,
+                            double clipnorm,
+                            const Kokkos::View<double, Kokkos::LayoutRight>& scale) {
+  Kokkos::parallel_for(
+      "kdist::clip_by_global_norm::scale", Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace>(0, 1),
+      KOKKOS_LAMBDA(const int) {
+        double sum = 0.0;
+        for (std::size_t k = 0; k < squares.extent(0); ++k) sum += squares(k);
+        const double norm = kdist::detail::kmath::sqrt(sum);
+        const bool finite = norm - norm == 0.0;  // false for inf and NaN
+        scale() = !finite ? norm - norm : (norm > clipnorm ? clipnorm / norm : 1.0);
+      });
+}
+
+//! Multiplies every element of this process's block of `t` by `*scale` (device memory), read by
+//! the kernel (a captured step replays with each step's scale).
+template <class DataType, class MemorySpace>
+void scale_block_at(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                    const double* scale) {
+  using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
+  using T = typename View::non_const_value_type;
+  const auto& local = t.local();
+  const std::size_t n = local.size();
+  if (n == 0) return;
+  const Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      flat(local.data(), n);
+  Kokkos::parallel_for(
+      "kdist::clip_by_global_norm", block_range<View>(n),
+      KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= static_cast<T>(*scale); });
 }
 
 }  // namespace detail

@@ -25,10 +25,12 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <Kokkos_Core.hpp>
 
 #include <kdist/core/error.hpp>
+#include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
@@ -38,6 +40,7 @@
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/world.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
@@ -61,27 +64,17 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
       });
 }
 
-//! Metrics a step keeps on the device: totals(0) += the step's loss sum, totals(1) += its correct
-//! count; the first label out of range (its row `first_bad`, when `labels`) is recorded with the
-//! step (`*step_at`, -1 when not given) as totals(2) = 1 + step, (3) = row, (4) = label.
-using DeviceTotals = Kokkos::View<double[5], Kokkos::LayoutRight>;
-inline void fold_step_metrics(const DeviceTotals& totals, const LossSum& loss,
-                              const LossSum& correct,
-                              const Kokkos::View<std::int64_t, Kokkos::LayoutRight>& first_bad,
-                              const LossLabels& labels, bool with_labels,
-                              const std::int64_t* step_at) {
+//! Metrics a step keeps on the device: totals(0) += the step's loss sum times `loss_scale`,
+//! totals(1) += its correct count (when `correct` is allocated).
+using DeviceTotals = Kokkos::View<double[2], Kokkos::LayoutRight>;
+inline void fold_step_metrics(const DeviceTotals& totals, const LossSum& loss, double loss_scale,
+                              const LossSum& correct) {
+  const bool with_correct = correct.data() != nullptr;
   Kokkos::parallel_for(
       "kdist::Sequential::fold_metrics", Kokkos::RangePolicy<Kokkos::DefaultExecutionSpace>(0, 1),
       KOKKOS_LAMBDA(const int) {
-        totals(0) += loss();
-        if (!with_labels) return;
-        totals(1) += correct();
-        const std::int64_t row = first_bad();
-        if (row >= 0 && row < static_cast<std::int64_t>(labels.extent(0)) && totals(2) == 0.0) {
-          totals(2) = 1.0 + (step_at != nullptr ? static_cast<double>(*step_at) : -1.0);
-          totals(3) = static_cast<double>(row);
-          totals(4) = static_cast<double>(labels(row));
-        }
+        totals(0) += loss() * loss_scale;
+        if (with_correct) totals(1) += correct();
       });
 }
 
@@ -135,8 +128,25 @@ class OutputLoss {
     global_batch_ = global_batch;
     kept_on_device_ = false;
     if (const auto* logits = std::get_if<DistributedTensor<T***>>(&out)) {  // a language model
-      auto result = sequence_loss(*logits, targets, first_row);
-      sequence_loss_ = result.loss;
+      const bool keep = train && on_device;
+      if (keep) allocate_device_metrics();
+      const SparseCrossEntropyOnDevice sink{step_loss_, first_bad_};
+      auto result = sequence_loss(*logits, targets, first_row, keep ? &sink : nullptr);
+      if (keep) {
+        const auto& picked = picked_;
+        const double count =
+            static_cast<double>(logits->shape()[0]) * static_cast<double>(logits->shape()[1]);
+        fold_step_metrics(device_totals_, step_loss_, static_cast<double>(global_batch) / count,
+                          LossSum());
+        checks_.record_first("kdist::Sequential: the target token", logits->shape()[2], first_bad_,
+                             LossLabels(picked.data(), picked.size()), step_at);
+        std::vector<std::string> axes = logits->layout().axes()[0].names();
+        for (const auto& a : logits->layout().axes()[1].names()) axes.push_back(a);
+        kept(logits->layout(), std::move(axes), false);
+        sequence_loss_.reset();
+      } else {
+        sequence_loss_ = result.loss;
+      }
       if (!train) return std::nullopt;
       return LayerTensor<T>(std::move(result.dlogits));
     }
@@ -179,6 +189,17 @@ class OutputLoss {
     totals_.has_accuracy = m.has_accuracy;
     return m;
   }
+  //! The host's part of a step kept on the device that ran again as a replayed graph (the device's
+  //! part, the fold, is in the graph); unstage() takes back that of a capture that failed.
+  void replayed(std::size_t global_batch) {
+    totals_.examples += global_batch;
+    device_pending_ = true;
+  }
+  void unstage(std::size_t global_batch) {
+    if (kept_on_device_ && totals_.examples >= global_batch) totals_.examples -= global_batch;
+  }
+  //! Where the layers of a step kept on the device record their input checks (StepContext::checks).
+  DeviceChecks* device_checks() noexcept { return &checks_; }
   //! Whether the last start() kept the step's metrics on the device (then finish() is not called).
   bool kept_on_device() const noexcept { return kept_on_device_; }
 
@@ -195,41 +216,31 @@ class OutputLoss {
   Totals take_totals() {
     Totals out = totals_;
     totals_ = {};
-    if (!device_pending_) return out;
+    if (!device_pending_ && !checks_.pending()) return out;
+    double h[2] = {0.0, 0.0};  // the one read of the device (a copy: on the host the mirror is
+    if (device_pending_) {     // the View itself)
+      Kokkos::deep_copy(
+          Kokkos::View<double[2], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h),
+          device_totals_);
+      Kokkos::deep_copy(device_totals_, 0.0);
+      if (!read_axes_.empty()) {
+        const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
+            h, 2);
+        all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum,
+                   communicators(*read_layout_->device_mesh())
+                       .comm(std::span<const std::string>(read_axes_)));
+      }
+    }
     device_pending_ = false;
-    double h[5];  // the one read of the device (a copy: on the host the mirror is the View)
-    Kokkos::deep_copy(
-        Kokkos::View<double[5], Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h),
-        device_totals_);
-    Kokkos::deep_copy(device_totals_, 0.0);
-    double sums[3] = {h[0], h[1], h[2] > 0.0 ? 1.0 : 0.0};
-    const auto& row_axes = device_layout_->axes()[0].names();
-    const auto& mesh = *device_layout_->device_mesh();
-    if (!row_axes.empty()) {
-      const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
-          sums, 3);
-      all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum,
-                 communicators(mesh).comm(std::span<const std::string>(row_axes)));
+    // A failed check on any process ends every process with it (one all-reduce of a flag).
+    const std::string failure = checks_.take();
+    if (process_count() > 1) {
+      mpi::agree(kdist::communicator(), failure.empty(), failure);
+    } else if (!failure.empty()) {
+      throw ValueError(failure);
     }
-    if (sums[2] > 0.0) {
-      std::string problem;
-      if (h[2] > 0.0) {
-        problem = "kdist::Sequential: label " + std::to_string(static_cast<long long>(h[4])) +
-                  " at row " + std::to_string(static_cast<long long>(h[3])) +
-                  " of this process's rows of the batch of step " +
-                  std::to_string(static_cast<long long>(h[2] - 1.0)) + " is out of range [0, " +
-                  std::to_string(classes_) +
-                  "); labels are class indices into the model's outputs (found when the metrics "
-                  "kept on the device were read)";
-      }
-      if (mesh.size() > 1) {
-        mpi::agree(communicators(mesh).world(), problem.empty(), problem);
-      } else {
-        throw ValueError(problem);
-      }
-    }
-    out.loss += sums[0];
-    out.correct += sums[1];
+    out.loss += h[0];
+    out.correct += h[1];
     return out;
   }
   //! Drops the totals without reading them (no collective): fit's epoch starts afresh.
@@ -245,32 +256,42 @@ class OutputLoss {
   template <class Y>
   bool keep_on_device(const Matrix& rows, const Y& target, const LossGradient<T>& grad, T scale,
                       const std::int64_t* step_at) {
-    if (!device_totals_.is_allocated()) {  // once
-      device_totals_ = DeviceTotals("kdist::metrics/totals");
-      step_loss_ = LossSum("kdist::metrics/loss");
-      step_correct_ = LossSum("kdist::metrics/correct");
-      first_bad_ = Kokkos::View<std::int64_t, Kokkos::LayoutRight>("kdist::metrics/first_bad");
-    }
+    allocate_device_metrics();
     const auto& z = rows.local();
     if (!loss_.sum_into(LossInput<T>(z), target, grad, scale, fused_softmax_, step_loss_)) {
       return false;
     }
-    classes_ = z.extent(1);
-    if constexpr (std::is_same_v<Y, LossLabels>) {
+    constexpr bool labels = std::is_same_v<Y, LossLabels>;
+    if constexpr (labels) {
       ops::first_invalid_label_into(target, static_cast<std::int64_t>(z.extent(1)), first_bad_);
       ops::count_correct_into(z, target, step_correct_);
-      fold_step_metrics(device_totals_, step_loss_, step_correct_, first_bad_, target, true,
-                        step_at);
+      fold_step_metrics(device_totals_, step_loss_, 1.0, step_correct_);
+      checks_.record_first("kdist::Sequential: the label", z.extent(1), first_bad_, target,
+                           step_at);
     } else {
-      fold_step_metrics(device_totals_, step_loss_, step_correct_, first_bad_, LossLabels(), false,
-                        step_at);
+      (void)step_at;
+      fold_step_metrics(device_totals_, step_loss_, 1.0, LossSum());
     }
-    device_layout_ = rows.layout();
+    kept(rows.layout(), rows.layout().axes()[0].names(), labels);
+    return true;
+  }
+  //! The device's metrics Views, once.
+  void allocate_device_metrics() {
+    if (device_totals_.is_allocated()) return;
+    device_totals_ = DeviceTotals("kdist::metrics/totals");
+    step_loss_ = LossSum("kdist::metrics/loss");
+    step_correct_ = LossSum("kdist::metrics/correct");
+    first_bad_ = Kokkos::View<std::int64_t, Kokkos::LayoutRight>("kdist::metrics/first_bad");
+  }
+  //! Notes a step whose metrics stayed on the device: the processes to sum them over at the read
+  //! (`axes` of `layout`'s mesh).
+  void kept(const RuntimeTensorLayout& layout, std::vector<std::string> axes, bool accuracy) {
+    read_layout_ = layout;
+    read_axes_ = std::move(axes);
     device_pending_ = true;
     kept_on_device_ = true;
     totals_.examples += global_batch_;
-    totals_.has_accuracy = std::is_same_v<Y, LossLabels>;
-    return true;
+    totals_.has_accuracy = accuracy;
   }
 
   //! A language model's loss: (batch, sequence, vocabulary) logits against the integer tokens in
@@ -279,7 +300,8 @@ class OutputLoss {
   //! targets of its logits block.
   template <class YV>
   SparseCrossEntropyResult<T> sequence_loss(const DistributedTensor<T***>& logits,
-                                            const YV& targets, std::size_t first_row) {
+                                            const YV& targets, std::size_t first_row,
+                                            const SparseCrossEntropyOnDevice* on_device) {
     if (!loss_.takes_sequence_logits()) {
       throw ValueError(
           "kdist::Sequential: a model of (batch, sequence, vocabulary) outputs trains with a loss "
@@ -311,10 +333,11 @@ class OutputLoss {
       }
       const std::size_t c0 = logits.offsets()[1];
       const auto picked = picked_views_.get("kdist::lm_targets", block.extent(0), block.extent(1));
+      picked_ = picked;
       pick_targets(
           Kokkos::create_mirror_view_and_copy(typename PickedTargets::memory_space(), targets),
           picked, r0, c0);
-      return sparse_categorical_crossentropy(logits, picked, &xent_buffers_);
+      return sparse_categorical_crossentropy(logits, picked, &xent_buffers_, on_device);
     }
   }
 
@@ -412,17 +435,20 @@ class OutputLoss {
   // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Matrix::view_type> dloss_views_, moved_;
   ReusableViews<PickedTargets> picked_views_;
+  PickedTargets picked_;  //!< the last step's, for the fold's message
   SparseCrossEntropyBuffers<T> xent_buffers_;
   // The totals take_totals() returns: the steps whose metrics came back to the host, and those
-  // kept on the device (device_totals_, laid out as fold_step_metrics says, for the processes of
-  // device_layout_'s rows).
+  // kept on the device (device_totals_, laid out as fold_step_metrics says, summed at the read
+  // over the processes along read_axes_ of read_layout_'s mesh).
   Totals totals_;
   bool kept_on_device_ = false, device_pending_ = false;
   DeviceTotals device_totals_;
   LossSum step_loss_, step_correct_;
   Kokkos::View<std::int64_t, Kokkos::LayoutRight> first_bad_;
-  std::optional<RuntimeTensorLayout> device_layout_;
-  std::size_t classes_ = 0;
+  std::optional<RuntimeTensorLayout> read_layout_;
+  std::vector<std::string> read_axes_;
+  //! The checks of the steps kept on the device (labels, target tokens, the layers' inputs).
+  DeviceChecks checks_;
 };
 
 }  // namespace kdist::detail

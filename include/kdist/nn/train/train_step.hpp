@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,7 @@
 #include <kdist/nn/train/metrics.hpp>
 #include <kdist/nn/train/optimizer_state.hpp>
 #include <kdist/nn/train/output_loss.hpp>
+#include <kdist/nn/train/step_graph.hpp>
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/strategy/distribution.hpp>
 
@@ -43,6 +45,7 @@ class TrainStep {
   //! state. Errors: those of GradientSync::configure and OptimizerState::plan.
   void compile(std::vector<AnyLayer<T>>& layers, const Distribution& dist, AnyLoss<T> loss,
                AnyOptimizer<T> optimizer) {
+    processes_ = dist.device_mesh().size();
     const bool fused = loss.fuses_softmax() && layers.back().ends_in_softmax();
     output_loss_.set(std::move(loss), fused);
     optimizer_ = std::move(optimizer);
@@ -76,15 +79,40 @@ class TrainStep {
     iterations_.match(optimizer_.iterations());
     optimizer_.read_iterations_from(iterations_.data());
     context.step_at = iterations_.data();
-    const LayerTensor<T> out = forward(layers, input, context);
-    auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true,
-                                   metrics_on_device, context.step_at);
-    backward(layers, std::move(*dout));
-    apply_gradients(layers);
-    iterations_.advance();
+    const bool on_device = metrics_on_device || graph_.requested();
+    if (on_device) context.checks = output_loss_.device_checks();
+    const auto launch = [&] {
+      const LayerTensor<T> out = forward(layers, input, context);
+      auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true, on_device,
+                                     context.step_at);
+      backward(layers, std::move(*dout));
+      apply_gradients(layers);
+      iterations_.advance();
+    };
+    if (!graph_.requested()) {
+      launch();
+    } else {
+      const std::int64_t before = optimizer_.iterations();
+      graph_.run(
+          graph_key(input, targets, global_batch), [&] { return graph_host_reason(); }, launch,
+          [&] {
+            optimizer_.finish_step();
+            iterations_.advanced_by_graph();
+            output_loss_.replayed(global_batch);
+          },
+          [&] {
+            optimizer_.set_iterations(before);
+            iterations_.forget();
+            output_loss_.unstage(global_batch);
+          });
+    }
     if (output_loss_.kept_on_device()) return std::nullopt;
     return output_loss_.finish();
   }
+
+  //! Asks for the step as one device graph (StepGraph), or not.
+  void request_device_graph(bool on) { graph_.request(on); }
+  DeviceGraphStatus device_graph() const { return graph_.status(); }
 
   //! The metrics of the steps since the last call (see OutputLoss::take_totals; collective when
   //! some were kept on the device), and dropping them unread.
@@ -119,6 +147,50 @@ class TrainStep {
   void reset_gradient_sync_counts() noexcept { sync_.reset_counts(); }
 
  private:
+  //! What the step's kernels take from the host by address or value that may change between
+  //! calls: the input's and the targets' blocks, the global batch, the learning rate and weight
+  //! decay. A recorded step replays only while they stay the same.
+  template <class YV>
+  StepGraphKey graph_key(const LayerTensor<T>& input, const YV& targets,
+                         std::size_t global_batch) const {
+    StepGraphKey key;
+    std::visit(
+        [&](const auto& t) {
+          key.push_back(reinterpret_cast<std::uintptr_t>(t.local().data()));
+          for (std::size_t d = 0; d < t.rank; ++d) key.push_back(t.local().extent(d));
+        },
+        input);
+    key.push_back(reinterpret_cast<std::uintptr_t>(targets.data()));
+    for (std::size_t d = 0; d < static_cast<std::size_t>(YV::rank); ++d) {
+      key.push_back(targets.extent(d));
+    }
+    key.push_back(global_batch);
+    for (const double v : {optimizer_.learning_rate(), optimizer_.weight_decay()}) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      key.push_back(bits);
+    }
+    return key;
+  }
+  //! Why the step cannot be captured by what the host knows ("" when it can).
+  std::string graph_host_reason() const {
+    if (processes_ > 1) {
+      return "the mesh has " + std::to_string(processes_) +
+             " processes: MPI stages each collective through the host, and a graph split at "
+             "them is not built yet";
+    }
+    if (!optimizer_.replays_from_device()) {
+      return "the optimizer '" + optimizer_.name() +
+             "' is not the library's: its kernels may take the step count from the host";
+    }
+    if (!output_loss_.kept_on_device()) {
+      return "the loss '" + output_loss_.loss().name() +
+             "' returns its sum to the host each step (the library's losses keep it on the "
+             "device)";
+    }
+    return {};
+  }
+
   static std::size_t first_row(const LayerTensor<T>& input) {
     return std::visit([](const auto& t) { return t.offsets()[0]; }, input);
   }
@@ -153,7 +225,9 @@ class TrainStep {
   //! gradient and its declared slots, told the variable's path. The variables go last layer
   //! first, the order their gradients' all-reduces started: each waits only for its own.
   void apply_gradients(std::vector<AnyLayer<T>>& layers) {
-    if (const auto clipnorm = optimizer_.global_clipnorm()) {
+    if (const auto clipnorm = optimizer_.global_clipnorm(); clipnorm && processes_ == 1) {
+      clip_on_device(layers, *clipnorm);
+    } else if (clipnorm) {
       sync_.wait_all();  // the norm needs every gradient
       GlobalNorm norm;   // over every shard of every gradient, replicas counted once
       std::size_t k = 0;
@@ -179,6 +253,25 @@ class TrainStep {
     sync_.wait_all();
     optimizer_.finish_step();
   }
+  //! Keras' clip_by_global_norm on one process without the host: each gradient's sum of squares
+  //! into a slot of clip_squares_, one kernel for the scale, the gradients scaled by the scale
+  //! they read on the device (the same values as the host's GlobalNorm, which a mesh of several
+  //! processes uses: its sum is an all-reduce).
+  void clip_on_device(std::vector<AnyLayer<T>>& layers, double clipnorm) {
+    (void)global_clip_scale(0.0, clipnorm);  // checks clipnorm
+    std::size_t n = 0;
+    for_each_variable(layers, [&](auto&) { ++n; });
+    if (clip_squares_.extent(0) != n) {
+      clip_squares_ = Kokkos::View<double*, Kokkos::LayoutRight>("kdist::clip/squares", n);
+      clip_scale_ = Kokkos::View<double, Kokkos::LayoutRight>("kdist::clip/scale");
+    }
+    std::size_t k = 0;
+    for_each_variable(
+        layers, [&](auto& v) { squared_sum_into(v.grad, Kokkos::subview(clip_squares_, k++)); });
+    clip_scale_into(clip_squares_, clipnorm, clip_scale_);
+    for_each_variable(layers, [&](auto& v) { scale_block_at(v.grad, clip_scale_.data()); });
+  }
+
   //! The update of variable `k` (this process's part of it when its state is sharded).
   template <class DataType>
   void update(TrainableVariable<DataType>& v, std::size_t k) {
@@ -211,6 +304,12 @@ class TrainStep {
   Gradients<T> gradients_;
   //! The optimizer's step count in device memory, read by the step's kernels.
   DeviceIterations iterations_;
+  //! The step as one device graph, when asked for.
+  StepGraph graph_;
+  std::size_t processes_ = 1;  //!< of the distribution's mesh
+  //! clip_on_device's per-variable sums of squares and scale.
+  Kokkos::View<double*, Kokkos::LayoutRight> clip_squares_;
+  Kokkos::View<double, Kokkos::LayoutRight> clip_scale_;
 };
 
 }  // namespace kdist::detail

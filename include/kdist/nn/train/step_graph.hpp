@@ -1,0 +1,239 @@
+#pragma once
+//! \file nn/train/step_graph.hpp
+//! `detail::StepGraph`: the training step recorded once as a device graph and replayed as one
+//! launch each step (issue 36), when the program asks (kdist::CompileOptions::device_graph) or
+//! the environment does (`KDIST_DEVICE_GRAPH=1`).
+//!
+//! A step replays right only if its kernels take nothing from the host that changes from step to
+//! step and nothing in it waits for the device. kdist's step keeps its count in device memory
+//! (device_iterations.hpp) and its metrics there (OutputLoss, the library's losses); what is left
+//! is checked twice:
+//! - before anything runs, by what the host knows (`host_reason`): one process (MPI stages each
+//!   collective through the host; splitting the graph there is not built), the library's optimizer
+//!   without global_clipnorm (its norm is read on the host), a loss that keeps its sum on the
+//!   device;
+//! - on the device, by an audit: after two launched steps (the shapes seen, every buffer
+//!   allocated) a third runs under Kokkos Tools callbacks, and any fence, copy between memory
+//!   spaces or allocation in it names why the step is not captured.
+//! The fourth step is recorded by stream capture of the Kokkos CUDA instance (ops/detail/
+//! cuda_graph.hpp) and launched; every later step with the same key (the inputs' addresses and
+//! extents, the global batch, the learning rate and weight decay) is one graph launch. A new key
+//! starts over. Without CUDA the step runs launched (the same code), and status() says so.
+//!
+//! Stream capture of the default instance is used rather than Kokkos Graph: Kokkos Graph's nodes
+//! capture cuBLAS only from Kokkos 4.5 (`cuda_capture`), CI's Debian Kokkos is 3.4, and the whole
+//! step is one capture either way. Not yet timed on a GPU.
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include <kdist/core/error.hpp>
+#include <kdist/ops/detail/cuda_graph.hpp>
+
+namespace kdist {
+
+//! Whether the training step runs as one device graph (kdist::CompileOptions::device_graph).
+//! `KDIST_DEVICE_GRAPH=1` (or "on", "true") turns it on for a program that does not say, "0"
+//! ("off", "false") off; unset: off. Errors: kdist::ValueError for any other value.
+inline bool device_graph_from_environment() {
+  const char* v = std::getenv("KDIST_DEVICE_GRAPH");
+  if (v == nullptr || *v == '\0') return false;
+  const std::string s(v);
+  if (s == "1" || s == "on" || s == "true") return true;
+  if (s == "0" || s == "off" || s == "false") return false;
+  throw ValueError("KDIST_DEVICE_GRAPH is '" + s +
+                   "'; set it to 1 (the training step runs as one device graph) or 0 (launched "
+                   "kernel by kernel), or unset it");
+}
+
+//! What kdist::Sequential::device_graph() reports.
+struct DeviceGraphStatus {
+  bool requested = false;      //!< asked for by the program or KDIST_DEVICE_GRAPH
+  bool captured = false;       //!< the current key's step is a recorded graph
+  std::size_t recordings = 0;  //!< graphs recorded (one per key)
+  std::size_t replays = 0;     //!< steps run as one graph launch
+  std::string not_captured;    //!< why the step runs launched, when requested and not captured
+};
+
+namespace detail {
+
+//! Kokkos Tools callbacks that note, while an audit lives, the first fence, copy between memory
+//! spaces and allocation (their names): what would make a captured step wait or fail. The
+//! callbacks a tool had set are restored after.
+class HostWaitAudit {
+ public:
+  HostWaitAudit() : saved_(Kokkos::Tools::Experimental::get_callbacks()) {
+    namespace kt = Kokkos::Tools::Experimental;
+    found() = {};
+    kt::set_begin_fence_callback(on_fence);
+    kt::set_begin_deep_copy_callback(on_copy);
+    kt::set_allocate_data_callback(on_allocation);
+  }
+  HostWaitAudit(const HostWaitAudit&) = delete;
+  HostWaitAudit& operator=(const HostWaitAudit&) = delete;
+  ~HostWaitAudit() { Kokkos::Tools::Experimental::set_callbacks(saved_); }
+
+  //! "" when the step neither fenced, copied between memory spaces nor allocated; else what did.
+  static std::string why() {
+    const auto& f = found();
+    if (!f.fence.empty()) return "the step waits for the device in '" + f.fence + "'";
+    if (!f.copy.empty()) return "the step copies between memory spaces in '" + f.copy + "'";
+    if (!f.allocation.empty()) return "the step allocates '" + f.allocation + "'";
+    return {};
+  }
+
+ private:
+  struct Found {
+    std::string fence, copy, allocation;
+  };
+  static Found& found() {
+    static Found f;
+    return f;
+  }
+  static void on_fence(const char* name, std::uint32_t, std::uint64_t* id) {
+    *id = 0;
+    if (found().fence.empty()) found().fence = name ? name : "?";
+  }
+  static void on_copy(Kokkos::Tools::SpaceHandle dst, const char* dst_name, const void*,
+                      Kokkos::Tools::SpaceHandle src, const char* src_name, const void*,
+                      std::uint64_t) {
+    if (std::strcmp(dst.name, src.name) != 0 && found().copy.empty()) {
+      found().copy =
+          std::string(src_name ? src_name : "?") + "' to '" + (dst_name ? dst_name : "?");
+    }
+  }
+  static void on_allocation(Kokkos::Tools::SpaceHandle, const char* name, const void*,
+                            std::uint64_t) {
+    if (found().allocation.empty()) found().allocation = name ? name : "?";
+  }
+  Kokkos::Tools::Experimental::EventSet saved_;
+};
+
+//! The key of a recorded step: what its kernels take from the host as arguments or addresses.
+using StepGraphKey = std::vector<std::uint64_t>;
+
+class StepGraph {
+ public:
+  StepGraph() = default;
+  //! A copy (a copied model) records its own graph.
+  StepGraph(const StepGraph& other) : requested_(other.requested_) {}
+  StepGraph& operator=(const StepGraph& other) {
+    if (this != &other) {
+      *this = StepGraph();
+      requested_ = other.requested_;
+    }
+    return *this;
+  }
+  StepGraph(StepGraph&&) noexcept = default;
+  StepGraph& operator=(StepGraph&&) noexcept = default;
+  ~StepGraph() = default;
+
+  void request(bool on) {
+    if (requested_ != on) drop();
+    requested_ = on;
+  }
+  bool requested() const noexcept { return requested_; }
+
+  //! One step. `launch()` runs it kernel by kernel (and its host bookkeeping); `replayed()` does
+  //! the host bookkeeping of a step that ran as a graph launch; `undo()` reverts the host
+  //! bookkeeping of a capture that failed (the step then runs launched). `host_reason()` says why
+  //! the step cannot be captured by what the host knows ("" when it can); it is asked after the
+  //! two launched steps, once the step has shown what it does (its loss kept on the device).
+  template <class Launch, class HostReason, class Replayed, class Undo>
+  void run(const StepGraphKey& key, HostReason&& host_reason, Launch&& launch, Replayed&& replayed,
+           Undo&& undo) {
+    if (key != key_) {
+      drop();
+      key_ = key;
+    }
+    if (!requested_) return launch();
+#if defined(KOKKOS_ENABLE_CUDA)
+    const cudaStream_t stream = Kokkos::DefaultExecutionSpace().cuda_stream();
+    if (graph_.ready()) {
+      graph_.launch(stream);
+      replayed();
+      ++replays_;
+      return;
+    }
+#else
+    (void)replayed, (void)undo;
+#endif
+    if (!not_captured_.empty()) return launch();
+    if (launched_ < 2) {  // the shapes seen, every buffer allocated
+      ++launched_;
+      return launch();
+    }
+    std::string why = host_reason();
+    if (why.empty() && !ops::detail::cuda_graphs_enabled) {
+      why = std::string("this build's Kokkos (") + Kokkos::DefaultExecutionSpace::name() +
+            ") has no device graphs: the step runs launched, the same code";
+    }
+    if (!why.empty()) {
+      not_captured_ = why;
+      return launch();
+    }
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (launched_ == 2) {  // the audit: a launched step that must not wait, copy or allocate
+      ++launched_;
+      {
+        const HostWaitAudit audit;
+        launch();
+        why = HostWaitAudit::why();
+      }
+      if (!why.empty()) not_captured_ = why;
+      return;
+    }
+    why = graph_.record(stream, launch);
+    if (!why.empty()) {
+      graph_.reset();
+      not_captured_ = "the capture failed: " + why;
+      undo();
+      return launch();
+    }
+    ++recordings_;
+    graph_.launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
+#endif
+  }
+
+  DeviceGraphStatus status() const {
+    DeviceGraphStatus s;
+    s.requested = requested_;
+#if defined(KOKKOS_ENABLE_CUDA)
+    s.captured = graph_.ready();
+#endif
+    s.recordings = recordings_;
+    s.replays = replays_;
+    if (requested_ && !s.captured) s.not_captured = not_captured_;
+    return s;
+  }
+
+ private:
+  //! Forgets the recorded step (a new key, or the request changed).
+  void drop() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    graph_.reset();
+#endif
+    launched_ = 0;
+    not_captured_.clear();
+    key_.clear();
+  }
+
+  bool requested_ = false;
+  StepGraphKey key_;
+  std::size_t launched_ = 0;  //!< steps of key_ run launched before recording
+  std::size_t recordings_ = 0, replays_ = 0;
+  std::string not_captured_;
+#if defined(KOKKOS_ENABLE_CUDA)
+  ops::detail::CudaGraph graph_;
+#endif
+};
+
+}  // namespace detail
+}  // namespace kdist

@@ -1,0 +1,97 @@
+#pragma once
+//! \file ops/detail/cuda_graph.hpp
+//! `CudaGraph`: the work one callable enqueues on a CUDA stream, recorded once by stream capture
+//! and replayed as one graph launch (cudaStreamBeginCapture / EndCapture / GraphInstantiate /
+//! GraphLaunch). kdist records the training step on the stream of the default Kokkos::Cuda
+//! instance (Kokkos 4 gives it a stream of its own, which can be captured), where its kernels,
+//! its cuBLAS GEMMs and its stream-ordered copies go (kdist::detail::StepGraph).
+//!
+//! `cuda_graphs_enabled` is false without Kokkos' CUDA backend; the class is then absent.
+
+#include <Kokkos_Core.hpp>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+#include <kdist/core/error.hpp>
+#endif
+
+namespace kdist::ops::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+inline constexpr bool cuda_graphs_enabled = true;
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  CudaGraph(CudaGraph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  CudaGraph& operator=(CudaGraph&& other) noexcept {
+    if (this != &other) {
+      reset();
+      exec_ = std::exchange(other.exec_, nullptr);
+    }
+    return *this;
+  }
+  ~CudaGraph() { reset(); }
+
+  //! Records what `enqueue()` puts on `stream` (nothing runs: the work is captured, the host code
+  //! runs). Returns "" once the graph is ready to launch, else why it is not (the capture was
+  //! invalidated - something waited for the device or used another stream - or instantiation
+  //! failed); an exception from `enqueue` ends the capture and propagates.
+  template <class Enqueue>
+  std::string record(cudaStream_t stream, Enqueue&& enqueue) {
+    reset();
+    cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (const std::exception& ex) {
+      (void)cudaStreamEndCapture(stream, &graph);
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();  // the capture's error is not left for the next call
+      return std::string("the step failed while it was captured: ") + ex.what();
+    }
+    e = cudaStreamEndCapture(stream, &graph);
+    if (e != cudaSuccess) {
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      return std::string("cudaStreamEndCapture: ") + cudaGetErrorString(e);
+    }
+    e = cudaGraphInstantiate(&exec_, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      exec_ = nullptr;
+      (void)cudaGetLastError();
+      return std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e);
+    }
+    return {};
+  }
+  //! Enqueues the recorded work on `stream` (one launch). Errors: kdist::RuntimeError.
+  void launch(cudaStream_t stream) const {
+    const cudaError_t e = cudaGraphLaunch(exec_, stream);
+    if (e != cudaSuccess) {
+      throw RuntimeError(std::string("kdist: cudaGraphLaunch of the captured step failed: ") +
+                         cudaGetErrorString(e));
+    }
+  }
+  bool ready() const noexcept { return exec_ != nullptr; }
+  void reset() noexcept {
+    if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+  }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+#else
+inline constexpr bool cuda_graphs_enabled = false;
+#endif
+
+}  // namespace kdist::ops::detail

@@ -1,0 +1,250 @@
+// kdist-mpi-ranks: 1 2
+// The training step as one device graph (issue 36, item 2; nn/train/step_graph.hpp): asked for
+// by CompileOptions::device_graph or KDIST_DEVICE_GRAPH, it trains exactly as the launched step;
+// on a GPU build the step is recorded after two launched steps and an audited third and then
+// replayed, elsewhere it runs launched and says why. The reasons the host knows are checked here
+// on every backend; the audit's callbacks on what Kokkos reports.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <kdist/nn/model.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+
+#include "common/gpt_model.hpp"
+#include "common/random_normal.hpp"
+#include "mpi/model_test_support.hpp"
+#include "mpi/mpi_test_util.hpp"
+
+namespace {
+
+using kdist::test::world_rank;
+using kdist::test::world_size;
+
+std::vector<float> weights_of(kdist::Sequential& model) {
+  std::vector<float> out;
+  model.for_each_variable([&](auto& v) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v.value.local());
+    out.insert(out.end(), h.data(), h.data() + h.size());
+  });
+  return out;
+}
+
+kdist::ArrayDataset<float> labeled_data() {
+  std::vector<std::int32_t> labels(128);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 3 % 10);
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 4), {28, 28, 1},
+                                    std::move(labels));
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+struct FitRun {
+  kdist::History history;
+  std::vector<float> weights;
+  kdist::DeviceGraphStatus status;
+};
+FitRun fit_seeds(bool graph, std::size_t steps_per_execution) {
+  auto model = kdist::examples::seeds_model();
+  model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                kdist::Adam(0.001), 11,
+                {.steps_per_execution = steps_per_execution, .device_graph = graph});
+  FitRun r;
+  r.history = model.fit(labeled_data(),
+                        {.batch_size = 16, .epochs = 2, .steps_per_epoch = 7, .verbose = 0});
+  r.weights = weights_of(model);
+  r.status = model.device_graph();
+  return r;
+}
+
+TEST(DeviceGraph, TrainsExactlyAsTheLaunchedStepAndSaysWhatItDid) {
+  const FitRun launched = fit_seeds(false, 1);
+  EXPECT_FALSE(launched.status.requested);
+  EXPECT_TRUE(launched.status.not_captured.empty());
+  for (std::size_t n : {1U, 3U}) {
+    const FitRun graph = fit_seeds(true, n);
+    EXPECT_EQ(graph.weights, launched.weights) << "steps_per_execution " << n;
+    ASSERT_EQ(graph.history.epochs.size(), 2U);
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_NEAR(graph.history.epochs[e].loss, launched.history.epochs[e].loss,
+                  1e-9 * std::abs(launched.history.epochs[e].loss));
+      EXPECT_NEAR(graph.history.epochs[e].accuracy, launched.history.epochs[e].accuracy, 1e-12);
+    }
+    EXPECT_TRUE(graph.status.requested);
+    if (world_size() > 1) {
+      EXPECT_FALSE(graph.status.captured);
+      EXPECT_TRUE(contains(graph.status.not_captured, "processes")) << graph.status.not_captured;
+    } else if (kdist::ops::detail::cuda_graphs_enabled) {
+      // Each epoch is a new key (a new batch loader): 2 launched, 1 audited, 1 recorded, 3 replays.
+      EXPECT_TRUE(graph.status.not_captured.empty()) << graph.status.not_captured;
+      EXPECT_EQ(graph.status.recordings, 2U);
+      EXPECT_EQ(graph.status.replays, 6U);
+    } else {
+      EXPECT_FALSE(graph.status.captured);
+      EXPECT_EQ(graph.status.replays, 0U);
+      EXPECT_TRUE(contains(graph.status.not_captured, "has no device graphs"))
+          << graph.status.not_captured;
+    }
+  }
+}
+
+TEST(DeviceGraph, TheGptTrainsExactlyAsLaunchedAndPassesTheHostsChecks) {
+  // The example GPT (Embedding, attention, dropout, AdamW with global_clipnorm, the
+  // vocabulary-parallel loss): nothing the host knows keeps it from being captured on one
+  // process; on a CPU build the reason is the backend's.
+  const kdist::examples::GptConfig config{
+      .vocab = 32, .sequence = 16, .d_model = 32, .heads = 4, .blocks = 1, .dropout = 0.1};
+  const auto run = [&](bool graph) {
+    auto model = kdist::examples::make_gpt<float>(config);
+    model.compile(std::make_shared<kdist::DataParallel>(),
+                  kdist::Loss::sparse_categorical_crossentropy,
+                  kdist::AdamW(0.001).with_global_clipnorm(1.0), 3,
+                  {.steps_per_execution = 2, .device_graph = graph});
+    std::vector<float> x(64 * config.sequence), y(64 * config.sequence);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>((5 * i + 1) % config.vocab);
+      y[i] = static_cast<float>((5 * i + 6) % config.vocab);
+    }
+    const kdist::ArrayDataset<float> data(std::move(x), {config.sequence}, std::move(y),
+                                          config.sequence);
+    const auto h = model.fit(data, {.batch_size = 8, .epochs = 1, .shuffle = false, .verbose = 0});
+    return std::make_tuple(h.epochs.at(0).loss, weights_of(model), model.device_graph());
+  };
+  const auto [loss, weights, status] = run(false);
+  const auto [graph_loss, graph_weights, graph_status] = run(true);
+  EXPECT_EQ(graph_weights, weights);
+  EXPECT_NEAR(graph_loss, loss, 1e-9 * loss);
+  EXPECT_TRUE(graph_status.requested);
+  if (world_size() > 1) {
+    EXPECT_TRUE(contains(graph_status.not_captured, "processes")) << graph_status.not_captured;
+  } else if (kdist::ops::detail::cuda_graphs_enabled) {
+    EXPECT_TRUE(graph_status.not_captured.empty()) << graph_status.not_captured;
+    EXPECT_EQ(graph_status.replays, 4U);  // 8 steps: 2 launched, 1 audited, 1 recorded
+  } else {
+    EXPECT_TRUE(contains(graph_status.not_captured, "has no device graphs"))
+        << graph_status.not_captured;
+  }
+}
+
+//! The reason a model trained three train_steps with `graph` on reports.
+template <class Loss, class Optimizer>
+std::string reason_after_three_steps(Loss loss, Optimizer optimizer) {
+  auto model = kdist::examples::seeds_model();
+  model.compile(std::make_shared<kdist::DataParallel>(), std::move(loss), std::move(optimizer), 5,
+                {.device_graph = true});
+  const auto data = labeled_data();
+  const std::size_t rows = 32 / static_cast<std::size_t>(world_size());
+  kdist::detail::BatchLoader<float, 4> loader(data, rows);
+  std::vector<std::size_t> idx(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    idx[i] = static_cast<std::size_t>(world_rank()) * rows + i;
+  }
+  const auto x = loader.load_examples(idx);
+  const auto y = loader.load_labels(idx);
+  for (int s = 0; s < 3; ++s) {
+    const auto m = model.train_step(x, y, 32);
+    EXPECT_TRUE(std::isfinite(m.loss));
+    EXPECT_EQ(m.examples, 32U);
+  }
+  EXPECT_EQ(model.iterations(), 3);
+  return model.device_graph().not_captured;
+}
+
+struct MeanAbsoluteError {  // a user's loss: it returns its sum to the host
+  std::string name() const { return "mean_absolute_error"; }
+  double sum(const kdist::LossInput<float>& pred, const kdist::LossTargets<float>& target,
+             const kdist::LossGradient<float>& grad, float scale) const {
+    const auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pred);
+    const auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), target);
+    auto g = Kokkos::create_mirror_view(grad);
+    double s = 0;
+    for (std::size_t i = 0; i < p.extent(0); ++i) {
+      for (std::size_t j = 0; j < p.extent(1); ++j) {
+        const float d = p(i, j) - t(i, j);
+        s += std::abs(d) / static_cast<double>(p.extent(1));
+        g(i, j) = (d > 0 ? scale : -scale) / static_cast<float>(p.extent(1));
+      }
+    }
+    Kokkos::deep_copy(grad, g);
+    return s;
+  }
+};
+
+struct PlainSgd {  // a user's optimizer
+  std::string name() const { return "PlainSgd"; }
+  kdist::OptimizerSlots slots() const { return {}; }
+  void update_step(const kdist::OptimizerView<float>& p, const kdist::OptimizerView<const float>& g,
+                   std::span<const kdist::OptimizerView<float>>) const {
+    Kokkos::parallel_for(
+        "plain_sgd", p.extent(0), KOKKOS_LAMBDA(const std::size_t i) { p(i) -= 0.01f * g(i); });
+  }
+};
+
+TEST(DeviceGraph, SaysWhyAStepIsNotCaptured) {
+  if (world_size() > 1) {
+    EXPECT_TRUE(
+        contains(reason_after_three_steps(kdist::Loss::categorical_crossentropy, kdist::Adam()),
+                 "the mesh has " + std::to_string(world_size()) + " processes"));
+    return;
+  }
+  EXPECT_TRUE(contains(reason_after_three_steps(MeanAbsoluteError{}, kdist::Adam()),
+                       "the loss 'mean_absolute_error' returns its sum to the host"));
+  EXPECT_TRUE(contains(reason_after_three_steps(kdist::Loss::categorical_crossentropy, PlainSgd{}),
+                       "the optimizer 'PlainSgd' is not the library's"));
+  // global_clipnorm's scale is computed on the device (one process): no reason of the host's.
+  const auto clipped = reason_after_three_steps(kdist::Loss::categorical_crossentropy,
+                                                kdist::Adam().with_global_clipnorm(1.0));
+  EXPECT_FALSE(contains(clipped, "clipnorm")) << clipped;
+  if (!kdist::ops::detail::cuda_graphs_enabled) {
+    EXPECT_TRUE(contains(clipped, "has no device graphs")) << clipped;
+  }
+}
+
+TEST(DeviceGraph, TheEnvironmentAsksForItAndABadValueIsAValueError) {
+  auto model = kdist::examples::seeds_model();
+  const auto compile = [&] {
+    model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                  kdist::Adam(), 1);
+  };
+  ::setenv("KDIST_DEVICE_GRAPH", "1", 1);
+  compile();
+  EXPECT_TRUE(model.device_graph().requested);
+  ::setenv("KDIST_DEVICE_GRAPH", "off", 1);
+  compile();
+  EXPECT_FALSE(model.device_graph().requested);
+  ::setenv("KDIST_DEVICE_GRAPH", "maybe", 1);
+  try {
+    compile();
+    ADD_FAILURE() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_TRUE(contains(e.what(), "KDIST_DEVICE_GRAPH is 'maybe'")) << e.what();
+  }
+  ::unsetenv("KDIST_DEVICE_GRAPH");
+  compile();
+  EXPECT_FALSE(model.device_graph().requested);
+}
+
+void user_allocation_callback(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
+}
+
+TEST(DeviceGraph, TheAuditNamesWhatWaitsOrAllocatesAndLeavesAToolsCallbacksAlone) {
+  namespace kt = Kokkos::Tools::Experimental;
+  kt::set_allocate_data_callback(user_allocation_callback);
+  {
+    const kdist::detail::HostWaitAudit audit;
+    EXPECT_EQ(kdist::detail::HostWaitAudit::why(), "");
+    Kokkos::View<float*> v("a_buffer_made_in_the_step", 8);
+    EXPECT_EQ(kdist::detail::HostWaitAudit::why(),
+              "the step allocates 'a_buffer_made_in_the_step'");
+  }
+  EXPECT_EQ(kt::get_callbacks().allocate_data, &user_allocation_callback);
+  kt::set_allocate_data_callback(nullptr);
+}
+
+}  // namespace
