@@ -361,6 +361,7 @@ void gpt_step(benchmark::State& state, const Config& c) {
   const StateBytes b = state_bytes(op.model);
   const double mine = max_over_ranks(b.weights + b.slots);
   state.counters["tokens_per_s"] = op.tokens() / per_step;
+  kdist::bench::report_device_graph(state, op.model);
   state.counters["state_bytes_per_rank"] = mine;
   state.counters["state_bytes_1proc"] = b.global;
   state.counters["state_ratio"] = mine / b.global;

@@ -176,6 +176,7 @@ void step_kdist(benchmark::State& state) {
   KdistStep op(ModelParallel, batch);
   timed_loop(state, op);
   state.SetItemsProcessed(state.iterations() * state.range(0));
+  kdist::bench::report_device_graph(state, op.model);
 }
 
 //! kdist and Eigen steps alternating (each first every other iteration); counters are the median

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -19,6 +20,19 @@ namespace kdist::bench {
 inline double slowest_rank(double seconds) {
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return seconds;
+}
+
+//! The device graph's replays as a counter ("graph_replays"; KDIST_DEVICE_GRAPH=1 asks for the
+//! step as one graph) and, on rank 0, why the step was not captured when it was asked for.
+template <class Model>
+void report_device_graph(benchmark::State& state, const Model& model) {
+  const auto graph = model.device_graph();
+  state.counters["graph_replays"] = static_cast<double>(graph.replays);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && graph.requested && !graph.not_captured.empty()) {
+    std::fprintf(stderr, "kdist device graph: not captured: %s\n", graph.not_captured.c_str());
+  }
 }
 
 inline double median(std::vector<double> v) {

@@ -3,16 +3,17 @@
 # the GPU machine from the repo root after `../shared/gpu/stage.sh .gpu KK` here; every log lands
 # in $OUT. It builds only the targets the figures need (KGPU_TARGETS), so a cold call spends about
 # 2 minutes building, then runs, each step within the call's time:
-#   - ctest of the attention, launch-count, GPT and metrics-on-device tests (correctness first);
+#   - ctest of the attention, launch-count, GPT, metrics-on-device and device-graph tests;
 #   - bench_gpt BM_gpt_step/1proc with the attention kernels (matrices, tiled) and the matmul
 #     precision (highest, high) crossed, and the GPT-2-small preset of gpt_trainer (MFU);
-#   - bench_trainer's seeds' step (the 0.15 ms/step target);
+#   - bench_trainer's seeds' step (the 0.15 ms/step target) and the GPT step, launched and as one
+#     device graph (KDIST_DEVICE_GRAPH=0 / 1; the benchmarks print why a step was not captured);
 #   - the JAX anchors: ../shared/gpu/jax_step.py (seeds) and benchmarks/jax_gpt_step.py (the GPT,
 #     default and highest precision).
 #   bash benchmarks/gpu/issue36_figures.sh [build|run|all]   (default all; a second call: run)
 set -u
 what=${1:-all}
-export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device"
+export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph"
 O=${OUT:-/tmp/kdist-gpu/out}; mkdir -p "$O"
 B=${KGPU_WORK:-/tmp/kdist-gpu}/build
 here=$(pwd)
@@ -26,7 +27,7 @@ ma=$(ls "$D/lib" 2>/dev/null | grep -m1 -- '-linux-gnu$')
 export PATH=$D/bin:$PATH LD_LIBRARY_PATH=$D/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt|metrics_on_device' --output-on-failure -j4)
+  (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt|metrics_on_device|device_graph' --output-on-failure -j4)
 } > "$O/issue36-ctest.log" 2>&1
 echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
 {
@@ -37,8 +38,13 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
         "$B/benchmarks/bench_gpt" --benchmark_filter='BM_gpt_step/1proc' 2>&1 | grep -E 'median|tokens'
     done
   done
-  echo "### seeds' step"
-  timeout 90 "$B/benchmarks/bench_trainer" --benchmark_filter='BM_step_kdist_data_parallel|BM_step_eigen' 2>&1 | grep -vE '^\s*$' | tail -15
+  for graph in 0 1; do
+    echo "### KDIST_DEVICE_GRAPH=$graph: GPT step (matrices, high) and the seeds' step"
+    KDIST_DEVICE_GRAPH=$graph KDIST_MATMUL_PRECISION=high timeout 90 \
+      "$B/benchmarks/bench_gpt" --benchmark_filter='BM_gpt_step/1proc' 2>&1 | grep -E 'median|tokens|graph'
+    KDIST_DEVICE_GRAPH=$graph timeout 90 "$B/benchmarks/bench_trainer" \
+      --benchmark_filter='BM_step_kdist_data_parallel|BM_step_eigen' 2>&1 | grep -vE '^\s*$' | tail -15
+  done
   echo "### gpt_trainer --preset gpt2-small (2 epochs of at most 4 steps)"
   timeout 150 "$B/examples/gpt_trainer" --preset gpt2-small --epochs 2 --steps 4 \
     --matmul-precision high --peak-tflops 494.7 2>&1 | tail -8
