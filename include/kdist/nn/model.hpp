@@ -318,14 +318,8 @@ class BasicSequential {
     BatchPlan plan(
         data.size(), options.batch_size, *dist_,
         {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
-    History history;
-    const bool print = options.verbose > 0 && process_id() == 0;
-    for (std::size_t e = options.initial_epoch; e < options.epochs; ++e) {
-      if (print) std::printf("Epoch %zu/%zu\n", e + 1, options.epochs);
-      history.epochs.push_back(run_epoch(data, plan, e, options.steps_per_epoch, true, print));
-      if (options.on_epoch_end) options.on_epoch_end(e + 1, history.epochs.back());
-    }
-    return history;
+    if (input_shape_.size() == 1) return fit_epochs<2>(data, plan, options);
+    return fit_epochs<4>(data, plan, options);
   }
 
   //! Keras' `model.evaluate`: the mean loss (and accuracy) over every example of `data`, in
@@ -334,7 +328,13 @@ class BasicSequential {
     require_compiled("evaluate");
     check_data(data, "evaluate");
     BatchPlan plan(data.size(), options.batch_size, *dist_, {.drop_remainder = false});
-    return run_epoch(data, plan, 0, 0, false, options.verbose > 0 && process_id() == 0);
+    const bool print = options.verbose > 0 && process_id() == 0;
+    if (input_shape_.size() == 1) {
+      auto loader = loader_for<2>(data, plan, 0);
+      return run_epoch(loader, data, plan, 0, 0, false, print);
+    }
+    auto loader = loader_for<4>(data, plan, 0);
+    return run_epoch(loader, data, plan, 0, 0, false, print);
   }
 
  private:
@@ -394,14 +394,41 @@ class BasicSequential {
   }
 
   //! One epoch of `data` (training when `train`); returns the epoch's mean metrics.
-  //! One epoch of fit (`train`) or evaluate. Training with steps_per_execution > 1 keeps the
-  //! metrics on the device between its reads.
-  Metrics run_epoch(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_t epoch,
-                    std::size_t max_steps, bool train, bool print) {
+  //! A loader of `data` for the batches of `plan` (examples of rank R - 1).
+  template <std::size_t R>
+  static detail::BatchLoader<T, R> loader_for(const ArrayDataset<T>& data, const BatchPlan& plan,
+                                              std::size_t epoch) {
+    const std::size_t rows =
+        plan.steps_per_epoch() ? plan.local_indices(plan.order(epoch), 0).size() : 0;
+    return detail::BatchLoader<T, R>(data, rows);
+  }
+
+  //! fit's epochs, with one loader for all of them: its buffers keep their addresses, so a step
+  //! recorded as a device graph replays from one epoch to the next.
+  template <std::size_t R>
+  History fit_epochs(const ArrayDataset<T>& data, const BatchPlan& plan,
+                     const FitOptions& options) {
+    History history;
+    const bool print = options.verbose > 0 && process_id() == 0;
+    auto loader = loader_for<R>(data, plan, options.initial_epoch);
+    for (std::size_t e = options.initial_epoch; e < options.epochs; ++e) {
+      if (print) std::printf("Epoch %zu/%zu\n", e + 1, options.epochs);
+      history.epochs.push_back(
+          run_epoch(loader, data, plan, e, options.steps_per_epoch, true, print));
+      if (options.on_epoch_end) options.on_epoch_end(e + 1, history.epochs.back());
+    }
+    return history;
+  }
+
+  //! One epoch of fit (`train`) or evaluate. Training with steps_per_execution > 1 (or as a device
+  //! graph) keeps the metrics on the device between its reads.
+  template <std::size_t R>
+  Metrics run_epoch(detail::BatchLoader<T, R>& loader, const ArrayDataset<T>& data,
+                    const BatchPlan& plan, std::size_t epoch, std::size_t max_steps, bool train,
+                    bool print) {
     const bool on_device = train && steps_per_execution_ > 1;
     const auto step = [&](const auto& x, const auto& y, std::size_t global) {
       if (train) {
-        require_compiled("fit");
         const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
         step_.train(layers_, input_tensor(x, global), y, global, context, on_device);
       } else {
@@ -411,10 +438,8 @@ class BasicSequential {
     const auto read = [&] { return step_.take_metric_totals(); };
     step_.reset_metric_totals();
     const std::size_t every = train ? steps_per_execution_ : 1;
-    if (input_shape_.size() == 1) {
-      return detail::run_epoch<2>(data, plan, epoch, max_steps, train, print, every, step, read);
-    }
-    return detail::run_epoch<4>(data, plan, epoch, max_steps, train, print, every, step, read);
+    return detail::run_epoch<R>(loader, data, plan, epoch, max_steps, train, print, every, step,
+                                read);
   }
 
   Shape input_shape_;

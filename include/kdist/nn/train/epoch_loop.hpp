@@ -26,16 +26,18 @@ inline std::optional<double> accuracy_of(bool has_accuracy, double correct, std:
 }
 
 //! One epoch of `data` in the order `plan` gives epoch `epoch` (at most `max_steps` steps, 0: all),
-//! examples of rank R - 1 (R = 2: vectors, 4: images): `step(x, y, global_batch)` runs each batch
+//! examples of rank R - 1 (R = 2: vectors, 4: images), loaded by `loader` (the caller's, for
+//! every epoch of a fit: its buffers keep their addresses, which a step recorded as a device
+//! graph reads): `step(x, y, global_batch)` runs each batch
 //! (`train` names it "fit" in the watchdog's messages, else "evaluate") and `read()` returns what
 //! the steps since its last call add up to (OutputLoss::Totals: loss and correct sums, examples),
 //! called after every `read_every` steps and after the last, at the same steps on every process
 //! (it may be collective: metrics kept on the device, Keras' steps_per_execution). The progress
 //! line, when `print`, shows the metrics of the last read. Returns the epoch's mean metrics.
 template <std::size_t R, class T, class Step, class Read>
-Metrics run_epoch(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_t epoch,
-                  std::size_t max_steps, bool train, bool print, std::size_t read_every,
-                  Step&& step, Read&& read) {
+Metrics run_epoch(BatchLoader<T, R>& loader, const ArrayDataset<T>& data, const BatchPlan& plan,
+                  std::size_t epoch, std::size_t max_steps, bool train, bool print,
+                  std::size_t read_every, Step&& step, Read&& read) {
   const auto order = plan.order(epoch);
   std::size_t steps = plan.steps_per_epoch();
   if (max_steps && max_steps < steps) steps = max_steps;
@@ -46,7 +48,6 @@ Metrics run_epoch(const ArrayDataset<T>& data, const BatchPlan& plan, std::size_
   bool has_accuracy = data.has_labels();
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
-  BatchLoader<T, R> loader(data, steps ? plan.local_indices(order, 0).size() : 0);
   for (std::size_t s = 0; s < steps; ++s) {
     const StepScope step_scope(train ? "fit" : "evaluate", epoch, s);  // the watchdog's messages
     const auto idx = plan.local_indices(order, s);

@@ -17,8 +17,10 @@
 //!   spaces or allocation in it names why the step is not captured.
 //! The fourth step is recorded by stream capture of the Kokkos CUDA instance (ops/detail/
 //! cuda_graph.hpp) and launched; every later step with the same key (the inputs' addresses and
-//! extents, the global batch, the learning rate and weight decay) is one graph launch. A new key
-//! starts over. Without CUDA the step runs launched (the same code), and status() says so.
+//! extents, the global batch, the learning rate and weight decay) is one graph launch. Each key
+//! keeps its graph (fit's full batches and an epoch's last, smaller one alternate; fit keeps one
+//! batch loader for all epochs, so its addresses stay). Without CUDA the step runs launched (the
+//! same code), and status() says so.
 //!
 //! Stream capture of the default instance is used rather than Kokkos Graph: Kokkos Graph's nodes
 //! capture cuBLAS only from Kokkos 4.5 (`cuda_capture`), CI's Debian Kokkos is 3.4, and the whole
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -122,7 +125,7 @@ using StepGraphKey = std::vector<std::uint64_t>;
 class StepGraph {
  public:
   StepGraph() = default;
-  //! A copy (a copied model) records its own graph.
+  //! A copy (a copied model) records its own graphs.
   StepGraph(const StepGraph& other) : requested_(other.requested_) {}
   StepGraph& operator=(const StepGraph& other) {
     if (this != &other) {
@@ -136,7 +139,10 @@ class StepGraph {
   ~StepGraph() = default;
 
   void request(bool on) {
-    if (requested_ != on) drop();
+    if (requested_ != on) {
+      entries_.clear();
+      current_ = nullptr;
+    }
     requested_ = on;
   }
   bool requested() const noexcept { return requested_; }
@@ -146,18 +152,22 @@ class StepGraph {
   //! bookkeeping of a capture that failed (the step then runs launched). `host_reason()` says why
   //! the step cannot be captured by what the host knows ("" when it can); it is asked after the
   //! two launched steps, once the step has shown what it does (its loss kept on the device).
-  template <class Launch, class HostReason, class Replayed, class Undo>
+  //! Each key keeps its own graph (an epoch's last, smaller batch and the full ones alternate),
+  //! up to kMaxKeys of them.
+  template <class HostReason, class Launch, class Replayed, class Undo>
   void run(const StepGraphKey& key, HostReason&& host_reason, Launch&& launch, Replayed&& replayed,
            Undo&& undo) {
-    if (key != key_) {
-      drop();
-      key_ = key;
-    }
     if (!requested_) return launch();
+    if (entries_.size() >= kMaxKeys && entries_.find(key) == entries_.end()) {
+      entries_.clear();  // inputs that keep moving: record again from here
+      current_ = nullptr;
+    }
+    Entry& e = entries_[key];
+    current_ = &e;
 #if defined(KOKKOS_ENABLE_CUDA)
     const cudaStream_t stream = Kokkos::DefaultExecutionSpace().cuda_stream();
-    if (graph_.ready()) {
-      graph_.launch(stream);
+    if (e.graph.ready()) {
+      e.graph.launch(stream);
       replayed();
       ++replays_;
       return;
@@ -165,9 +175,9 @@ class StepGraph {
 #else
     (void)replayed, (void)undo;
 #endif
-    if (!not_captured_.empty()) return launch();
-    if (launched_ < 2) {  // the shapes seen, every buffer allocated
-      ++launched_;
+    if (!e.not_captured.empty()) return launch();
+    if (e.launched < 2) {  // the shapes seen, every buffer allocated
+      ++e.launched;
       return launch();
     }
     std::string why = host_reason();
@@ -176,63 +186,61 @@ class StepGraph {
             ") has no device graphs: the step runs launched, the same code";
     }
     if (!why.empty()) {
-      not_captured_ = why;
+      e.not_captured = why;
       return launch();
     }
 #if defined(KOKKOS_ENABLE_CUDA)
-    if (launched_ == 2) {  // the audit: a launched step that must not wait, copy or allocate
-      ++launched_;
+    if (e.launched == 2) {  // the audit: a launched step that must not wait, copy or allocate
+      ++e.launched;
       {
         const HostWaitAudit audit;
         launch();
         why = HostWaitAudit::why();
       }
-      if (!why.empty()) not_captured_ = why;
+      if (!why.empty()) e.not_captured = why;
       return;
     }
-    why = graph_.record(stream, launch);
+    why = e.graph.record(stream, launch);
     if (!why.empty()) {
-      graph_.reset();
-      not_captured_ = "the capture failed: " + why;
+      e.graph.reset();
+      e.not_captured = "the capture failed: " + why;
       undo();
       return launch();
     }
     ++recordings_;
-    graph_.launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
+    e.graph.launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
 #endif
   }
 
+  //! What the last step's key did (captured, or why not), and the counts of all keys.
   DeviceGraphStatus status() const {
     DeviceGraphStatus s;
     s.requested = requested_;
+    if (current_ != nullptr) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    s.captured = graph_.ready();
+      s.captured = current_->graph.ready();
 #endif
+      if (requested_ && !s.captured) s.not_captured = current_->not_captured;
+    }
     s.recordings = recordings_;
     s.replays = replays_;
-    if (requested_ && !s.captured) s.not_captured = not_captured_;
     return s;
   }
 
  private:
-  //! Forgets the recorded step (a new key, or the request changed).
-  void drop() {
+  static constexpr std::size_t kMaxKeys = 4;
+  struct Entry {
+    std::size_t launched = 0;  //!< steps of this key run launched before recording
+    std::string not_captured;
 #if defined(KOKKOS_ENABLE_CUDA)
-    graph_.reset();
+    ops::detail::CudaGraph graph;
 #endif
-    launched_ = 0;
-    not_captured_.clear();
-    key_.clear();
-  }
+  };
 
   bool requested_ = false;
-  StepGraphKey key_;
-  std::size_t launched_ = 0;  //!< steps of key_ run launched before recording
+  std::map<StepGraphKey, Entry> entries_;
+  const Entry* current_ = nullptr;  //!< the last step's (entries_ holds it)
   std::size_t recordings_ = 0, replays_ = 0;
-  std::string not_captured_;
-#if defined(KOKKOS_ENABLE_CUDA)
-  ops::detail::CudaGraph graph_;
-#endif
 };
 
 }  // namespace detail
