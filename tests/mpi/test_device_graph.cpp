@@ -230,6 +230,11 @@ TEST(DeviceGraph, TheEnvironmentAsksForItAndABadValueIsAValueError) {
   EXPECT_FALSE(model.device_graph().requested);
 }
 
+int& user_frees() {
+  static int n = 0;
+  return n;
+}
+
 void user_allocation_callback(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
 }
 
@@ -245,6 +250,30 @@ TEST(DeviceGraph, TheAuditNamesWhatWaitsOrAllocatesAndLeavesAToolsCallbacksAlone
   }
   EXPECT_EQ(kt::get_callbacks().allocate_data, &user_allocation_callback);
   kt::set_allocate_data_callback(nullptr);
+}
+
+void user_free_callback(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
+  ++user_frees();
+}
+
+TEST(DeviceGraph, FreesAreCountedWhileARecordingLivesAndAToolStillSeesThem) {
+  // A replayed graph writes where it recorded: memory of the model's space freed meanwhile ends
+  // the recordings (StepGraph compares DeviceFrees' generation), and a tool's callback still runs.
+  namespace kt = Kokkos::Tools::Experimental;
+  kt::set_deallocate_data_callback(user_free_callback);
+  user_frees() = 0;
+  const auto before = kdist::detail::DeviceFrees::generation();
+  {
+    const kdist::detail::DeviceFrees::FreeWatch watch;
+    { Kokkos::View<float*> v("freed_while_watched", 8); }
+    EXPECT_EQ(kdist::detail::DeviceFrees::generation(), before + 1);
+    EXPECT_EQ(user_frees(), 1);
+  }
+  EXPECT_EQ(kt::get_callbacks().deallocate_data, &user_free_callback);
+  { Kokkos::View<float*> v("freed_unwatched", 8); }
+  EXPECT_EQ(kdist::detail::DeviceFrees::generation(), before + 1);
+  EXPECT_EQ(user_frees(), 2);
+  kt::set_deallocate_data_callback(nullptr);
 }
 
 }  // namespace

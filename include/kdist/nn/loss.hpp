@@ -232,6 +232,10 @@ class AnyLoss {
                 T scale, bool from_logits, const LossSum& out) const {
     return self_->sum_into(pred, target, grad, scale, from_logits, out);
   }
+  //! Whether sum_into can (the loss has sum_into, or sum_from_logits_into when `from_logits`).
+  bool keeps_sum_on_device(bool from_logits) const {
+    return self_->keeps_sum_on_device(from_logits);
+  }
   bool sum_into(const LossInput<T>& pred, const LossLabels& labels, const LossGradient<T>& grad,
                 T scale, bool from_logits, const LossSum& out) const {
     return self_->sum_into(pred, labels, grad, scale, from_logits, out);
@@ -259,6 +263,7 @@ class AnyLoss {
                           bool, const LossSum&) const = 0;
     virtual bool sum_into(const LossInput<T>&, const LossLabels&, const LossGradient<T>&, T, bool,
                           const LossSum&) const = 0;
+    virtual bool keeps_sum_on_device(bool from_logits) const = 0;
   };
   template <class L>
   struct Model final : Concept {
@@ -298,6 +303,20 @@ class AnyLoss {
     bool sum_into(const LossInput<T>& pred, const LossLabels& labels, const LossGradient<T>& grad,
                   T scale, bool from_logits, const LossSum& out) const override {
       return into(pred, labels, grad, scale, from_logits, out);
+    }
+    bool keeps_sum_on_device(bool from_logits) const override {
+      const LossInput<T> pred;
+      const LossTargets<T> target;
+      const LossGradient<T> grad;
+      const LossSum out;
+      if (from_logits) {
+        return requires {
+          loss.sum_from_logits_into(pred, target, grad, T(1), out);
+        };
+      }
+      return requires {
+        loss.sum_into(pred, target, grad, T(1), out);
+      };
     }
     template <class Y>
     bool into(const LossInput<T>& pred, const Y& target, const LossGradient<T>& grad, T scale,

@@ -256,20 +256,33 @@ class OutputLoss {
   template <class Y>
   bool keep_on_device(const Matrix& rows, const Y& target, const LossGradient<T>& grad, T scale,
                       const std::int64_t* step_at) {
+    if (!loss_.keeps_sum_on_device(fused_softmax_)) return false;
     allocate_device_metrics();
     const auto& z = rows.local();
-    if (!loss_.sum_into(LossInput<T>(z), target, grad, scale, fused_softmax_, step_loss_)) {
-      return false;
-    }
     constexpr bool labels = std::is_same_v<Y, LossLabels>;
     if constexpr (labels) {
       ops::first_invalid_label_into(target, static_cast<std::int64_t>(z.extent(1)), first_bad_);
-      ops::count_correct_into(z, target, step_correct_);
-      fold_step_metrics(device_totals_, step_loss_, 1.0, step_correct_);
       checks_.record_first("kdist::Sequential: the label", z.extent(1), first_bad_, target,
                            step_at);
+      if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                               LossLabels::memory_space>::accessible) {
+        // The host's loss would index out of range: this process's rows add nothing this step
+        // (the other processes go on in step with it), and the read ends every process.
+        if (first_bad_() < static_cast<std::int64_t>(target.extent(0))) {
+          Kokkos::deep_copy(grad, T(0));
+          Kokkos::deep_copy(step_loss_, 0.0);
+          Kokkos::deep_copy(step_correct_, 0.0);
+          fold_step_metrics(device_totals_, step_loss_, 1.0, step_correct_);
+          kept(rows.layout(), rows.layout().axes()[0].names(), labels);
+          return true;
+        }
+      }
+      (void)loss_.sum_into(LossInput<T>(z), target, grad, scale, fused_softmax_, step_loss_);
+      ops::count_correct_into(z, target, step_correct_);
+      fold_step_metrics(device_totals_, step_loss_, 1.0, step_correct_);
     } else {
       (void)step_at;
+      (void)loss_.sum_into(LossInput<T>(z), target, grad, scale, fused_softmax_, step_loss_);
       fold_step_metrics(device_totals_, step_loss_, 1.0, LossSum());
     }
     kept(rows.layout(), rows.layout().axes()[0].names(), labels);

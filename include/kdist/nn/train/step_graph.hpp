@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -119,6 +120,55 @@ class HostWaitAudit {
   Kokkos::Tools::Experimental::EventSet saved_;
 };
 
+//! Counts the frees of memory in the space of the model's Views while any step graph holds a
+//! recording (a FreeWatch lives): a replayed graph reads and writes where it was recorded, so
+//! memory freed since then (a layer's buffer replaced for other shapes, by evaluate or by another
+//! key's steps) ends every recording. Kokkos Tools' deallocate callback, chained to a tool's.
+class DeviceFrees {
+ public:
+  static std::uint64_t generation() { return state().generation; }
+
+  //! While one lives, frees are counted.
+  class FreeWatch {
+   public:
+    FreeWatch() {
+      auto& s = state();
+      if (s.watchers++ == 0) {
+        s.previous = Kokkos::Tools::Experimental::get_callbacks().deallocate_data;
+        Kokkos::Tools::Experimental::set_deallocate_data_callback(on_free);
+      }
+    }
+    FreeWatch(const FreeWatch&) = delete;
+    FreeWatch& operator=(const FreeWatch&) = delete;
+    ~FreeWatch() {
+      auto& s = state();
+      if (--s.watchers == 0 &&
+          Kokkos::Tools::Experimental::get_callbacks().deallocate_data == &on_free) {
+        Kokkos::Tools::Experimental::set_deallocate_data_callback(s.previous);
+      }
+    }
+  };
+
+ private:
+  struct State {
+    std::uint64_t generation = 0;
+    int watchers = 0;
+    Kokkos::Tools::deallocateDataFunction previous = nullptr;
+  };
+  static State& state() {
+    static State s;
+    return s;
+  }
+  static void on_free(Kokkos::Tools::SpaceHandle space, const char* label, const void* ptr,
+                      std::uint64_t size) {
+    auto& s = state();
+    if (std::strcmp(space.name, Kokkos::DefaultExecutionSpace::memory_space::name()) == 0) {
+      ++s.generation;
+    }
+    if (s.previous != nullptr) s.previous(space, label, ptr, size);
+  }
+};
+
 //! The key of a recorded step: what its kernels take from the host as arguments or addresses.
 using StepGraphKey = std::vector<std::uint64_t>;
 
@@ -139,10 +189,7 @@ class StepGraph {
   ~StepGraph() = default;
 
   void request(bool on) {
-    if (requested_ != on) {
-      entries_.clear();
-      current_ = nullptr;
-    }
+    if (requested_ != on) drop_all();
     requested_ = on;
   }
   bool requested() const noexcept { return requested_; }
@@ -159,13 +206,16 @@ class StepGraph {
            Undo&& undo) {
     if (!requested_) return launch();
     if (entries_.size() >= kMaxKeys && entries_.find(key) == entries_.end()) {
-      entries_.clear();  // inputs that keep moving: record again from here
-      current_ = nullptr;
+      drop_all();  // inputs that keep moving: record again from here
     }
     Entry& e = entries_[key];
     current_ = &e;
 #if defined(KOKKOS_ENABLE_CUDA)
     const cudaStream_t stream = Kokkos::DefaultExecutionSpace().cuda_stream();
+    if (e.graph.ready() && e.generation != DeviceFrees::generation()) {
+      drop_all();  // memory a recording used may be gone: record again
+      return run(key, host_reason, launch, replayed, undo);
+    }
     if (e.graph.ready()) {
       e.graph.launch(stream);
       replayed();
@@ -208,6 +258,8 @@ class StepGraph {
       return launch();
     }
     ++recordings_;
+    if (!watch_) watch_ = std::make_unique<DeviceFrees::FreeWatch>();
+    e.generation = DeviceFrees::generation();
     e.graph.launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
 #endif
   }
@@ -232,14 +284,23 @@ class StepGraph {
   struct Entry {
     std::size_t launched = 0;  //!< steps of this key run launched before recording
     std::string not_captured;
+    std::uint64_t generation = 0;  //!< DeviceFrees' when recorded
 #if defined(KOKKOS_ENABLE_CUDA)
     ops::detail::CudaGraph graph;
 #endif
   };
 
+  //! Forgets every recording (and stops counting frees).
+  void drop_all() {
+    entries_.clear();
+    current_ = nullptr;
+    watch_.reset();
+  }
+
   bool requested_ = false;
   std::map<StepGraphKey, Entry> entries_;
-  const Entry* current_ = nullptr;  //!< the last step's (entries_ holds it)
+  std::unique_ptr<DeviceFrees::FreeWatch> watch_;  //!< while a recording exists
+  const Entry* current_ = nullptr;                 //!< the last step's (entries_ holds it)
   std::size_t recordings_ = 0, replays_ = 0;
 };
 
