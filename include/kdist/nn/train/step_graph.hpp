@@ -17,10 +17,10 @@
 //!   spaces or allocation in it names why the step is not captured.
 //! The fourth step is recorded by stream capture of the Kokkos CUDA instance (ops/detail/
 //! cuda_graph.hpp) and launched; every later step with the same key (the inputs' addresses and
-//! extents, the global batch, the learning rate and weight decay) is one graph launch. Each key
-//! keeps its graph (fit's full batches and an epoch's last, smaller one alternate; fit keeps one
-//! batch loader for all epochs, so its addresses stay). Without CUDA the step runs launched (the
-//! same code), and status() says so.
+//! extents, the global batch, the learning rate and weight decay) is one graph launch, up to four
+//! keys at once. Memory of the model's space freed after a recording (a layer's buffer replaced for
+//! other shapes) drops every recording (DeviceFrees). Without CUDA the step runs launched (the same
+//! code), and status() says so.
 //!
 //! Stream capture of the default instance is used rather than Kokkos Graph: Kokkos Graph's nodes
 //! capture cuBLAS only from Kokkos 4.5 (`cuda_capture`), CI's Debian Kokkos is 3.4, and the whole
@@ -199,8 +199,7 @@ class StepGraph {
   //! bookkeeping of a capture that failed (the step then runs launched). `host_reason()` says why
   //! the step cannot be captured by what the host knows ("" when it can); it is asked after the
   //! two launched steps, once the step has shown what it does (its loss kept on the device).
-  //! Each key keeps its own graph (an epoch's last, smaller batch and the full ones alternate),
-  //! up to kMaxKeys of them.
+  //! Each key keeps its own graph, up to kMaxKeys of them, until memory is freed (DeviceFrees).
   template <class HostReason, class Launch, class Replayed, class Undo>
   void run(const StepGraphKey& key, HostReason&& host_reason, Launch&& launch, Replayed&& replayed,
            Undo&& undo) {
