@@ -34,6 +34,27 @@ using namespace kdist::layers;
 using kdist::examples::seeds_data;
 using kdist::examples::seeds_model;
 
+//! Every variable's local block of `model`, flattened, in the model's order (to compare two
+//! trainings bit for bit).
+inline std::vector<float> local_weights(kdist::Sequential& model) {
+  std::vector<float> out;
+  model.for_each_variable([&](auto& v) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v.value.local());
+    out.insert(out.end(), h.data(), h.data() + h.size());
+  });
+  return out;
+}
+
+//! `n` random-normal (28, 28, 1) images from `seed`, labelled `i * stride % 10`: the seeds'
+//! model with integer labels.
+inline kdist::ArrayDataset<float> labeled_images(std::size_t n, std::uint64_t seed,
+                                                 std::size_t stride) {
+  std::vector<std::int32_t> labels(n);
+  for (std::size_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i * stride % 10);
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(n * 28 * 28, seed), {28, 28, 1},
+                                    std::move(labels));
+}
+
 // ---- a directory per test, the same name on every process ------------------------------------
 
 class TempDirTest : public ::testing::Test {

@@ -25,22 +25,6 @@ namespace {
 using kdist::test::world_rank;
 using kdist::test::world_size;
 
-std::vector<float> weights_of(kdist::Sequential& model) {
-  std::vector<float> out;
-  model.for_each_variable([&](auto& v) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v.value.local());
-    out.insert(out.end(), h.data(), h.data() + h.size());
-  });
-  return out;
-}
-
-kdist::ArrayDataset<float> labeled_data() {
-  std::vector<std::int32_t> labels(128);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 3 % 10);
-  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 4), {28, 28, 1},
-                                    std::move(labels));
-}
-
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -56,9 +40,9 @@ FitRun fit_seeds(bool graph, std::size_t steps_per_execution) {
                 kdist::Adam(0.001), 11,
                 {.steps_per_execution = steps_per_execution, .device_graph = graph});
   FitRun r;
-  r.history = model.fit(labeled_data(),
+  r.history = model.fit(kdist::test::labeled_images(128, 4, 3),
                         {.batch_size = 16, .epochs = 2, .steps_per_epoch = 7, .verbose = 0});
-  r.weights = weights_of(model);
+  r.weights = kdist::test::local_weights(model);
   r.status = model.device_graph();
   return r;
 }
@@ -114,7 +98,8 @@ TEST(DeviceGraph, TheGptTrainsExactlyAsLaunchedAndPassesTheHostsChecks) {
     const kdist::ArrayDataset<float> data(std::move(x), {config.sequence}, std::move(y),
                                           config.sequence);
     const auto h = model.fit(data, {.batch_size = 8, .epochs = 1, .shuffle = false, .verbose = 0});
-    return std::make_tuple(h.epochs.at(0).loss, weights_of(model), model.device_graph());
+    return std::make_tuple(h.epochs.at(0).loss, kdist::test::local_weights(model),
+                           model.device_graph());
   };
   const auto [loss, weights, status] = run(false);
   const auto [graph_loss, graph_weights, graph_status] = run(true);
@@ -138,7 +123,7 @@ std::string reason_after_three_steps(Loss loss, Optimizer optimizer) {
   auto model = kdist::examples::seeds_model();
   model.compile(std::make_shared<kdist::DataParallel>(), std::move(loss), std::move(optimizer), 5,
                 {.device_graph = true});
-  const auto data = labeled_data();
+  const auto data = kdist::test::labeled_images(128, 4, 3);
   const std::size_t rows = 32 / static_cast<std::size_t>(world_size());
   kdist::detail::BatchLoader<float, 4> loader(data, rows);
   std::vector<std::size_t> idx(rows);

@@ -25,25 +25,6 @@ namespace {
 
 using kdist::test::world_rank;
 
-//! Every variable's local block, flattened, in the model's order.
-std::vector<float> weights_of(kdist::Sequential& model) {
-  std::vector<float> out;
-  model.for_each_variable([&](auto& v) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v.value.local());
-    const float* p = h.data();
-    out.insert(out.end(), p, p + h.size());
-  });
-  return out;
-}
-
-//! The seeds' examples with integer labels (i * 7 mod 10).
-kdist::ArrayDataset<float> labeled_seeds_data() {
-  std::vector<std::int32_t> labels(128);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 7 % 10);
-  return kdist::ArrayDataset<float>(kdist::examples::random_normal(128 * 28 * 28, 1), {28, 28, 1},
-                                    std::move(labels));
-}
-
 //! The seeds' model (dropout, Adam), data parallel, after two epochs of 6 steps of `data`.
 struct Fitted {
   kdist::History history;
@@ -57,12 +38,12 @@ Fitted fit_seeds(std::size_t steps_per_execution, const kdist::ArrayDataset<floa
   Fitted out;
   out.history = model.fit(
       data, {.batch_size = 16, .epochs = 2, .shuffle = true, .steps_per_epoch = 6, .verbose = 0});
-  out.weights = weights_of(model);
+  out.weights = kdist::test::local_weights(model);
   return out;
 }
 
 TEST(MetricsOnDevice, FitTrainsTheSameAndReportsTheSameMetricsWhateverStepsPerExecution) {
-  for (const auto& data : {labeled_seeds_data(), kdist::examples::seeds_data()}) {
+  for (const auto& data : {kdist::test::labeled_images(128, 1, 7), kdist::examples::seeds_data()}) {
     const Fitted every = fit_seeds(1, data);
     for (std::size_t n : {4U, 6U, 100U}) {  // 6 steps: reads after 4 and 6; one read; one read
       const Fitted kept = fit_seeds(n, data);
@@ -211,7 +192,7 @@ GptRun fit_gpt(std::size_t steps_per_execution, bool bad_token = false, bool bad
                                         config.sequence);
   GptRun r;
   r.history = model.fit(data, {.batch_size = 8, .epochs = 1, .shuffle = false, .verbose = 0});
-  r.weights = weights_of(model);
+  r.weights = kdist::test::local_weights(model);
   return r;
 }
 
@@ -247,7 +228,7 @@ TEST(DeviceIterations, ACountSetBetweenStepsReachesTheKernels) {
   // the count set to 40 (as a restored checkpoint does), a third step draws step 40's mask, not
   // step 2's (SGD: the update does not depend on the count, only the mask does); and training is
   // deterministic.
-  const auto data = labeled_seeds_data();
+  const auto data = kdist::test::labeled_images(128, 1, 7);
   const std::size_t rows = 32 / static_cast<std::size_t>(kdist::test::world_size());
   kdist::detail::BatchLoader<float, 4> loader(data, rows);
   std::vector<std::size_t> idx(rows);
@@ -265,7 +246,7 @@ TEST(DeviceIterations, ACountSetBetweenStepsReachesTheKernels) {
     if (count_before_the_third) model.set_iterations(*count_before_the_third);
     model.train_step(x, y, 32);
     EXPECT_EQ(model.iterations(), count_before_the_third.value_or(2) + 1);
-    return weights_of(model);
+    return kdist::test::local_weights(model);
   };
   const auto set = three_steps(40);
   EXPECT_EQ(set, three_steps(40));

@@ -79,22 +79,29 @@ void sum_exp_and_target(const ZV& z, const MV& m, const LV& targets, std::int64_
       });
 }
 
-//! `sum_i m(i) + log(st(i, 0)) - st(i, 1)` in double: the sum of the rows' losses
-//! `logsumexp(z(i, :)) - z(i, t(i))`, given the combined row max and sums.
-template <class MV, class SV>
-double sparse_xent_sum(const MV& m, const SV& st) {
-  static_assert(detail::check_vector<MV>() && detail::check_matrix<SV>() &&
-                detail::check_same_scalar<MV, SV>());
-  detail::require_shape("sparse_xent_sum", "st", st, m.extent(0), 2);
-  double total = 0.0;
+namespace detail {
+//! sparse_xent_sum's reduction into `result`: a double (waited for) or a rank-0 View (not).
+template <class MV, class SV, class R>
+void sparse_xent_sum_to(const MV& m, const SV& st, R& result) {
+  static_assert(check_vector<MV>() && check_matrix<SV>() && check_same_scalar<MV, SV>());
+  require_shape("sparse_xent_sum", "st", st, m.extent(0), 2);
   Kokkos::parallel_reduce(
-      "kdist::ops::sparse_xent_sum", detail::range<SV>(m.extent(0)),
+      "kdist::ops::sparse_xent_sum", range<SV>(m.extent(0)),
       KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
         acc += static_cast<double>(m(i)) +
                kdist::detail::kmath::log(static_cast<double>(st(i, 0))) -
                static_cast<double>(st(i, 1));
       },
-      total);
+      result);
+}
+}  // namespace detail
+
+//! `sum_i m(i) + log(st(i, 0)) - st(i, 1)` in double: the sum of the rows' losses
+//! `logsumexp(z(i, :)) - z(i, t(i))`, given the combined row max and sums.
+template <class MV, class SV>
+double sparse_xent_sum(const MV& m, const SV& st) {
+  double total = 0.0;
+  detail::sparse_xent_sum_to(m, st, total);
   return total;
 }
 
@@ -102,17 +109,9 @@ double sparse_xent_sum(const MV& m, const SV& st) {
 //! waiting for it (a training step that keeps its metrics on the device).
 template <class MV, class SV, class OV>
 void sparse_xent_sum_into(const MV& m, const SV& st, const OV& out) {
-  static_assert(detail::check_vector<MV>() && detail::check_matrix<SV>() &&
-                detail::check_same_scalar<MV, SV>() && Kokkos::is_view<OV>::value);
-  detail::require_shape("sparse_xent_sum", "st", st, m.extent(0), 2);
-  Kokkos::parallel_reduce(
-      "kdist::ops::sparse_xent_sum", detail::range<SV>(m.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
-        acc += static_cast<double>(m(i)) +
-               kdist::detail::kmath::log(static_cast<double>(st(i, 0))) -
-               static_cast<double>(st(i, 1));
-      },
-      out);
+  static_assert(Kokkos::is_view<OV>::value);
+  OV result = out;
+  detail::sparse_xent_sum_to(m, st, result);
 }
 
 //! `g(i, j) = scale * (exp(z(i, j) - m(i)) / st(i, 0) - [t(i) == col_offset + j])`: the gradient

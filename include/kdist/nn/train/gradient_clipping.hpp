@@ -58,6 +58,23 @@ bool counts_in_global_sum(const DistributedTensor<DataType, RuntimeTensorLayout,
   return true;
 }
 
+//! The sum of the squares of `n` elements from `data` (of a block of View type `View`), in
+//! double, into `result`: a double (waited for) or a rank-0 View in the block's memory (not).
+template <class View, class R>
+void squared_sum_to(const typename View::value_type* data, std::size_t n, R& result) {
+  using T = typename View::non_const_value_type;
+  const Kokkos::View<const T*, Kokkos::LayoutRight, typename View::memory_space,
+                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      flat(data, n);
+  Kokkos::parallel_reduce(
+      "kdist::global_norm", block_range<View>(n),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        const double x = static_cast<double>(flat(i));
+        acc += x * x;
+      },
+      result);
+}
+
 //! The sum of the squares of the elements of this process's block, in double (0 for a block
 //! that is a replica of one counted elsewhere), or of its elements [begin, begin + count) when
 //! the processes along `part_axes` hold parts of it (GlobalNorm::add_part). Errors:
@@ -74,27 +91,18 @@ double counted_squared_sum(const DistributedTensor<DataType, RuntimeTensorLayout
   }
   if (!counts_in_global_sum(t, part_axes)) return 0.0;
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
-  using T = typename View::non_const_value_type;
   const auto& local = t.local();
   const std::size_t n = count.value_or(local.size() - begin);
   if (n == 0) return 0.0;
-  const Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace,
-                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      flat(local.data() + begin, n);
   double sum = 0.0;
-  Kokkos::parallel_reduce(
-      "kdist::global_norm", block_range<View>(n),
-      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
-        const double x = static_cast<double>(flat(i));
-        acc += x * x;
-      },
-      sum);
+  squared_sum_to<View>(local.data() + begin, n, sum);
   return sum;
 }
 
-//! Multiplies every element of this process's block of `t` by `scale`.
-template <class DataType, class MemorySpace>
-void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, double scale) {
+//! `flat(i) *= scale()` over this process's block of `t`, where `scale` gives the factor in a
+//! kernel: a value from the host, or one the kernel reads from device memory.
+template <class DataType, class MemorySpace, class Scale>
+void scale_block_by(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, Scale scale) {
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
   using T = typename View::non_const_value_type;
   const auto& local = t.local();
@@ -102,10 +110,24 @@ void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& 
   if (n == 0) return;
   const Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
       flat(local.data(), n);
-  const T s = static_cast<T>(scale);
   Kokkos::parallel_for(
       "kdist::clip_by_global_norm", block_range<View>(n),
-      KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= s; });
+      KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= static_cast<T>(scale()); });
+}
+//! The factor of scale_block_by: a value given on the host, or read from device memory.
+struct ScaleValue {
+  double value;
+  KOKKOS_INLINE_FUNCTION double operator()() const { return value; }
+};
+struct ScaleAt {
+  const double* at;
+  KOKKOS_INLINE_FUNCTION double operator()() const { return *at; }
+};
+
+//! Multiplies every element of this process's block of `t` by `scale`.
+template <class DataType, class MemorySpace>
+void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, double scale) {
+  scale_block_by(t, ScaleValue{scale});
 }
 
 //! The same sum left on the device: into `out` (a rank-0 View in the block's memory), without
@@ -114,18 +136,8 @@ template <class DataType, class MemorySpace, class Out>
 void squared_sum_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
                       const Out& out) {
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
-  using T = typename View::non_const_value_type;
-  const auto& local = t.local();
-  const Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace,
-                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      flat(local.data(), local.size());
-  Kokkos::parallel_reduce(
-      "kdist::global_norm", block_range<View>(local.size()),
-      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
-        const double x = static_cast<double>(flat(i));
-        acc += x * x;
-      },
-      out);
+  Out result = out;
+  squared_sum_to<View>(t.local().data(), t.local().size(), result);
 }
 
 //! On the device, in one thread: `scale() = global_clip_scale(sqrt(sum of squares), clipnorm)`
@@ -149,16 +161,7 @@ inline void clip_scale_into(const Kokkos::View<double*, Kokkos::LayoutRight>& sq
 template <class DataType, class MemorySpace>
 void scale_block_at(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
                     const double* scale) {
-  using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
-  using T = typename View::non_const_value_type;
-  const auto& local = t.local();
-  const std::size_t n = local.size();
-  if (n == 0) return;
-  const Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
-      flat(local.data(), n);
-  Kokkos::parallel_for(
-      "kdist::clip_by_global_norm", block_range<View>(n),
-      KOKKOS_LAMBDA(const std::int64_t i) { flat(i) *= static_cast<T>(*scale); });
+  scale_block_by(t, ScaleAt{scale});
 }
 
 }  // namespace detail
