@@ -74,6 +74,7 @@
 // nn/: layers, optimizers, losses, models, datasets
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
@@ -93,6 +94,7 @@
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
+#include <kdist/nn/train/device_iterations.hpp>
 #include <kdist/nn/train/epoch_loop.hpp>
 #include <kdist/nn/train/gradient_clipping.hpp>
 #include <kdist/nn/train/gradient_sync.hpp>
@@ -100,5 +102,6 @@
 #include <kdist/nn/train/optimizer_state.hpp>
 #include <kdist/nn/train/optimizer_state_shards.hpp>
 #include <kdist/nn/train/output_loss.hpp>
+#include <kdist/nn/train/step_graph.hpp>
 #include <kdist/nn/train/train_step.hpp>
 #include <kdist/nn/variable.hpp>
