@@ -96,6 +96,43 @@ TEST(MetricsOnDevice, ALabelOutOfRangeEndsFitOnEveryProcess) {
   }
 }
 
+TEST(MetricsOnDevice, ALabelOutOfRangeOnOneProcessEndsTheStepOnEveryProcessBeforeTheUpdate) {
+  // The metrics read every step: the label 12 at row 40 (step 1) is on one process of two; that
+  // process's loss fails, and every process ends in that step with its message, the weights
+  // those of step 0 (the failed step updates nothing), none left waiting in a collective.
+  std::vector<std::int32_t> y(64, 3);
+  y[40] = 12;
+  const auto x = kdist::examples::random_normal(64 * 28 * 28, 1);
+  const auto compiled = [] {
+    auto model = kdist::examples::seeds_model();
+    model.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                  kdist::Adam(0.001), 7);
+    return model;
+  };
+  auto model = compiled();
+  try {
+    model.fit(kdist::ArrayDataset<float>(x, {28, 28, 1}, y),
+              {.batch_size = 32, .epochs = 1, .shuffle = false, .verbose = 0});
+    FAIL() << "no error";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 12 at row"), std::string::npos) << e.what();
+  }
+  auto first_step = compiled();  // the first batch alone
+  first_step.fit(
+      kdist::ArrayDataset<float>(std::vector<float>(x.begin(), x.begin() + 32 * 28 * 28),
+                                 {28, 28, 1}, std::vector<std::int32_t>(y.begin(), y.begin() + 32)),
+      {.batch_size = 32, .epochs = 1, .shuffle = false, .verbose = 0});
+  EXPECT_EQ(kdist::test::local_weights(model), kdist::test::local_weights(first_step));
+  EXPECT_EQ(model.optimizer().iterations(), 1);
+  // evaluate ends every process the same way.
+  try {
+    (void)model.evaluate(kdist::ArrayDataset<float>(x, {28, 28, 1}, y), {.batch_size = 32});
+    FAIL() << "no error from evaluate";
+  } catch (const kdist::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 12 at row"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MetricsOnDevice, LossesKeepTheirSumOnTheDeviceAsTheyReturnIt) {
   Kokkos::View<float**, Kokkos::LayoutRight> z("z", 5, 3), g1("g1", 5, 3), g2("g2", 5, 3);
   Kokkos::View<std::int32_t*, Kokkos::LayoutRight> labels("labels", 5);
@@ -180,7 +217,7 @@ GptRun fit_gpt(std::size_t steps_per_execution, bool bad_token = false, bool bad
   model.compile(std::make_shared<kdist::DataParallel>(),
                 kdist::Loss::sparse_categorical_crossentropy,
                 kdist::AdamW(0.001).with_global_clipnorm(1.0), 3,
-                {.steps_per_execution = steps_per_execution});
+                {.steps_per_execution = steps_per_execution, .device_graph = {}});
   std::vector<float> x(48 * config.sequence), y(48 * config.sequence);
   for (std::size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<float>((7 * i + 3) % config.vocab);

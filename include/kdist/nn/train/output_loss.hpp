@@ -127,6 +127,7 @@ class OutputLoss {
                                       const std::int64_t* step_at = nullptr) {
     global_batch_ = global_batch;
     kept_on_device_ = false;
+    sums_[2] = 0.0;
     if (const auto* logits = std::get_if<DistributedTensor<T***>>(&out)) {  // a language model
       const bool keep = train && on_device;
       if (keep) allocate_device_metrics();
@@ -163,9 +164,20 @@ class OutputLoss {
       return LayerTensor<T>(
           redistribute(Matrix::from_local(*grad, rows.shape(), rows.layout()), produced, moved_));
     }
-    sums_[0] =
-        loss_.sum(LossInput<T>(rows.local()), target, grad ? &g : nullptr, scale, fused_softmax_);
-    sums_[1] = count_correct(rows.local(), target);
+    // A loss that fails here (a label out of range) fails on this process alone: its rows add
+    // nothing, the flag goes with the metrics' sum, and every process of the sum ends with the
+    // message before the update (check_agreed), none left waiting in the step's collectives.
+    failure_.clear();
+    try {
+      sums_[0] =
+          loss_.sum(LossInput<T>(rows.local()), target, grad ? &g : nullptr, scale, fused_softmax_);
+      sums_[1] = count_correct(rows.local(), target);
+    } catch (const ValueError& e) {
+      failure_ = e.what();
+      sums_[0] = sums_[1] = 0.0;
+      if (grad) Kokkos::deep_copy(*grad, T(0));
+    }
+    sums_[2] = failure_.empty() ? 0.0 : 1.0;
     start_sums(rows);
     if (!train) return std::nullopt;
     return LayerTensor<T>(
@@ -179,7 +191,7 @@ class OutputLoss {
     if (sequence_loss_) {
       m = {*sequence_loss_, 0.0, global_batch_, false};
     } else {
-      request_.wait();
+      check_agreed();
       const double n = static_cast<double>(global_batch_);
       m = {sums_[0] / n, has_accuracy_ ? sums_[1] / n : 0.0, global_batch_, has_accuracy_};
     }
@@ -188,6 +200,18 @@ class OutputLoss {
     totals_.examples += m.examples;
     totals_.has_accuracy = m.has_accuracy;
     return m;
+  }
+  //! Waits for the step's metrics sum (started by start()) and, when the loss failed on any
+  //! process of it, throws that failure on every one (kdist::ValueError; a collective then). The
+  //! training step calls it before the update, so a failed step changes no weight.
+  void check_agreed() {
+    request_.wait();
+    if (sums_[2] == 0.0) return;
+    sums_[2] = 0.0;
+    std::string failure = std::exchange(failure_, std::string());
+    if (!sum_comm_) throw ValueError(failure);
+    mpi::agree(*sum_comm_, failure.empty(), failure);
+    throw ValueError(failure);  // not reached: the flag says some process failed
   }
   //! The host's part of a step kept on the device that ran again as a replayed graph (the device's
   //! part, the fold, is in the graph); unstage() takes back that of a capture that failed.
@@ -428,19 +452,24 @@ class OutputLoss {
   //! (the batch axes), so that model replicas count once.
   void start_sums(const Matrix& rows) {
     request_ = CollectiveRequest();
+    sum_comm_.reset();
     const auto& row_axes = rows.layout().axes()[0].names();
     if (row_axes.empty()) return;
     const auto& comm =
         communicators(rows.device_mesh()).comm(std::span<const std::string>(row_axes));
+    sum_comm_ = comm.get();
     const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sums(
-        sums_, 2);
+        sums_, 3);
     request_ = start_all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, ReduceOp::sum, comm);
   }
 
   AnyLoss<T> loss_ = Loss::categorical_crossentropy;
   bool fused_softmax_ = false;
-  // The step under way: its metrics' sums (read once request_ is done) or a language model's loss.
-  double sums_[2] = {0, 0};
+  // The step under way: its metrics' sums and the count of processes whose loss failed (read
+  // once request_ is done, over sum_comm_) or a language model's loss.
+  double sums_[3] = {0, 0, 0};
+  std::string failure_;  //!< this process's loss failure, when it had one
+  std::optional<MPI_Comm> sum_comm_;
   CollectiveRequest request_;
   std::optional<double> sequence_loss_;
   std::size_t global_batch_ = 0;

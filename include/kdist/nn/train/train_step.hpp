@@ -86,6 +86,7 @@ class TrainStep {
       auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true, on_device,
                                      context.step_at);
       backward(layers, std::move(*dout));
+      output_loss_.check_agreed();  // a loss that failed on any process ends every one, here
       apply_gradients(layers);
       iterations_.advance();
     };
