@@ -7,7 +7,8 @@
 #   - bench_gpt BM_gpt_step/1proc with the attention kernels (matrices, tiled) and the matmul
 #     precision (highest, high) crossed, and the GPT-2-small preset of gpt_trainer (MFU);
 #   - bench_trainer's seeds' step (the 0.15 ms/step target) and the GPT step, launched and as one
-#     device graph (KDIST_DEVICE_GRAPH=0 / 1; the benchmarks print why a step was not captured);
+#     device graph (KDIST_DEVICE_GRAPH=0 / 1; the benchmarks print why a step was not captured),
+#     and the seeds' step on 2 processes sharing the GPU (the graph split at the collectives);
 #   - the JAX anchors: ../shared/gpu/jax_step.py (seeds) and benchmarks/jax_gpt_step.py (the GPT,
 #     default and highest precision).
 #   bash benchmarks/gpu/issue36_figures.sh [build|run|all]   (default all; a second call: run)
@@ -30,6 +31,7 @@ export PATH=$D/bin:$PATH LD_LIBRARY_PATH=$D/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRA
   (cd "$B" && timeout 150 ctest -R 'attention|step_launches|mpi_test_gpt|metrics_on_device|device_graph' --output-on-failure -j4)
 } > "$O/issue36-ctest.log" 2>&1
 echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$B/CMakeCache.txt")
 {
   for kernel in matrices tiled; do
     for precision in highest high; do
@@ -44,6 +46,9 @@ echo "ctest: $(grep -E 'tests passed|tests failed' "$O/issue36-ctest.log")"
       "$B/benchmarks/bench_gpt" --benchmark_filter='BM_gpt_step/1proc' 2>&1 | grep -E 'median|tokens|graph'
     KDIST_DEVICE_GRAPH=$graph timeout 90 "$B/benchmarks/bench_trainer" \
       --benchmark_filter='BM_step_kdist_data_parallel|BM_step_eigen' 2>&1 | grep -vE '^\s*$' | tail -15
+    echo "### KDIST_DEVICE_GRAPH=$graph: the seeds' step on 2 processes sharing the GPU (split graph)"
+    KDIST_DEVICE_GRAPH=$graph timeout 60 "$mpiexec" -n 2 "$B/benchmarks/bench_trainer" \
+      --benchmark_filter='BM_step_kdist_data_parallel' 2>&1 | grep -vE '^\s*$' | tail -6
   done
   echo "### gpt_trainer --preset gpt2-small (2 epochs of at most 4 steps)"
   timeout 150 "$B/examples/gpt_trainer" --preset gpt2-small --epochs 2 --steps 4 \

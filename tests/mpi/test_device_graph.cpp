@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -61,14 +63,13 @@ TEST(DeviceGraph, TrainsExactlyAsTheLaunchedStepAndSaysWhatItDid) {
       EXPECT_NEAR(graph.history.epochs[e].accuracy, launched.history.epochs[e].accuracy, 1e-12);
     }
     EXPECT_TRUE(graph.status.requested);
-    if (world_size() > 1) {
-      EXPECT_FALSE(graph.status.captured);
-      EXPECT_TRUE(contains(graph.status.not_captured, "processes")) << graph.status.not_captured;
-    } else if (kdist::ops::detail::cuda_graphs_enabled) {
-      // One loader for both epochs, one key: 2 launched, 1 audited, 1 recorded, then 10 replays.
+    if (kdist::ops::detail::cuda_graphs_enabled) {
+      // One loader for both epochs, one key: 2 launched, 1 audited, 1 recorded, then 10 replays;
+      // on several processes split at the gradients' all-reduces (6 variables).
       EXPECT_TRUE(graph.status.not_captured.empty()) << graph.status.not_captured;
       EXPECT_EQ(graph.status.recordings, 1U);
       EXPECT_EQ(graph.status.replays, 10U);
+      EXPECT_EQ(graph.status.pieces, world_size() > 1 ? 7U : 1U);
     } else {
       EXPECT_FALSE(graph.status.captured);
       EXPECT_EQ(graph.status.replays, 0U);
@@ -106,8 +107,9 @@ TEST(DeviceGraph, TheGptTrainsExactlyAsLaunchedAndPassesTheHostsChecks) {
   EXPECT_EQ(graph_weights, weights);
   EXPECT_NEAR(graph_loss, loss, 1e-9 * loss);
   EXPECT_TRUE(graph_status.requested);
-  if (world_size() > 1) {
-    EXPECT_TRUE(contains(graph_status.not_captured, "processes")) << graph_status.not_captured;
+  if (world_size() > 1) {  // its global norm is read on the host
+    EXPECT_TRUE(contains(graph_status.not_captured, "global_clipnorm on a mesh of"))
+        << graph_status.not_captured;
   } else if (kdist::ops::detail::cuda_graphs_enabled) {
     EXPECT_TRUE(graph_status.not_captured.empty()) << graph_status.not_captured;
     EXPECT_EQ(graph_status.replays, 4U);  // 8 steps: 2 launched, 1 audited, 1 recorded
@@ -172,10 +174,14 @@ struct PlainSgd {  // a user's optimizer
 };
 
 TEST(DeviceGraph, SaysWhyAStepIsNotCaptured) {
-  if (world_size() > 1) {
-    EXPECT_TRUE(
-        contains(reason_after_three_steps(kdist::Loss::categorical_crossentropy, kdist::Adam()),
-                 "the mesh has " + std::to_string(world_size()) + " processes"));
+  if (world_size() > 1) {  // several processes: the graph is split at the collectives
+    const auto plain =
+        reason_after_three_steps(kdist::Loss::categorical_crossentropy, kdist::Adam());
+    EXPECT_FALSE(contains(plain, "processes")) << plain;
+    EXPECT_TRUE(contains(reason_after_three_steps(kdist::Loss::categorical_crossentropy,
+                                                  kdist::Adam().with_global_clipnorm(1.0)),
+                         "global_clipnorm on a mesh of " + std::to_string(world_size()) +
+                             " processes reads the global norm on the host"));
     return;
   }
   EXPECT_TRUE(contains(reason_after_three_steps(MeanAbsoluteError{}, kdist::Adam()),
@@ -259,6 +265,141 @@ TEST(DeviceGraph, FreesAreCountedWhileARecordingLivesAndAToolStillSeesThem) {
   EXPECT_EQ(kdist::detail::DeviceFrees::generation(), before + 1);
   EXPECT_EQ(user_frees(), 2);
   kt::set_deallocate_data_callback(nullptr);
+}
+
+//! A split that takes every collective offered and keeps its call (a test's recording), and
+//! notes those it cannot take.
+struct KeepingSplit final : kdist::detail::CollectiveSplit {
+  bool take(std::string_view who, bool, std::function<void()> call) override {
+    taken.emplace_back(who);
+    calls.push_back(std::move(call));
+    return true;
+  }
+  void cannot_take(std::string_view who) override { refused.emplace_back(who); }
+  std::vector<std::string> taken, refused;
+  std::vector<std::function<void()>> calls;
+};
+
+using V = Kokkos::View<float*>;
+//! A View of the step's memory holding base, base + 1, ... (a free function: nvcc takes no
+//! KOKKOS_LAMBDA in a test's private body).
+V filled(const std::string& label, std::size_t n, float base) {
+  V v(label, n);
+  Kokkos::parallel_for(
+      label, n, KOKKOS_LAMBDA(const std::size_t i) { v(i) = base + static_cast<float>(i); });
+  return v;
+}
+std::vector<float> host(const V& v) {
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<float>(h.data(), h.data() + h.size());
+}
+
+TEST(DeviceGraph, ARecordingTakesEachBlockingCollectiveAsAHostCallWithTheSameViews) {
+  // While a recording is active its collectives do nothing but hand over their calls; run later
+  // (as between two pieces of a replayed graph) they give what the collectives give at once.
+  const auto p = static_cast<std::size_t>(world_size());
+  const auto r = static_cast<float>(world_rank());
+  const auto comm = kdist::communicator();
+  const auto space = Kokkos::DefaultExecutionSpace();
+  // Each collective's inputs made twice: once for the recording, once run at once.
+  struct Run {
+    V sum_in, sum_out, in_place, gather_in, gather_out, scatter_in, scatter_out, bcast, a2a_in,
+        a2a_out;
+  };
+  const auto inputs = [&] {
+    Run x;
+    x.sum_in = filled("sum_in", 4, 10 * r);
+    x.sum_out = V("sum_out", 4);
+    x.in_place = filled("in_place", 3, r);
+    x.gather_in = filled("gather_in", 2, 100 * r);
+    x.gather_out = V("gather_out", 2 * p);
+    x.scatter_in = filled("scatter_in", 2 * p, r);
+    x.scatter_out = V("scatter_out", 2);
+    x.bcast = filled("bcast", 3, 7 * r + 1);
+    x.a2a_in = filled("a2a_in", 2 * p, 50 * r);
+    x.a2a_out = V("a2a_out", 2 * p);
+    return x;
+  };
+  const auto run_all = [&](const Run& x) {
+    kdist::all_reduce(space, x.sum_in, x.sum_out, kdist::ReduceOp::sum, comm);
+    kdist::all_reduce(space, x.in_place, kdist::ReduceOp::max, comm);
+    kdist::all_gather(space, x.gather_in, x.gather_out, comm);
+    kdist::reduce_scatter(space, x.scatter_in, x.scatter_out, kdist::ReduceOp::sum, comm);
+    kdist::broadcast(space, x.bcast, static_cast<int>(p) - 1, comm);
+    kdist::all_to_all(space, x.a2a_in, x.a2a_out, comm);
+  };
+  const Run now = inputs();
+  run_all(now);
+  const Run later = inputs();
+  KeepingSplit split;
+  {
+    const kdist::detail::CollectiveSplit::Scope recording(&split);
+    run_all(later);
+  }
+  EXPECT_EQ(split.taken, (std::vector<std::string>{"kdist::all_reduce", "kdist::all_reduce",
+                                                   "kdist::all_gather", "kdist::reduce_scatter",
+                                                   "kdist::broadcast", "kdist::all_to_all"}));
+  EXPECT_TRUE(split.refused.empty());
+  EXPECT_EQ(host(later.sum_out), std::vector<float>(4, 0.0f));  // nothing ran yet
+  EXPECT_EQ(host(later.bcast), host(filled("bcast", 3, 7 * r + 1)));
+  for (const auto& call : split.calls) call();  // the replay's host calls, in order
+  EXPECT_EQ(host(later.sum_out), host(now.sum_out));
+  EXPECT_EQ(host(later.in_place), host(now.in_place));
+  EXPECT_EQ(host(later.gather_out), host(now.gather_out));
+  EXPECT_EQ(host(later.scatter_out), host(now.scatter_out));
+  EXPECT_EQ(host(later.bcast), host(now.bcast));
+  EXPECT_EQ(host(later.a2a_out), host(now.a2a_out));
+  EXPECT_EQ(host(now.bcast)[0], 7.0f * static_cast<float>(p - 1) + 1.0f);
+  EXPECT_EQ(kdist::detail::CollectiveSplit::active(), nullptr);
+}
+
+TEST(DeviceGraph, ANonBlockingCollectiveOrAnAgreementCannotBeTakenAndRunsAtOnce) {
+  KeepingSplit split;
+  Kokkos::View<double*, Kokkos::HostSpace> v("v", 2);
+  Kokkos::deep_copy(v, 1.0);
+  {
+    const kdist::detail::CollectiveSplit::Scope recording(&split);
+    auto request = kdist::start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v,
+                                           kdist::ReduceOp::sum, kdist::communicator());
+    request.wait();
+    kdist::mpi::agree(kdist::communicator(), true, "");
+  }
+  EXPECT_EQ(v(0), static_cast<double>(world_size()));
+  EXPECT_TRUE(split.taken.empty());
+  EXPECT_EQ(split.refused,
+            (std::vector<std::string>{"kdist::start_all_reduce",
+                                      "kdist::mpi::agree (a flag the host computed)"}));
+}
+
+TEST(DeviceGraph, TheAuditRunsTheCollectivesAsHostCallsUnauditedAndNamesOneThatCannotBe) {
+  // The audited step's collectives on the step's memory run at once, their fences and staging
+  // copies not held against the step; a non-blocking one names why the step cannot be split.
+  Kokkos::View<float*> g("gradient", 4);
+  Kokkos::deep_copy(g, 1.0f);
+  {
+    const kdist::detail::HostWaitAudit audit;
+    kdist::detail::AuditSplit split;
+    {
+      const kdist::detail::CollectiveSplit::Scope scope(&split);
+      kdist::all_reduce(Kokkos::DefaultExecutionSpace(), g, kdist::ReduceOp::sum,
+                        kdist::communicator());
+    }
+    EXPECT_EQ(split.host_calls(), 1U);
+    EXPECT_EQ(split.why(), "");
+    EXPECT_EQ(kdist::detail::HostWaitAudit::why(), "");
+    {
+      const kdist::detail::CollectiveSplit::Scope scope(&split);
+      Kokkos::View<double*, Kokkos::HostSpace> sums("sums", 2);
+      kdist::start_all_reduce(Kokkos::DefaultHostExecutionSpace(), sums, kdist::ReduceOp::sum,
+                              kdist::communicator())
+          .wait();
+    }
+    EXPECT_EQ(split.why(),
+              "the step's collective kdist::start_all_reduce cannot run between two pieces of a "
+              "graph");
+  }
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  EXPECT_EQ(h(3), static_cast<float>(world_size()));
 }
 
 }  // namespace

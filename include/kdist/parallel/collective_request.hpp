@@ -33,6 +33,7 @@
 #include <exception>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/concepts.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
@@ -155,6 +156,7 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>() &&
                 dc::check_mpi_can_access<SendView>() && dc::check_mpi_can_access<RecvView>()) {
     constexpr const char* who = "kdist::start_all_reduce";
+    detail::tell_split_cannot_take(who);  // its wait is elsewhere: not a host call of a graph
     dc::check_arguments(dc::raw(comm), who,
                         {{"the reduction", static_cast<long long>(op)},
                          {"the element count", static_cast<long long>(recv.size())}},
@@ -196,6 +198,7 @@ namespace detail {
 inline CollectiveRequest start_all_gather_v_in_place(void* buffer, const int* counts,
                                                      const int* displs, MPI_Datatype type,
                                                      MPI_Comm comm, const char* what) {
+  tell_split_cannot_take(what);
   MPI_Request request = MPI_REQUEST_NULL;
   mpi::detail::check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts, displs,
                                          type, comm, &request),
@@ -209,6 +212,7 @@ inline CollectiveRequest start_all_gather_v_in_place(void* buffer, const int* co
 template <class T>
 CollectiveRequest start_reduce_scatter_v(const T* send, T* recv, const int* counts, MPI_Comm comm,
                                          const char* what) {
+  tell_split_cannot_take(what);
   MPI_Request request = MPI_REQUEST_NULL;
   mpi::detail::check_mpi(
       MPI_Ireduce_scatter(send == nullptr ? MPI_IN_PLACE : static_cast<const void*>(send), recv,

@@ -18,6 +18,9 @@
 //!   environment overrides it), and any memory when the macro `KDIST_MPI_GPU_AWARE` is defined.
 //!   Other Views (device memory, MPI not GPU-aware) go through a host copy.
 //! - Each entry point is a Kokkos profiling region named "kdist::all_reduce" etc.
+//! - While the training step is recorded as a device graph, each is offered to the recording
+//!   first (detail/collective_split.hpp): one on device memory then runs between two pieces of
+//!   the graph, with the same Views, at every replay.
 //! - Checks made on one rank only (contiguity, sizes, root) throw kdist::ValueError on that rank
 //!   before any communication; pass the same sizes on every rank, as MPI requires.
 //!
@@ -33,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <kdist/parallel/concepts.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/detail/collectives_staging.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
@@ -60,6 +64,11 @@ void all_reduce(const Space& space, const SendView& send, const RecvView& recv, 
                 const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
+    if (detail::offer_to_split<SendView, RecvView>("kdist::all_reduce", [=, c = dc::raw(comm)] {
+          all_reduce(space, send, recv, op, c);
+        })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::all_reduce_name());
     constexpr const char* who = "kdist::all_reduce";
     dc::check_arguments(dc::raw(comm), who,
@@ -84,6 +93,10 @@ void all_reduce(const Space& space, const View& view, ReduceOp op, const Comm& c
   namespace dc = detail::collectives;
   if constexpr (dc::check_view_type<View>() && dc::check_writable<View>() &&
                 dc::check_reducible<View>()) {
+    if (detail::offer_to_split<View>("kdist::all_reduce",
+                                     [=, c = dc::raw(comm)] { all_reduce(space, view, op, c); })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::all_reduce_name());
     dc::check_arguments(dc::raw(comm), "kdist::all_reduce",
                         {{"the reduction", static_cast<long long>(op)},
@@ -110,6 +123,10 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
 void all_gather(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
+    if (detail::offer_to_split<SendView, RecvView>(
+            "kdist::all_gather", [=, c = dc::raw(comm)] { all_gather(space, send, recv, c); })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::all_gather_name());
     constexpr const char* who = "kdist::all_gather";
     const int size = dc::size_of(comm);
@@ -147,6 +164,11 @@ void reduce_scatter(const Space& space, const SendView& send, const RecvView& re
                     const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
+    if (detail::offer_to_split<SendView, RecvView>("kdist::reduce_scatter", [=, c = dc::raw(comm)] {
+          reduce_scatter(space, send, recv, op, c);
+        })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::reduce_scatter_name());
     constexpr const char* who = "kdist::reduce_scatter";
     const int size = dc::size_of(comm);
@@ -183,6 +205,10 @@ void broadcast(const Space& space, const View& view, int root, const Comm& comm)
   constexpr bool writable = !std::is_const_v<typename View::value_type>;
   static_assert(writable, "kdist::broadcast: the View must not be const");
   if constexpr (dc::check_view_type<View>() && writable) {
+    if (detail::offer_to_split<View>("kdist::broadcast",
+                                     [=, c = dc::raw(comm)] { broadcast(space, view, root, c); })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::broadcast_name());
     constexpr const char* who = "kdist::broadcast";
     const int size = dc::size_of(comm);
@@ -244,6 +270,10 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
 void all_to_all(const Space& space, const SendView& send, const RecvView& recv, const Comm& comm) {
   namespace dc = detail::collectives;
   if constexpr (dc::check_pair_types<SendView, RecvView>()) {
+    if (detail::offer_to_split<SendView, RecvView>(
+            "kdist::all_to_all", [=, c = dc::raw(comm)] { all_to_all(space, send, recv, c); })) {
+      return;
+    }
     detail::ProfilingRegion region(dc::all_to_all_name());
     constexpr const char* who = "kdist::all_to_all";
     const int size = dc::size_of(comm);

@@ -8,13 +8,12 @@
 //! step and nothing in it waits for the device. kdist's step keeps its count in device memory
 //! (device_iterations.hpp) and its metrics there (OutputLoss, the library's losses); what is left
 //! is checked twice:
-//! - before anything runs, by what the host knows (`host_reason`): one process (MPI stages each
-//!   collective through the host; splitting the graph there is not built), the library's optimizer
-//!   without global_clipnorm (its norm is read on the host), a loss that keeps its sum on the
-//!   device;
+//! - before anything runs, by what the host knows (`host_reason`): the library's optimizer (a
+//!   user's may take its step count from the host), global_clipnorm on one process only (on
+//!   several its norm is read on the host), a loss that keeps its sum on the device;
 //! - on the device, by an audit: after two launched steps (the shapes seen, every buffer
 //!   allocated) a third runs under Kokkos Tools callbacks, and any fence, copy between memory
-//!   spaces or allocation in it names why the step is not captured.
+//!   spaces or allocation in it names why the step is not captured, outside the collectives.
 //! The fourth step is recorded by stream capture of the Kokkos CUDA instance (ops/detail/
 //! cuda_graph.hpp) and launched; every later step with the same key (the inputs' addresses and
 //! extents, the global batch, the learning rate and weight decay) is one graph launch, up to four
@@ -22,13 +21,22 @@
 //! other shapes) drops every recording (DeviceFrees). Without CUDA the step runs launched (the same
 //! code), and status() says so.
 //!
+//! MPI is not captured: on a mesh of several processes the recording is split at the step's
+//! collectives (parallel/detail/collective_split.hpp). Each blocking collective on device memory
+//! (the data-parallel gradient sums) ends a piece of graph and becomes a host call, with the same
+//! Views, between that piece and the next; a replayed step is piece, call, piece, ..., one launch
+//! per piece. The audit runs those calls as they come, their fences and staging copies allowed; a
+//! collective that cannot run between pieces (a non-blocking one, raw MPI on the host's data, the
+//! host copies of a redistribute's exchange) names why the step is not captured.
+//!
 //! Stream capture of the default instance is used rather than Kokkos Graph: Kokkos Graph's nodes
-//! capture cuBLAS only from Kokkos 4.5 (`cuda_capture`), CI's Debian Kokkos is 3.4, and the whole
-//! step is one capture either way. Not yet timed on a GPU.
+//! capture cuBLAS only from Kokkos 4.5 (`cuda_capture`), CI's Debian Kokkos is 3.4, and a Kokkos
+//! Graph holds no MPI either: the pieces would be the same. Not yet timed on a GPU.
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +48,7 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/ops/detail/cuda_graph.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 
 namespace kdist {
 
@@ -62,8 +71,11 @@ struct DeviceGraphStatus {
   bool requested = false;      //!< asked for by the program or KDIST_DEVICE_GRAPH
   bool captured = false;       //!< the current key's step is a recorded graph
   std::size_t recordings = 0;  //!< graphs recorded (one per key)
-  std::size_t replays = 0;     //!< steps run as one graph launch
-  std::string not_captured;    //!< why the step runs launched, when requested and not captured
+  std::size_t replays = 0;     //!< steps run as recorded graphs
+  //! Pieces of graph of the current key's recorded step: its collectives run between them (1 on
+  //! one process; 0 when not captured).
+  std::size_t pieces = 0;
+  std::string not_captured;  //!< why the step runs launched, when requested and not captured
 };
 
 namespace detail {
@@ -84,6 +96,16 @@ class HostWaitAudit {
   HostWaitAudit& operator=(const HostWaitAudit&) = delete;
   ~HostWaitAudit() { Kokkos::Tools::Experimental::set_callbacks(saved_); }
 
+  //! While one lives, what the step does is not noted: a collective's host call (its fence and
+  //! staging copies are its own, between two pieces of a split graph).
+  class Pause {
+   public:
+    Pause() noexcept { ++paused(); }
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+    ~Pause() { --paused(); }
+  };
+
   //! "" when the step neither fenced, copied between memory spaces nor allocated; else what did.
   static std::string why() {
     const auto& f = found();
@@ -101,21 +123,25 @@ class HostWaitAudit {
     static Found f;
     return f;
   }
+  static int& paused() {
+    static int n = 0;
+    return n;
+  }
   static void on_fence(const char* name, std::uint32_t, std::uint64_t* id) {
     *id = 0;
-    if (found().fence.empty()) found().fence = name ? name : "?";
+    if (paused() == 0 && found().fence.empty()) found().fence = name ? name : "?";
   }
   static void on_copy(Kokkos::Tools::SpaceHandle dst, const char* dst_name, const void*,
                       Kokkos::Tools::SpaceHandle src, const char* src_name, const void*,
                       std::uint64_t) {
-    if (std::strcmp(dst.name, src.name) != 0 && found().copy.empty()) {
+    if (paused() == 0 && std::strcmp(dst.name, src.name) != 0 && found().copy.empty()) {
       found().copy =
           std::string(src_name ? src_name : "?") + "' to '" + (dst_name ? dst_name : "?");
     }
   }
   static void on_allocation(Kokkos::Tools::SpaceHandle, const char* name, const void*,
                             std::uint64_t) {
-    if (found().allocation.empty()) found().allocation = name ? name : "?";
+    if (paused() == 0 && found().allocation.empty()) found().allocation = name ? name : "?";
   }
   Kokkos::Tools::Experimental::EventSet saved_;
 };
@@ -169,6 +195,111 @@ class DeviceFrees {
   }
 };
 
+//! The collectives of an audited step (a HostWaitAudit lives): one on the step's memory runs at
+//! once as the host call it would be between two pieces of graph, unaudited; any other names why
+//! the step cannot be split there (the first such reason is kept).
+class AuditSplit final : public CollectiveSplit {
+ public:
+  bool take(std::string_view who, bool step_memory, std::function<void()> call) override {
+    if (!step_memory) {
+      note(std::string(who) + " works on host memory that the host wrote in the step");
+      return false;
+    }
+    ++host_calls_;
+    const HostWaitAudit::Pause pause;
+    call();
+    return true;
+  }
+  void cannot_take(std::string_view who) override {
+    note(std::string(who) + " cannot run between two pieces of a graph");
+  }
+  //! "" when every collective could be a host call between pieces; else the first that cannot.
+  const std::string& why() const noexcept { return why_; }
+  std::size_t host_calls() const noexcept { return host_calls_; }
+
+ private:
+  void note(std::string why) {
+    if (why_.empty()) why_ = "the step's collective " + std::move(why);
+  }
+  std::string why_;
+  std::size_t host_calls_ = 0;
+};
+
+#if defined(KOKKOS_ENABLE_CUDA)
+//! A step recorded as pieces of graph with its collectives between them (the file's comment):
+//! recording captures every piece and runs nothing (a collective's host call is kept, not run);
+//! launch() enqueues piece 0, runs call 0 (its fence waits for that piece), enqueues piece 1, ...
+class SplitGraph final : public CollectiveSplit {
+ public:
+  SplitGraph() = default;
+  SplitGraph(SplitGraph&&) = delete;  // the active split's address is held while it records
+
+  //! Records what `enqueue()` puts on `stream`, split at its collectives: "" once ready to launch,
+  //! else why not (nothing of it ran: the step then runs launched).
+  template <class Enqueue>
+  std::string record(cudaStream_t stream, Enqueue&& enqueue) {
+    reset();
+    stream_ = stream;
+    if (std::string why = pieces_.emplace_back().begin(stream); !why.empty()) {
+      reset();
+      return why;
+    }
+    capturing_ = true;
+    try {
+      const Scope scope(this);
+      enqueue();
+    } catch (const std::exception& ex) {
+      if (capturing_) pieces_.back().abandon(stream);
+      reset();
+      return std::string("the step failed while it was captured: ") + ex.what();
+    }
+    capturing_ = false;
+    std::string why = pieces_.back().end(stream);
+    if (!why.empty()) reset();
+    return why;
+  }
+  //! One replay: every piece, and between them the collectives' host calls.
+  void launch(cudaStream_t stream) const {
+    for (std::size_t k = 0; k < pieces_.size(); ++k) {
+      pieces_[k].launch(stream);
+      if (k < calls_.size()) calls_[k]();
+    }
+  }
+  bool ready() const noexcept { return !pieces_.empty() && pieces_.back().ready(); }
+  std::size_t pieces() const noexcept { return ready() ? pieces_.size() : 0; }
+  void reset() noexcept {
+    pieces_.clear();
+    calls_.clear();
+    capturing_ = false;
+  }
+
+  bool take(std::string_view who, bool step_memory, std::function<void()> call) override {
+    if (!step_memory) {
+      throw RuntimeError(std::string(who) +
+                         " works on host memory that the host wrote in the step: it cannot run "
+                         "between two pieces of a graph");
+    }
+    capturing_ = false;
+    if (std::string why = pieces_.back().end(stream_); !why.empty()) throw RuntimeError(why);
+    calls_.push_back(std::move(call));
+    if (std::string why = pieces_.emplace_back().begin(stream_); !why.empty()) {
+      throw RuntimeError(why);
+    }
+    capturing_ = true;
+    return true;
+  }
+  void cannot_take(std::string_view who) override {
+    throw RuntimeError(std::string(who) + " cannot run between two pieces of a graph");
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  std::vector<ops::detail::CudaGraph> pieces_;
+  std::vector<std::function<void()>> calls_;
+  bool capturing_ = false;  //!< pieces_.back() is being captured
+};
+#endif
+
 //! The key of a recorded step: what its kernels take from the host as arguments or addresses.
 using StepGraphKey = std::vector<std::uint64_t>;
 
@@ -211,12 +342,12 @@ class StepGraph {
     current_ = &e;
 #if defined(KOKKOS_ENABLE_CUDA)
     const cudaStream_t stream = Kokkos::DefaultExecutionSpace().cuda_stream();
-    if (e.graph.ready() && e.generation != DeviceFrees::generation()) {
+    if (e.graph->ready() && e.generation != DeviceFrees::generation()) {
       drop_all();  // memory a recording used may be gone: record again
       return run(key, host_reason, launch, replayed, undo);
     }
-    if (e.graph.ready()) {
-      e.graph.launch(stream);
+    if (e.graph->ready()) {
+      e.graph->launch(stream);
       replayed();
       ++replays_;
       return;
@@ -243,15 +374,18 @@ class StepGraph {
       ++e.launched;
       {
         const HostWaitAudit audit;
-        launch();
-        why = HostWaitAudit::why();
+        AuditSplit split;
+        {
+          const CollectiveSplit::Scope scope(&split);
+          launch();
+        }
+        why = split.why().empty() ? HostWaitAudit::why() : split.why();
       }
       if (!why.empty()) e.not_captured = why;
       return;
     }
-    why = e.graph.record(stream, launch);
+    why = e.graph->record(stream, launch);
     if (!why.empty()) {
-      e.graph.reset();
       e.not_captured = "the capture failed: " + why;
       undo();
       return launch();
@@ -259,7 +393,7 @@ class StepGraph {
     ++recordings_;
     if (!watch_) watch_ = std::make_unique<DeviceFrees::FreeWatch>();
     e.generation = DeviceFrees::generation();
-    e.graph.launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
+    e.graph->launch(stream);  // the recorded step itself (its host bookkeeping ran as it recorded)
 #endif
   }
 
@@ -269,7 +403,8 @@ class StepGraph {
     s.requested = requested_;
     if (current_ != nullptr) {
 #if defined(KOKKOS_ENABLE_CUDA)
-      s.captured = current_->graph.ready();
+      s.captured = current_->graph->ready();
+      s.pieces = current_->graph->pieces();
 #endif
       if (requested_ && !s.captured) s.not_captured = current_->not_captured;
     }
@@ -285,7 +420,7 @@ class StepGraph {
     std::string not_captured;
     std::uint64_t generation = 0;  //!< DeviceFrees' when recorded
 #if defined(KOKKOS_ENABLE_CUDA)
-    ops::detail::CudaGraph graph;
+    std::unique_ptr<SplitGraph> graph = std::make_unique<SplitGraph>();
 #endif
   };
 

@@ -175,10 +175,10 @@ class TrainStep {
   }
   //! Why the step cannot be captured by what the host knows ("" when it can).
   std::string graph_host_reason() const {
-    if (processes_ > 1) {
-      return "the mesh has " + std::to_string(processes_) +
-             " processes: MPI stages each collective through the host, and a graph split at "
-             "them is not built yet";
+    if (optimizer_.global_clipnorm() && processes_ > 1) {
+      return "global_clipnorm on a mesh of " + std::to_string(processes_) +
+             " processes reads the global norm on the host (on one process it stays on the "
+             "device)";
     }
     if (!optimizer_.replays_from_device()) {
       return "the optimizer '" + optimizer_.name() +

@@ -46,22 +46,30 @@ class CudaGraph {
   //! failed); an exception from `enqueue` ends the capture and propagates.
   template <class Enqueue>
   std::string record(cudaStream_t stream, Enqueue&& enqueue) {
-    reset();
-    cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-    if (e != cudaSuccess) return std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
-    cudaGraph_t graph = nullptr;
+    if (std::string why = begin(stream); !why.empty()) return why;
     try {
       enqueue();
     } catch (const std::exception& ex) {
-      (void)cudaStreamEndCapture(stream, &graph);
-      if (graph != nullptr) (void)cudaGraphDestroy(graph);
-      (void)cudaGetLastError();  // the capture's error is not left for the next call
+      abandon(stream);
       return std::string("the step failed while it was captured: ") + ex.what();
     }
-    e = cudaStreamEndCapture(stream, &graph);
+    return end(stream);
+  }
+  //! Starts capturing what is enqueued on `stream` into this graph (its last recording dropped):
+  //! "" or why not. end() or abandon() ends it.
+  std::string begin(cudaStream_t stream) {
+    reset();
+    const cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
+    return {};
+  }
+  //! Ends the capture begun on `stream`: "" once the graph is ready to launch, else why not.
+  std::string end(cudaStream_t stream) {
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream, &graph);
     if (e != cudaSuccess) {
       if (graph != nullptr) (void)cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // the capture's error is not left for the next call
       return std::string("cudaStreamEndCapture: ") + cudaGetErrorString(e);
     }
     e = cudaGraphInstantiate(&exec_, graph, 0);
@@ -72,6 +80,13 @@ class CudaGraph {
       return std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e);
     }
     return {};
+  }
+  //! Ends the capture begun on `stream` and drops what it recorded.
+  void abandon(cudaStream_t stream) noexcept {
+    cudaGraph_t graph = nullptr;
+    (void)cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
   }
   //! Enqueues the recorded work on `stream` (one launch). Errors: kdist::RuntimeError.
   void launch(cudaStream_t stream) const {

@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/detail/collectives_checks.hpp>
 #include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
@@ -368,6 +369,8 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
 inline void all_to_all_v(const void* send, const int* send_counts, const int* send_displs,
                          void* recv, const int* recv_counts, const int* recv_displs,
                          MPI_Datatype type, MPI_Comm comm, const char* who) {
+  // Its host buffers were packed by the host in the step: not a host call of a device graph.
+  tell_split_cannot_take(std::string(who) + "'s exchange of host copies (MPI_Alltoallv)");
   const std::string what = std::string(who) + ": MPI_Alltoallv";
   watchdog::run(
       comm, who, what.c_str(),

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <kdist/core/error.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <optional>
@@ -39,6 +40,7 @@ struct Disagreement {
 [[nodiscard]] inline std::optional<Disagreement> agree_on(MPI_Comm comm, bool local_ok,
                                                           std::string_view local_message,
                                                           int kind = 0) {
+  kdist::detail::tell_split_cannot_take("kdist::mpi::agree (a flag the host computed)");
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "kdist::mpi::agree: MPI_Comm_rank");
