@@ -194,7 +194,9 @@ Trained train_user_layer_with(const kdist::GradientSyncOptions& options) {
     // This process keeps Adam's m and v of its part of the user's kernel only.
     const auto part = m.optimizer_state_part("user/kernel");
     EXPECT_TRUE(part.has_value());
-    if (part) EXPECT_LT(part->second, 640U);
+    if (part) {
+      EXPECT_LT(part->second, 640U);
+    }
   }
   const auto& c = m.gradient_sync_counts();
   return {kdist::test::state_of(m),

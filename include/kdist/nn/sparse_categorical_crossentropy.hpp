@@ -38,6 +38,7 @@
 #include <kdist/ops/losses.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/profiling_region.hpp>
@@ -199,7 +200,15 @@ SparseCrossEntropyResult<T> sparse_categorical_crossentropy(
     }
   }
   if (mesh.size() > 1) {
-    mpi::agree(communicators(mesh).world(), problem.empty(), problem);
+    // With the targets' range checked on the device the agreement is on shapes alone, which a
+    // step recorded as a graph keeps: there it is a host call between two pieces of the graph.
+    const MPI_Comm world = communicators(mesh).world().get();
+    if (on_device == nullptr || !problem.empty() ||
+        !kdist::detail::offer_host_call_to_split(
+            "kdist::sparse_categorical_crossentropy's agreement on the targets' shapes",
+            [world] { mpi::agree(world, true, ""); })) {
+      mpi::agree(world, problem.empty(), problem);
+    }
   } else if (!problem.empty()) {
     throw ValueError(problem);
   }

@@ -130,14 +130,30 @@ void scale_block(DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& 
   scale_block_by(t, ScaleValue{scale});
 }
 
-//! The same sum left on the device: into `out` (a rank-0 View in the block's memory), without
-//! waiting for it. For one process (every block counts).
+//! counted_squared_sum left on the device: into `out` (a rank-0 View in the block's memory),
+//! without waiting for it; 0 for a block that does not count. Errors: as counted_squared_sum.
 template <class DataType, class MemorySpace, class Out>
-void squared_sum_into(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
-                      const Out& out) {
+void counted_squared_sum_into(
+    const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, const Out& out,
+    const char* who, std::size_t begin = 0, std::optional<std::size_t> count = std::nullopt,
+    std::span<const std::size_t> part_axes = {}) {
+  if (t.is_partial()) {
+    throw ValueError(std::string(who) + ": " + t.to_string() +
+                     " is a pending sum; its norm is not the norm of its summands. Sum it first: "
+                     "kdist::redistribute(t, t.layout())");
+  }
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
+  const auto& local = t.local();
+  const std::size_t n =
+      counts_in_global_sum(t, part_axes) ? count.value_or(local.size() - begin) : 0;
+  if (n == 0) {
+    Kokkos::parallel_for(
+        "kdist::global_norm::none", Kokkos::RangePolicy<typename View::execution_space>(0, 1),
+        KOKKOS_LAMBDA(const int) { out() = 0.0; });
+    return;
+  }
   Out result = out;
-  squared_sum_to<View>(t.local().data(), t.local().size(), result);
+  squared_sum_to<View>(local.data() + begin, n, result);
 }
 
 //! On the device, in one thread: `scale() = global_clip_scale(sqrt(sum of squares), clipnorm)`

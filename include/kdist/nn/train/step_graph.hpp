@@ -9,8 +9,7 @@
 //! (device_iterations.hpp) and its metrics there (OutputLoss, the library's losses); what is left
 //! is checked twice:
 //! - before anything runs, by what the host knows (`host_reason`): the library's optimizer (a
-//!   user's may take its step count from the host), global_clipnorm on one process only (on
-//!   several its norm is read on the host), a loss that keeps its sum on the device;
+//!   user's may take its step count from the host), a loss that keeps its sum on the device;
 //! - on the device, by an audit: after two launched steps (the shapes seen, every buffer
 //!   allocated) a third runs under Kokkos Tools callbacks, and any fence, copy between memory
 //!   spaces or allocation in it names why the step is not captured, outside the collectives.

@@ -45,7 +45,6 @@ class TrainStep {
   //! state. Errors: those of GradientSync::configure and OptimizerState::plan.
   void compile(std::vector<AnyLayer<T>>& layers, const Distribution& dist, AnyLoss<T> loss,
                AnyOptimizer<T> optimizer) {
-    processes_ = dist.device_mesh().size();
     const bool fused = loss.fuses_softmax() && layers.back().ends_in_softmax();
     output_loss_.set(std::move(loss), fused);
     optimizer_ = std::move(optimizer);
@@ -175,11 +174,6 @@ class TrainStep {
   }
   //! Why the step cannot be captured by what the host knows ("" when it can).
   std::string graph_host_reason() const {
-    if (optimizer_.global_clipnorm() && processes_ > 1) {
-      return "global_clipnorm on a mesh of " + std::to_string(processes_) +
-             " processes reads the global norm on the host (on one process it stays on the "
-             "device)";
-    }
     if (!optimizer_.replays_from_device()) {
       return "the optimizer '" + optimizer_.name() +
              "' is not the library's: its kernels may take the step count from the host";
@@ -226,21 +220,9 @@ class TrainStep {
   //! gradient and its declared slots, told the variable's path. The variables go last layer
   //! first, the order their gradients' all-reduces started: each waits only for its own.
   void apply_gradients(std::vector<AnyLayer<T>>& layers) {
-    if (const auto clipnorm = optimizer_.global_clipnorm(); clipnorm && processes_ == 1) {
+    if (const auto clipnorm = optimizer_.global_clipnorm()) {
+      sync_.wait_all();  // the norm needs every gradient (their sums on host memory)
       clip_on_device(layers, *clipnorm);
-    } else if (clipnorm) {
-      sync_.wait_all();  // the norm needs every gradient
-      GlobalNorm norm;   // over every shard of every gradient, replicas counted once
-      std::size_t k = 0;
-      for_each_variable(layers, [&](auto& v) {
-        if (const auto& shard = state_.shard(k++)) {  // only its part is summed
-          norm.add_part(v.grad, shard->begin(), shard->size(), shard->mesh_axes);
-        } else {
-          norm.add(v.grad);
-        }
-      });
-      const double scale = global_clip_scale(norm.norm(), *clipnorm);
-      if (scale != 1.0) for_each_variable(layers, [&](auto& v) { scale_block(v.grad, scale); });
     }
     std::size_t k = 0;
     for_each_variable(layers, [&](auto&) { ++k; });
@@ -254,10 +236,11 @@ class TrainStep {
     sync_.wait_all();
     optimizer_.finish_step();
   }
-  //! Keras' clip_by_global_norm on one process without the host: each gradient's sum of squares
-  //! into a slot of clip_squares_, one kernel for the scale, the gradients scaled by the scale
-  //! they read on the device (the same values as the host's GlobalNorm, which a mesh of several
-  //! processes uses: its sum is an all-reduce).
+  //! Keras' clip_by_global_norm without the host (GlobalNorm's sum, left on the device): each
+  //! gradient's sum of squares into a slot of clip_squares_ (its part when its optimizer state is
+  //! sharded, 0 on the processes holding a replica counted elsewhere), on several processes one
+  //! all-reduce of those slots (a host call between two pieces of a recorded step), one kernel for
+  //! the scale, the gradients scaled by the scale they read on the device.
   void clip_on_device(std::vector<AnyLayer<T>>& layers, double clipnorm) {
     (void)global_clip_scale(0.0, clipnorm);  // checks clipnorm
     std::size_t n = 0;
@@ -267,8 +250,21 @@ class TrainStep {
       clip_scale_ = Kokkos::View<double, Kokkos::LayoutRight>("kdist::clip/scale");
     }
     std::size_t k = 0;
-    for_each_variable(
-        layers, [&](auto& v) { squared_sum_into(v.grad, Kokkos::subview(clip_squares_, k++)); });
+    std::optional<RuntimeDeviceMesh> mesh;
+    for_each_variable(layers, [&](auto& v) {
+      const auto out = Kokkos::subview(clip_squares_, k);
+      constexpr const char* who = "kdist::global_norm";
+      if (const auto& shard = state_.shard(k++)) {  // only its part is summed
+        counted_squared_sum_into(v.grad, out, who, shard->begin(), shard->size(), shard->mesh_axes);
+      } else {
+        counted_squared_sum_into(v.grad, out, who);
+      }
+      if (!mesh) mesh = v.grad.device_mesh();
+    });
+    if (mesh && mesh->size() > 1) {
+      all_reduce(Kokkos::DefaultExecutionSpace(), clip_squares_, ReduceOp::sum,
+                 communicators(*mesh).world());
+    }
     clip_scale_into(clip_squares_, clipnorm, clip_scale_);
     for_each_variable(layers, [&](auto& v) { scale_block_at(v.grad, clip_scale_.data()); });
   }
@@ -307,7 +303,6 @@ class TrainStep {
   DeviceIterations iterations_;
   //! The step as one device graph, when asked for.
   StepGraph graph_;
-  std::size_t processes_ = 1;  //!< of the distribution's mesh
   //! clip_on_device's per-variable sums of squares and scale.
   Kokkos::View<double*, Kokkos::LayoutRight> clip_squares_;
   Kokkos::View<double, Kokkos::LayoutRight> clip_scale_;

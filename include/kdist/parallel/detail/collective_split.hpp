@@ -78,6 +78,21 @@ bool offer_to_split(std::string_view who, Call&& call) {
   });
 }
 
+//! For a collective whose inputs stay the same in every step with the same shapes (an agreement
+//! on checks of shapes that passed): true when the active split took it as a host call on the
+//! step's memory (`call` runs later, with no split active); false: run it now.
+template <class Call>
+bool offer_host_call_to_split(std::string_view who, Call&& call) {
+  CollectiveSplit* split = CollectiveSplit::active();
+  if (split == nullptr) [[likely]] {
+    return false;
+  }
+  return split->take(who, true, [call = std::forward<Call>(call)] {
+    const CollectiveSplit::Scope none(nullptr);
+    call();
+  });
+}
+
 //! In a collective that a split cannot take: tells the active split, if any.
 inline void tell_split_cannot_take(std::string_view who) {
   if (CollectiveSplit* split = CollectiveSplit::active()) [[unlikely]] {
