@@ -151,9 +151,10 @@ class TrainStep {
   //! calls: the input's and the targets' blocks, the global batch, the learning rate and weight
   //! decay. A recorded step replays only while they stay the same.
   template <class YV>
-  StepGraphKey graph_key(const LayerTensor<T>& input, const YV& targets,
-                         std::size_t global_batch) const {
-    StepGraphKey key;
+  const StepGraphKey& graph_key(const LayerTensor<T>& input, const YV& targets,
+                                std::size_t global_batch) {
+    StepGraphKey& key = key_;  // its memory kept from step to step
+    key.clear();
     std::visit(
         [&](const auto& t) {
           key.push_back(reinterpret_cast<std::uintptr_t>(t.local().data()));
@@ -301,8 +302,9 @@ class TrainStep {
   Gradients<T> gradients_;
   //! The optimizer's step count in device memory, read by the step's kernels.
   DeviceIterations iterations_;
-  //! The step as one device graph, when asked for.
+  //! The step as one device graph, when asked for, and the last step's key.
   StepGraph graph_;
+  StepGraphKey key_;
   //! clip_on_device's per-variable sums of squares and scale.
   Kokkos::View<double*, Kokkos::LayoutRight> clip_squares_;
   Kokkos::View<double, Kokkos::LayoutRight> clip_scale_;
