@@ -64,33 +64,31 @@ inline constexpr bool in_step_memory_v =
     (std::is_same_v<typename Views::memory_space, Kokkos::DefaultExecutionSpace::memory_space> &&
      ...);
 
-//! In a blocking collective's entry point: true when the active split took the collective, which
-//! `call` then runs later (with no split active); false: run it now.
-template <class... Views, class Call>
-bool offer_to_split(std::string_view who, Call&& call) {
+//! Offers `call` to the active split as a collective on the step's memory or not: true when the
+//! split took it (`call` runs later, with no split active); false: run it now.
+template <class Call>
+bool offer_call_to_split(std::string_view who, bool step_memory, Call&& call) {
   CollectiveSplit* split = CollectiveSplit::active();
   if (split == nullptr) [[likely]] {
     return false;
   }
-  return split->take(who, in_step_memory_v<Views...>, [call = std::forward<Call>(call)] {
+  return split->take(who, step_memory, [call = std::forward<Call>(call)] {
     const CollectiveSplit::Scope none(nullptr);
     call();
   });
 }
 
+//! In a blocking collective's entry point, of Views `Views`: offer_call_to_split.
+template <class... Views, class Call>
+bool offer_to_split(std::string_view who, Call&& call) {
+  return offer_call_to_split(who, in_step_memory_v<Views...>, std::forward<Call>(call));
+}
+
 //! For a collective whose inputs stay the same in every step with the same shapes (an agreement
-//! on checks of shapes that passed): true when the active split took it as a host call on the
-//! step's memory (`call` runs later, with no split active); false: run it now.
+//! on checks of shapes that passed): offered as one on the step's memory.
 template <class Call>
 bool offer_host_call_to_split(std::string_view who, Call&& call) {
-  CollectiveSplit* split = CollectiveSplit::active();
-  if (split == nullptr) [[likely]] {
-    return false;
-  }
-  return split->take(who, true, [call = std::forward<Call>(call)] {
-    const CollectiveSplit::Scope none(nullptr);
-    call();
-  });
+  return offer_call_to_split(who, true, std::forward<Call>(call));
 }
 
 //! In a collective that a split cannot take: tells the active split, if any.
