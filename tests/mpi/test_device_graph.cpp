@@ -410,4 +410,96 @@ TEST(DeviceGraph, TheAuditRunsTheCollectivesAsHostCallsUnauditedAndNamesOneThatC
   EXPECT_EQ(h(3), static_cast<float>(world_size()));
 }
 
+//! A piece of graph that records nothing and logs what the split asks of it: the bookkeeping of
+//! SplitGraph on any backend (the CUDA build's pieces are ops::detail::CudaGraph).
+struct PieceLog {
+  std::vector<std::string> events;
+  int begun = 0;
+  int invalid_at = -1;  //!< the piece whose end fails, as an invalidated capture would
+};
+struct LoggedPiece {
+  using stream_type = PieceLog*;
+  int id = -1;
+  bool done = false;
+  std::string begin(PieceLog* log) {
+    id = log->begun++;
+    log->events.push_back("begin " + std::to_string(id));
+    return {};
+  }
+  std::string end(PieceLog* log) {
+    log->events.push_back("end " + std::to_string(id));
+    if (id == log->invalid_at) return "the capture was invalidated";
+    done = true;
+    return {};
+  }
+  void abandon(PieceLog* log) noexcept { log->events.push_back("abandon " + std::to_string(id)); }
+  void launch(PieceLog* log) const { log->events.push_back("launch " + std::to_string(id)); }
+  bool ready() const noexcept { return done; }
+};
+
+TEST(DeviceGraph, ASplitRecordingEndsAPieceAtEachCollectiveAndReplaysPieceCallPiece) {
+  using Split = kdist::detail::SplitGraph<LoggedPiece>;
+  const double r = world_rank() + 1.0;
+  const double sum = world_size() * (world_size() + 1) / 2.0;
+  Kokkos::View<double*> x("x", 2), y("y", 3);
+  Kokkos::deep_copy(x, r);
+  Kokkos::deep_copy(y, 2 * r);
+  const auto at = [](const Kokkos::View<double*>& v) {
+    double h = 0;
+    Kokkos::deep_copy(h, Kokkos::subview(v, 0));
+    return h;
+  };
+  PieceLog log;
+  Split split;
+  const auto space = Kokkos::DefaultExecutionSpace();
+  const auto comm = kdist::communicator();
+  std::string why = split.record(&log, [&] {
+    log.events.emplace_back("work a");
+    kdist::all_reduce(space, x, kdist::ReduceOp::sum, comm);
+    log.events.emplace_back("work b");
+    kdist::all_reduce(space, y, kdist::ReduceOp::sum, comm);
+    log.events.emplace_back("work c");
+  });
+  EXPECT_EQ(why, "");
+  EXPECT_TRUE(split.ready());
+  EXPECT_EQ(split.pieces(), 3U);
+  EXPECT_EQ(log.events, (std::vector<std::string>{"begin 0", "work a", "end 0", "begin 1", "work b",
+                                                  "end 1", "begin 2", "work c", "end 2"}));
+  EXPECT_EQ(at(x), r);  // recorded, not run
+  EXPECT_EQ(kdist::detail::CollectiveSplit::active(), nullptr);
+  log.events.clear();
+  split.launch(&log);  // a replay: piece, call, piece, call, piece
+  EXPECT_EQ(log.events, (std::vector<std::string>{"launch 0", "launch 1", "launch 2"}));
+  EXPECT_EQ(at(x), sum);
+  EXPECT_EQ(at(y), 2 * sum);
+  split.launch(&log);  // and again, with the same Views
+  EXPECT_EQ(at(x), sum * world_size());
+
+  // What cannot run between pieces ends the recording, nothing of it run, the reason kept.
+  Kokkos::View<double*, Kokkos::HostSpace> h("h", 1);
+  why = split.record(&log, [&] {
+    kdist::start_all_reduce(Kokkos::DefaultHostExecutionSpace(), h, kdist::ReduceOp::sum, comm)
+        .wait();
+  });
+  EXPECT_EQ(why,
+            "the step failed while it was captured: kdist::start_all_reduce cannot run between two "
+            "pieces of a graph");
+  EXPECT_FALSE(split.ready());
+  EXPECT_EQ(split.pieces(), 0U);
+  EXPECT_EQ(log.events.back(), "abandon " + std::to_string(log.begun - 1));
+  why = split.record(&log, [&] { split.take("a test's collective", false, [] {}); });
+  EXPECT_EQ(why,
+            "the step failed while it was captured: a test's collective works on host memory that "
+            "the host wrote in the step: it cannot run between two pieces of a graph");
+  // A piece whose capture is invalidated (its end fails) ends the recording with the reason.
+  log.invalid_at = log.begun + 1;
+  why = split.record(&log, [&] {
+    kdist::all_reduce(space, x, kdist::ReduceOp::sum, comm);
+    kdist::all_reduce(space, y, kdist::ReduceOp::sum, comm);
+  });
+  EXPECT_EQ(why, "the step failed while it was captured: the capture was invalidated");
+  EXPECT_FALSE(split.ready());
+  EXPECT_EQ(at(x), sum * world_size());  // nothing ran
+}
+
 }  // namespace

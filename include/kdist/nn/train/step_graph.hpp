@@ -224,19 +224,23 @@ class AuditSplit final : public CollectiveSplit {
   std::size_t host_calls_ = 0;
 };
 
-#if defined(KOKKOS_ENABLE_CUDA)
 //! A step recorded as pieces of graph with its collectives between them (the file's comment):
 //! recording captures every piece and runs nothing (a collective's host call is kept, not run);
 //! launch() enqueues piece 0, runs call 0 (its fence waits for that piece), enqueues piece 1, ...
+//! `Piece` records one piece on a stream (begin, end, abandon) and launches it:
+//! ops::detail::CudaGraph (tests give one that records nothing, to check the bookkeeping).
+template <class Piece>
 class SplitGraph final : public CollectiveSplit {
  public:
+  using Stream = typename Piece::stream_type;
+
   SplitGraph() = default;
   SplitGraph(SplitGraph&&) = delete;  // the active split's address is held while it records
 
   //! Records what `enqueue()` puts on `stream`, split at its collectives: "" once ready to launch,
   //! else why not (nothing of it ran: the step then runs launched).
   template <class Enqueue>
-  std::string record(cudaStream_t stream, Enqueue&& enqueue) {
+  std::string record(Stream stream, Enqueue&& enqueue) {
     reset();
     stream_ = stream;
     if (std::string why = pieces_.emplace_back().begin(stream); !why.empty()) {
@@ -258,7 +262,7 @@ class SplitGraph final : public CollectiveSplit {
     return why;
   }
   //! One replay: every piece, and between them the collectives' host calls.
-  void launch(cudaStream_t stream) const {
+  void launch(Stream stream) const {
     for (std::size_t k = 0; k < pieces_.size(); ++k) {
       pieces_[k].launch(stream);
       if (k < calls_.size()) calls_[k]();
@@ -292,12 +296,11 @@ class SplitGraph final : public CollectiveSplit {
   }
 
  private:
-  cudaStream_t stream_ = nullptr;
-  std::vector<ops::detail::CudaGraph> pieces_;
+  Stream stream_{};
+  std::vector<Piece> pieces_;
   std::vector<std::function<void()>> calls_;
   bool capturing_ = false;  //!< pieces_.back() is being captured
 };
-#endif
 
 //! The key of a recorded step: what its kernels take from the host as arguments or addresses.
 using StepGraphKey = std::vector<std::uint64_t>;
@@ -419,7 +422,8 @@ class StepGraph {
     std::string not_captured;
     std::uint64_t generation = 0;  //!< DeviceFrees' when recorded
 #if defined(KOKKOS_ENABLE_CUDA)
-    std::unique_ptr<SplitGraph> graph = std::make_unique<SplitGraph>();
+    std::unique_ptr<SplitGraph<ops::detail::CudaGraph>> graph =
+        std::make_unique<SplitGraph<ops::detail::CudaGraph>>();
 #endif
   };
 

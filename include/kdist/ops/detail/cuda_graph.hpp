@@ -27,6 +27,7 @@ inline constexpr bool cuda_graphs_enabled = true;
 
 class CudaGraph {
  public:
+  using stream_type = cudaStream_t;
   CudaGraph() = default;
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
