@@ -75,6 +75,23 @@ void squared_sum_to(const typename View::value_type* data, std::size_t n, R& res
       result);
 }
 
+//! How many elements of this process's block of `t` count in a global sum of squares, from
+//! `begin`: all (or `count`) of them, or 0 for a block that is a replica of one counted elsewhere
+//! (the processes along `part_axes` hold different parts of it: GlobalNorm::add_part). Errors:
+//! kdist::ValueError for a pending sum.
+template <class DataType, class MemorySpace>
+std::size_t counted_elements(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t,
+                             const char* who, std::size_t begin, std::optional<std::size_t> count,
+                             std::span<const std::size_t> part_axes) {
+  if (t.is_partial()) {
+    throw ValueError(std::string(who) + ": " + t.to_string() +
+                     " is a pending sum; its norm is not the norm of its summands. Sum it first: "
+                     "kdist::redistribute(t, t.layout())");
+  }
+  if (!counts_in_global_sum(t, part_axes)) return 0;
+  return count.value_or(t.local().size() - begin);
+}
+
 //! The sum of the squares of the elements of this process's block, in double (0 for a block
 //! that is a replica of one counted elsewhere), or of its elements [begin, begin + count) when
 //! the processes along `part_axes` hold parts of it (GlobalNorm::add_part). Errors:
@@ -84,18 +101,11 @@ double counted_squared_sum(const DistributedTensor<DataType, RuntimeTensorLayout
                            const char* who, std::size_t begin = 0,
                            std::optional<std::size_t> count = std::nullopt,
                            std::span<const std::size_t> part_axes = {}) {
-  if (t.is_partial()) {
-    throw ValueError(std::string(who) + ": " + t.to_string() +
-                     " is a pending sum; its norm is not the norm of its summands. Sum it first: "
-                     "kdist::redistribute(t, t.layout())");
-  }
-  if (!counts_in_global_sum(t, part_axes)) return 0.0;
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
-  const auto& local = t.local();
-  const std::size_t n = count.value_or(local.size() - begin);
+  const std::size_t n = counted_elements(t, who, begin, count, part_axes);
   if (n == 0) return 0.0;
   double sum = 0.0;
-  squared_sum_to<View>(local.data() + begin, n, sum);
+  squared_sum_to<View>(t.local().data() + begin, n, sum);
   return sum;
 }
 
@@ -137,15 +147,8 @@ void counted_squared_sum_into(
     const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t, const Out& out,
     const char* who, std::size_t begin = 0, std::optional<std::size_t> count = std::nullopt,
     std::span<const std::size_t> part_axes = {}) {
-  if (t.is_partial()) {
-    throw ValueError(std::string(who) + ": " + t.to_string() +
-                     " is a pending sum; its norm is not the norm of its summands. Sum it first: "
-                     "kdist::redistribute(t, t.layout())");
-  }
   using View = typename DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::view_type;
-  const auto& local = t.local();
-  const std::size_t n =
-      counts_in_global_sum(t, part_axes) ? count.value_or(local.size() - begin) : 0;
+  const std::size_t n = counted_elements(t, who, begin, count, part_axes);
   if (n == 0) {
     Kokkos::parallel_for(
         "kdist::global_norm::none", Kokkos::RangePolicy<typename View::execution_space>(0, 1),
@@ -153,7 +156,7 @@ void counted_squared_sum_into(
     return;
   }
   Out result = out;
-  squared_sum_to<View>(local.data() + begin, n, result);
+  squared_sum_to<View>(t.local().data() + begin, n, result);
 }
 
 //! On the device, in one thread: `scale() = global_clip_scale(sqrt(sum of squares), clipnorm)`
