@@ -89,6 +89,7 @@
 #include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/loss.hpp>
+#include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/progress.hpp>

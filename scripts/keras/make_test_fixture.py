@@ -5,8 +5,12 @@ run it again (with keras==3.15 and jax installed) only to regenerate the fixture
 The model is the tests' small_model(): Flatten -> Dense(10, relu, "d1") -> Dropout(0.4) ->
 Dense(10, softmax, "d2") on (8, 8, 1) inputs, compiled with RMSprop(0.01) and trained 3 steps, so
 the file holds trained weights and the optimizer's state (iterations 3, the velocities).
+With --loss-scale it writes tests/data/keras_small_lso.weights.h5 instead: the same model with
+LossScaleOptimizer(Adam(0.01), initial_scale=1024, dynamic_growth_steps=2), whose 3 steps leave
+the scale at 2048 and its step counter at 1.
 
     KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py tests/data/keras_small.weights.h5
+    KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py --loss-scale
 """
 import os
 import sys
@@ -15,7 +19,10 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/keras_small.weights.h5"
+loss_scale = "--loss-scale" in sys.argv
+args = [a for a in sys.argv[1:] if a != "--loss-scale"]
+out = args[0] if args else ("tests/data/keras_small_lso.weights.h5" if loss_scale
+                            else "tests/data/keras_small.weights.h5")
 keras.utils.set_random_seed(7)
 model = keras.Sequential([
     keras.Input((8, 8, 1)),
@@ -24,10 +31,17 @@ model = keras.Sequential([
     keras.layers.Dropout(0.4, name="dropout"),
     keras.layers.Dense(10, activation="softmax", name="d2"),
 ])
-model.compile(optimizer=keras.optimizers.RMSprop(0.01), loss="mse")
+optimizer = keras.optimizers.RMSprop(0.01)
+if loss_scale:
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01),
+                                                    initial_scale=1024.0, dynamic_growth_steps=2)
+model.compile(optimizer=optimizer, loss="mse")
 rng = np.random.default_rng(7)
 x = rng.normal(size=(48, 8, 8, 1)).astype("float32")
 y = rng.normal(size=(48, 10)).astype("float32")
 model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
 model.save_weights(out)
 print("wrote", out, "after", int(model.optimizer.iterations.numpy()), "steps")
+if loss_scale:
+    print("loss scale", float(optimizer.dynamic_scale.numpy()), "step counter",
+          int(optimizer.step_counter.numpy()))

@@ -20,6 +20,7 @@
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/nn/loss_scale_optimizer.hpp>
 
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
@@ -255,20 +256,27 @@ TEST_F(KerasWeights, WithoutOptimizerHasNoOptimizerGroup) {
 
 // ---- a file Keras wrote -----------------------------------------------------------------------
 
-TEST_F(KerasWeights, FileWrittenByKerasLoadsOnEveryLayout) {
-  // what Keras wrote, read with the HDF5 library
-  std::map<std::string, std::vector<float>> keras;
+// What Keras wrote in `path`, read with the HDF5 library: small_model()'s weights, and the
+// optimizer datasets `slots` as kdist's state_of() names them ("d1/kernel/slot0").
+std::map<std::string, std::vector<float>> keras_state(
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& slots) {
+  std::map<std::string, std::vector<float>> out;
   for (const auto& [name, key] :
-       std::vector<std::pair<std::string, std::string>>{{"layers/dense/vars/0", "d1/kernel"},
-                                                        {"layers/dense/vars/1", "d1/bias"},
-                                                        {"layers/dense_1/vars/0", "d2/kernel"},
-                                                        {"layers/dense_1/vars/1", "d2/bias"},
-                                                        {"optimizer/vars/2", "d1/kernel/slot0"},
-                                                        {"optimizer/vars/3", "d1/bias/slot0"},
-                                                        {"optimizer/vars/4", "d2/kernel/slot0"},
-                                                        {"optimizer/vars/5", "d2/bias/slot0"}}) {
-    keras[key] = dataset_of(keras_fixture, name).values;
+       {std::pair<std::string, std::string>{"layers/dense/vars/0", "d1/kernel"},
+        {"layers/dense/vars/1", "d1/bias"},
+        {"layers/dense_1/vars/0", "d2/kernel"},
+        {"layers/dense_1/vars/1", "d2/bias"}}) {
+    out[key] = dataset_of(path, name).values;
   }
+  for (const auto& [name, key] : slots) out[key] = dataset_of(path, name).values;
+  return out;
+}
+
+TEST_F(KerasWeights, FileWrittenByKerasLoadsOnEveryLayout) {
+  const auto keras = keras_state(keras_fixture, {{"optimizer/vars/2", "d1/kernel/slot0"},
+                                                 {"optimizer/vars/3", "d1/bias/slot0"},
+                                                 {"optimizer/vars/4", "d2/kernel/slot0"},
+                                                 {"optimizer/vars/5", "d2/bias/slot0"}});
   for (const auto& dist : distributions()) {
     auto m = small_model();
     m.compile(dist, kdist::Loss::mean_squared_error, kdist::RMSprop(0.5), 11);
@@ -285,6 +293,65 @@ TEST_F(KerasWeights, FileWrittenByKerasLoadsOnEveryLayout) {
     const double loss = m.fit(small_data(), one_epoch).epochs.back().loss;
     EXPECT_TRUE(std::isfinite(loss)) << what;
   }
+}
+
+// Keras' LossScaleOptimizer (scripts/keras/make_test_fixture.py --loss-scale): its own variables
+// (iteration, learning rate, step_counter, dynamic_scale) then Adam's in /optimizer/vars, and
+// Adam's again in /optimizer/inner_optimizer/vars. kdist loads the scale, the counter and Adam's
+// state on every layout, and writes the same objects with the same values back.
+TEST_F(KerasWeights, ALossScaleOptimizersStateAsKerasWritesItBothWays) {
+  const std::string fixture = std::string(KDIST_TEST_DATA_DIR) + "/keras_small_lso.weights.h5";
+  std::vector<std::pair<std::string, std::string>> slots;  // Adam's after the scaling's four
+  std::size_t i = 6;
+  for (const char* v : {"d1/kernel", "d1/bias", "d2/kernel", "d2/bias"}) {
+    for (const char* k : {"/slot0", "/slot1"}) {  // momentum, velocity
+      slots.emplace_back("optimizer/vars/" + std::to_string(i++), std::string(v) + k);
+    }
+  }
+  const auto keras = keras_state(fixture, slots);
+  const auto lso = [] { return kdist::LossScaleOptimizer(kdist::Adam(0.5), 1024.0, 2); };
+  for (const auto& dist : distributions()) {
+    auto m = small_model();
+    m.compile(dist, kdist::Loss::mean_squared_error, lso(), 11);
+    const auto r = kdist::load_keras_weights(m, fixture);
+    const std::string what = layouts_of(m);
+    EXPECT_TRUE(r.optimizer_loaded) << what << ": " << r.optimizer_note;
+    EXPECT_EQ(m.iterations(), 3) << what;
+    EXPECT_FLOAT_EQ(static_cast<float>(m.optimizer().learning_rate()), 0.01F) << what;
+    ASSERT_NE(m.loss_scaling(), nullptr);
+    EXPECT_EQ(m.loss_scaling()->loss_scale(), 2048.0) << what;  // 1024 doubled after 2 steps
+    EXPECT_EQ(m.loss_scaling()->step_counter(), 1) << what;
+    expect_bitwise_equal(state_of(m), keras, what);
+    // written back: Keras' objects, and the values it wrote
+    const std::string path = file("lso.weights.h5");
+    kdist::save_keras_weights(m, path);
+    if (world_rank() == 0) {
+      EXPECT_EQ(tree_of(path), tree_of(fixture)) << what;
+      EXPECT_EQ(string_attribute(path, "optimizer/vars", "name"), "loss_scale_optimizer");
+      EXPECT_EQ(string_attribute(path, "optimizer/inner_optimizer/vars", "name"), "adam");
+      for (int i = 0; i < 14; ++i) {
+        const std::string name = "optimizer/vars/" + std::to_string(i);
+        EXPECT_EQ(dataset_of(path, name).values, dataset_of(fixture, name).values)
+            << what << " " << name;
+      }
+      for (int i = 0; i < 10; ++i) {
+        const std::string name = "optimizer/inner_optimizer/vars/" + std::to_string(i);
+        EXPECT_EQ(dataset_of(path, name).values, dataset_of(fixture, name).values)
+            << what << " " << name;
+      }
+    }
+  }
+  // a plain Adam's file is another optimizer: the state is left as it is, as Keras does
+  auto plain = small_model();
+  plain.compile(distributions().front(), kdist::Loss::mean_squared_error, kdist::Adam(0.01), 11);
+  plain.fit(small_data(), one_epoch);
+  const std::string adam_path = file("adam.weights.h5");
+  kdist::save_keras_weights(plain, adam_path);
+  auto again = small_model();
+  again.compile(distributions().front(), kdist::Loss::mean_squared_error, lso(), 11);
+  const auto r2 = kdist::load_keras_weights(again, adam_path);
+  EXPECT_FALSE(r2.optimizer_loaded);
+  EXPECT_EQ(again.loss_scaling()->loss_scale(), 1024.0);
 }
 
 // ---- save on one layout, load on every other ---------------------------------------------------

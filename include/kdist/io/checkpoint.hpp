@@ -89,6 +89,9 @@ struct LoadedCheckpoint {
   std::string optimizer;     //!< the optimizer's name(): "SGD", "Adam", "RMSprop" or the user's
   std::string distribution;  //!< "DataParallel", "ModelParallel", ... of the save
   std::string mesh;          //!< the mesh of the save, as the model printed it
+  //! A LossScaleOptimizer's scale and step counter, restored into the model (0 for others).
+  double loss_scale = 0;
+  std::int64_t loss_scale_step_counter = 0;
 };
 
 namespace detail::checkpoint {
@@ -190,6 +193,19 @@ inline std::string check_file(const std::string& path, const Expected& want,
     return who + ": the checkpoint was saved with optimizer " + name +
            " but the model is compiled with " + want.optimizer.name +
            "; compile the model with the checkpoint's optimizer";
+  }
+  if (want.optimizer.loss_scaled()) {  // the inner optimizers must agree too, and the scale is read
+    std::string inner;
+    if (!hdf5::read_string(opt.get(), "inner_optimizer", inner) ||
+        !hdf5::read_scalar(opt.get(), "loss_scale", out.loss_scale) ||
+        !hdf5::read_scalar(opt.get(), "loss_scale_step_counter", out.loss_scale_step_counter)) {
+      return damaged("the loss scale's attributes of '/optimizer'");
+    }
+    if (inner != want.optimizer.inner_name) {
+      return who + ": the checkpoint's LossScaleOptimizer wraps " + inner +
+             " but the model's wraps " + want.optimizer.inner_name +
+             "; compile the model with the checkpoint's optimizer";
+    }
   }
   if (slots != want.optimizer.slot_count) {
     return who + ": the checkpoint's " + name + " keeps " + std::to_string(slots) +
@@ -296,6 +312,12 @@ inline void write_metadata(hid_t root, const Metadata& m) {
   for (const auto& [k, v] : opt.hyperparameters) {
     hdf5::write_scalar<double>(g.get(), k.c_str(), v);
   }
+  if (opt.loss_scaled()) {  // a LossScaleOptimizer: what it wraps, and the scale's state
+    hdf5::write_string(g.get(), "inner_optimizer", opt.inner_name);
+    hdf5::write_scalar<double>(g.get(), "loss_scale", opt.loss_scale);
+    hdf5::write_scalar<std::int64_t>(g.get(), "loss_scale_step_counter",
+                                     opt.loss_scale_step_counter);
+  }
 }
 
 //! Every variable and its first `slots` optimizer slots, each process its blocks.
@@ -354,6 +376,8 @@ inline void broadcast(LoadedCheckpoint& out) {
   kdist::broadcast(seed, 0, kdist::communicator());
   kdist::broadcast(out.step, 0, kdist::communicator());
   kdist::broadcast(out.loss, 0, kdist::communicator());
+  kdist::broadcast(out.loss_scale, 0, kdist::communicator());
+  kdist::broadcast(out.loss_scale_step_counter, 0, kdist::communicator());
   out.epoch = static_cast<std::size_t>(epoch);
   out.seed = seed;
   broadcast_string(out.optimizer);
@@ -459,6 +483,9 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
   for (auto& c : commit) c();
   Kokkos::fence();
   model.set_iterations(out.step);
+  if (auto* scaling = model.loss_scaling()) {
+    scaling->set_scale_state(out.loss_scale, out.loss_scale_step_counter);
+  }
   return out;
 }
 

@@ -260,7 +260,8 @@ inline std::vector<std::pair<std::size_t, std::size_t>> keras_slot_order(
   return out;
 }
 
-//! The optimizer dataset index (2, 3, ...) of slot k of variable v: Keras' order.
+//! The index (2, 3, ...) of slot k of variable v among the inner optimizer's variables: Keras'
+//! order.
 inline std::map<std::pair<std::size_t, std::size_t>, std::size_t> slot_datasets(
     const io::OptimizerRecord& opt, std::size_t variables) {
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> out;
@@ -283,6 +284,12 @@ inline std::vector<std::string> variable_datasets(const std::vector<LayerEntry>&
 }
 inline std::string optimizer_dataset(std::size_t i) {
   return "optimizer/vars/" + std::to_string(i);
+}
+//! Where the inner optimizer's variables (step counter, learning rate, slots) start among
+//! `/optimizer/vars`: after a LossScaleOptimizer's own four (Keras 3.15.1: its iteration, which
+//! Keras never advances, its learning rate 0, step_counter, dynamic_scale), else at 0.
+inline std::size_t inner_offset(const io::OptimizerRecord& opt) {
+  return opt.loss_scaled() ? 4 : 0;
 }
 
 inline hdf5::Group make_group(hid_t loc, const std::string& name) {
@@ -490,7 +497,8 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
     }
   }
   if (!optimizer) return plan;
-  const std::size_t want = 2 + opt.slot_count * shapes.size();
+  const std::size_t at = inner_offset(opt);
+  const std::size_t want = at + 2 + opt.slot_count * shapes.size();
   const long long have = links_in(root, "optimizer/vars");
   if (have < 0) {
     plan.optimizer_note = "the file has no optimizer state (saved without it)";
@@ -504,12 +512,16 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
                           "the optimizer was left as it is, as Keras does";
     return plan;
   }
-  for (std::size_t i = 0; i < 2; ++i) {
+  for (std::size_t i = 0; i < at + 2; ++i) {
     hdf5::Dataset ds(H5Dopen2(root, optimizer_dataset(i).c_str(), H5P_DEFAULT));
     hdf5::Dataspace space(ds.valid() ? H5Dget_space(ds.get()) : H5I_INVALID_HID);
     if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+      static constexpr const char* scaling[] = {"own step counter", "own learning rate",
+                                                "loss scale's step counter", "loss scale"};
       plan.problem = who + ": dataset '/" + optimizer_dataset(i) + "' (the optimizer's " +
-                     (i == 0 ? "step counter" : "learning rate") +
+                     (i < at    ? scaling[i]
+                      : i == at ? "step counter"
+                                : "learning rate") +
                      ") is not a scalar; the file is damaged";
       return plan;
     }
@@ -518,7 +530,7 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
   for (std::size_t i = 0; i < order.size(); ++i) {
     const auto [v, k] = order[i];
     const auto p = io::check_float_dataset(
-        root, optimizer_dataset(2 + i),
+        root, optimizer_dataset(at + 2 + i),
         "optimizer slot '" + opt.slot_names.at(k) + "' of variable " + std::to_string(v), shapes[v],
         0, "file");
     if (!p.empty()) {
@@ -583,20 +595,41 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
       auto og = kw::make_group(file, "optimizer");
       auto vg = kw::make_group(file, "optimizer/vars");
       h5::write_string(vg.get(), "name", kw::optimizer_name(opt));
-      kw::write_scalar_dataset<std::int32_t>(file, kw::optimizer_dataset(0), H5T_STD_I32LE,
-                                             static_cast<std::int32_t>(model.iterations()),
-                                             dxpl.get());
-      kw::write_scalar_dataset<float>(file, kw::optimizer_dataset(1), H5T_IEEE_F32LE,
-                                      static_cast<float>(lr), dxpl.get());
       const auto slot_index = kw::slot_datasets(opt, kw::variable_count(layers));
-      std::size_t i = 0;
-      model.for_each_variable_with_slots([&](auto&, auto& s) {
-        for (std::size_t k = 0; k < opt.slot_count; ++k) {
-          io::write_tensor(file, kw::optimizer_dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
-                           kdist::communicator(), /*annotate=*/false);
-        }
-        ++i;
-      });
+      // the inner optimizer's variables, from dataset `at` of `group`
+      const auto write_inner = [&](const std::string& group, std::size_t at) {
+        const auto dataset = [&](std::size_t i) { return group + "/" + std::to_string(at + i); };
+        kw::write_scalar_dataset<std::int32_t>(file, dataset(0), H5T_STD_I32LE,
+                                               static_cast<std::int32_t>(model.iterations()),
+                                               dxpl.get());
+        kw::write_scalar_dataset<float>(file, dataset(1), H5T_IEEE_F32LE, static_cast<float>(lr),
+                                        dxpl.get());
+        std::size_t i = 0;
+        model.for_each_variable_with_slots([&](auto&, auto& s) {
+          for (std::size_t k = 0; k < opt.slot_count; ++k) {
+            io::write_tensor(file, dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
+                             kdist::communicator(), /*annotate=*/false);
+          }
+          ++i;
+        });
+      };
+      if (opt.loss_scaled()) {  // Keras' LossScaleOptimizer: its own four, then the inner's
+        kw::write_scalar_dataset<std::int32_t>(file, kw::optimizer_dataset(0), H5T_STD_I32LE, 0,
+                                               dxpl.get());
+        kw::write_scalar_dataset<float>(file, kw::optimizer_dataset(1), H5T_IEEE_F32LE, 0.0F,
+                                        dxpl.get());
+        kw::write_scalar_dataset<std::int32_t>(
+            file, kw::optimizer_dataset(2), H5T_STD_I32LE,
+            static_cast<std::int32_t>(opt.loss_scale_step_counter), dxpl.get());
+        kw::write_scalar_dataset<float>(file, kw::optimizer_dataset(3), H5T_IEEE_F32LE,
+                                        static_cast<float>(opt.loss_scale), dxpl.get());
+        // and, as Keras writes them too, the inner optimizer's alone in its own group
+        auto ig = kw::make_group(file, "optimizer/inner_optimizer");
+        auto ivg = kw::make_group(file, "optimizer/inner_optimizer/vars");
+        h5::write_string(ivg.get(), "name", kw::to_snake_case(opt.inner_name));
+        write_inner("optimizer/inner_optimizer/vars", 0);
+      }
+      write_inner("optimizer/vars", kw::inner_offset(opt));
     }
     auto root_vars = kw::make_group(file, "vars");
     h5::write_string(root_vars.get(), "name", functional ? "functional" : "sequential");
@@ -643,8 +676,9 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
 
   Kokkos::fence();
   std::vector<std::function<void()>> commit;
-  std::int32_t iterations = 0;
-  float learning_rate = 0;
+  std::int32_t iterations = 0, scale_step_counter = 0;
+  float learning_rate = 0, scale = 0;
+  const std::size_t at = kw::inner_offset(opt);
   {
     h5::QuietErrors quiet;
     h5::ParallelFile file = io::open_on_every_process(path, who);
@@ -660,7 +694,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
                                          var.value, dxpl.get(), log));
         for (std::size_t k = 0; plan.load_optimizer && k < opt.slot_count; ++k) {
           commit.push_back(
-              io::read_tensor(file.get(), kw::optimizer_dataset(slot_index.at({v, k})),
+              io::read_tensor(file.get(), kw::optimizer_dataset(at + slot_index.at({v, k})),
                               "optimizer slot " + std::to_string(k) + " of '" + var.path + "'",
                               s.at(k), dxpl.get(), log));
         }
@@ -668,9 +702,17 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
       });
       if (plan.load_optimizer) {
         iterations = kw::read_scalar_dataset<std::int32_t>(
-            file.get(), kw::optimizer_dataset(0), "the optimizer's step counter", dxpl.get(), log);
-        learning_rate = kw::read_scalar_dataset<float>(
-            file.get(), kw::optimizer_dataset(1), "the optimizer's learning rate", dxpl.get(), log);
+            file.get(), kw::optimizer_dataset(at), "the optimizer's step counter", dxpl.get(), log);
+        learning_rate =
+            kw::read_scalar_dataset<float>(file.get(), kw::optimizer_dataset(at + 1),
+                                           "the optimizer's learning rate", dxpl.get(), log);
+        if (opt.loss_scaled()) {
+          scale_step_counter = kw::read_scalar_dataset<std::int32_t>(
+              file.get(), kw::optimizer_dataset(2), "the loss scale's step counter", dxpl.get(),
+              log);
+          scale = kw::read_scalar_dataset<float>(file.get(), kw::optimizer_dataset(3),
+                                                 "the loss scale", dxpl.get(), log);
+        }
       }
     } catch (const RuntimeError& e) {
       throw RuntimeError(std::string(who) + ": reading '" + path + "': " + e.what());
@@ -691,6 +733,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
   if (plan.load_optimizer) {
     model.set_iterations(iterations);
     model.set_learning_rate(learning_rate);
+    if (auto* scaling = model.loss_scaling()) scaling->set_scale_state(scale, scale_step_counter);
     out.optimizer_loaded = true;
   } else {
     out.optimizer_note = options.optimizer ? plan.optimizer_note : "not asked for";

@@ -234,6 +234,8 @@ class BasicSequential {
   //! The optimizer (SGD, Adam, RMSprop or the user's) with its hyperparameters, its declared
   //! slots and its step counter.
   const Optimizer& optimizer() const { return step_.optimizer(); }
+  //! The model's kdist::LossScaleOptimizer, to read or restore its scale; nullptr for others.
+  LossScaleOptimizer<T>* loss_scaling() { return step_.optimizer().loss_scaling(); }
 
   //! Calls f(variable, slots) for every variable, in layer order: `slots` are the optimizer's state
   //! of that variable (as many as `optimizer().slots()` declares, in its order) as distributed

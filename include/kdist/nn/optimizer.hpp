@@ -48,6 +48,7 @@
 
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/ops/optimizers.hpp>
 
 namespace kdist {
@@ -227,7 +228,8 @@ class BoxedOptimizer {
 };
 
 template <class T>
-using OptimizerAlternatives = std::variant<SGD, Adam, RMSprop, BoxedOptimizer<T>, AdamW>;
+using OptimizerAlternatives =
+    std::variant<SGD, Adam, RMSprop, BoxedOptimizer<T>, AdamW, LossScaleOptimizer<T>>;
 
 template <class O>
 inline constexpr bool is_library_optimizer_v =
@@ -238,8 +240,9 @@ inline constexpr bool is_library_optimizer_v =
 
 //! Any `Optimizer` of scalars `T`, held by value (copying copies it, its step counter included).
 //! The library's SGD, Adam, AdamW and RMSprop are held in place, so `std::get<kdist::Adam>(optimizer)`
-//! and `std::visit` see them as before; any other Optimizer is held behind a pointer
-//! (`get_if<O>()` finds it). Every member reads the held optimizer's declaration.
+//! and `std::visit` see them as before, as is a kdist::LossScaleOptimizer<T> around any of them
+//! (loss_scaling()); any other Optimizer is held behind a pointer (`get_if<O>()` finds it). Every
+//! member reads the held optimizer's declaration.
 template <class T>
 class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   using Base = detail::OptimizerAlternatives<T>;
@@ -307,7 +310,8 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   void read_iterations_from(const std::int64_t* at) {
     std::visit(
         [at](auto& o) {
-          if constexpr (detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>>) {
+          if constexpr (detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>> ||
+                        std::is_same_v<std::remove_cvref_t<decltype(o)>, LossScaleOptimizer<T>>) {
             o.read_iterations_from(at);
           }
         },
@@ -318,10 +322,20 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   bool replays_from_device() const {
     return std::visit(
         [](const auto& o) {
-          return detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>>;
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(o)>, LossScaleOptimizer<T>>) {
+            return o.replays_from_device();
+          } else {
+            return detail::is_library_optimizer_v<std::remove_cvref_t<decltype(o)>>;
+          }
         },
         base());
   }
+  //! The held kdist::LossScaleOptimizer (its scale's state), or nullptr when the loss is not
+  //! scaled.
+  const LossScaleOptimizer<T>* loss_scaling() const {
+    return std::get_if<LossScaleOptimizer<T>>(&base());
+  }
+  LossScaleOptimizer<T>* loss_scaling() { return std::get_if<LossScaleOptimizer<T>>(&base()); }
   //! One variable's step: `slots` as slots() declares them.
   void update_step(const OptimizerView<T>& param, const OptimizerView<const T>& grad,
                    std::span<const OptimizerView<T>> slots) const {
@@ -344,7 +358,7 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   //! The optimizer as its own type, or nullptr if it holds another type.
   template <class O>
   const O* get_if() const {
-    if constexpr (detail::is_library_optimizer_v<O>) {
+    if constexpr (detail::is_library_optimizer_v<O> || std::is_same_v<O, LossScaleOptimizer<T>>) {
       return std::get_if<O>(&base());
     } else if (const auto* box = std::get_if<detail::BoxedOptimizer<T>>(&base())) {
       return box->template get_if<O>();
@@ -364,7 +378,8 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
   template <class O, class Arg>
   static Base make(Arg&& optimizer) {
     if constexpr (detail::is_library_optimizer_v<O> ||
-                  std::is_same_v<O, detail::BoxedOptimizer<T>>) {
+                  std::is_same_v<O, detail::BoxedOptimizer<T>> ||
+                  std::is_same_v<O, LossScaleOptimizer<T>>) {
       return Base(std::in_place_type<O>, std::forward<Arg>(optimizer));
     } else {
       static_assert(

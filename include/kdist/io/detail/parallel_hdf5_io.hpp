@@ -48,6 +48,12 @@ struct OptimizerRecord {
   std::vector<std::vector<std::size_t>> keras_groups;
   std::vector<std::pair<std::string, double>> hyperparameters;
   double learning_rate = 0;
+  //! A kdist::LossScaleOptimizer's: the inner optimizer's name ("" for any other optimizer) and
+  //! the scale's state (Keras' dynamic_scale and step_counter).
+  std::string inner_name;
+  double loss_scale = 0;
+  std::int64_t loss_scale_step_counter = 0;
+  bool loss_scaled() const { return !inner_name.empty(); }
 };
 template <class T>
 OptimizerRecord describe(const AnyOptimizer<T>& o) {
@@ -58,6 +64,11 @@ OptimizerRecord describe(const AnyOptimizer<T>& o) {
   r.keras_groups = o.keras_slot_groups();
   r.hyperparameters = o.hyperparameters();
   r.learning_rate = o.learning_rate();
+  if (const auto* scaling = o.loss_scaling()) {
+    r.inner_name = scaling->inner_optimizer().name();
+    r.loss_scale = scaling->loss_scale();
+    r.loss_scale_step_counter = scaling->step_counter();
+  }
   return r;
 }
 

@@ -8,6 +8,7 @@
 //! state (optimizer_state.hpp), updated last layer first so that each variable waits only for its
 //! own sum. kdist::Sequential (kdist/nn/model.hpp) is the Keras facade over it.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -84,10 +85,12 @@ class TrainStep {
       const LayerTensor<T> out = forward(layers, input, context);
       auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true, on_device,
                                      context.step_at);
+      if (const auto* scaling = optimizer_.loss_scaling()) {  // Keras' scale_loss, on its gradient
+        std::visit([&](auto& t) { scale_block(t, scaling->loss_scale()); }, *dout);
+      }
       backward(layers, std::move(*dout));
       output_loss_.check_agreed();  // a loss that failed on any process ends every one, here
-      apply_gradients(layers);
-      iterations_.advance();
+      if (apply_gradients(layers)) iterations_.advance();
     };
     if (!graph_.requested()) {
       launch();
@@ -175,6 +178,10 @@ class TrainStep {
   }
   //! Why the step cannot be captured by what the host knows ("" when it can).
   std::string graph_host_reason() const {
+    if (optimizer_.loss_scaling() != nullptr) {
+      return "a LossScaleOptimizer's step is applied or skipped by the host, which reads whether "
+             "the gradients are finite";
+    }
     if (!optimizer_.replays_from_device()) {
       return "the optimizer '" + optimizer_.name() +
              "' is not the library's: its kernels may take the step count from the host";
@@ -219,8 +226,20 @@ class TrainStep {
   //! Keras' clip_by_global_norm first (in place: the gradients stay clipped), then the checks of
   //! kdist::apply_gradient and the optimizer's update_step on the blocks of the variable, its
   //! gradient and its declared slots, told the variable's path. The variables go last layer
-  //! first, the order their gradients' all-reduces started: each waits only for its own.
-  void apply_gradients(std::vector<AnyLayer<T>>& layers) {
+  //! first, the order their gradients' all-reduces started: each waits only for its own. With a
+  //! LossScaleOptimizer the gradients are unscaled first, or, when any is not finite on any
+  //! process, nothing is stepped. Returns whether the variables were stepped.
+  bool apply_gradients(std::vector<AnyLayer<T>>& layers) {
+    if (auto* scaling = optimizer_.loss_scaling()) {
+      sync_.wait_all();  // finiteness needs every gradient's sum
+      const bool finite = gradients_finite(layers);
+      if (!finite) {
+        scaling->advance_scale(false);
+        return false;
+      }
+      const double unscale = 1.0 / scaling->loss_scale();
+      for_each_variable(layers, [&](auto& v) { scale_block(v.grad, unscale); });
+    }
     if (const auto clipnorm = optimizer_.global_clipnorm()) {
       sync_.wait_all();  // the norm needs every gradient (their sums on host memory)
       clip_on_device(layers, *clipnorm);
@@ -236,6 +255,23 @@ class TrainStep {
     sync_.start_owned_gathers();
     sync_.wait_all();
     optimizer_.finish_step();
+    if (auto* scaling = optimizer_.loss_scaling()) scaling->advance_scale(true);
+    return true;
+  }
+  //! Whether every element of every gradient is finite on every process: the per-variable sums of
+  //! their squares in double (finite exactly when the elements are: a float's square cannot
+  //! overflow a double), summed over the processes (one all-reduce: they all agree) and read on
+  //! the host.
+  bool gradients_finite(std::vector<AnyLayer<T>>& layers) {
+    squared_sums_into_clip_squares(layers, "kdist::LossScaleOptimizer");
+    if (clip_squares_host_.extent(0) != clip_squares_.extent(0)) {
+      clip_squares_host_ = Kokkos::create_mirror_view(clip_squares_);
+    }
+    Kokkos::deep_copy(clip_squares_host_, clip_squares_);
+    for (std::size_t k = 0; k < clip_squares_host_.extent(0); ++k) {
+      if (!std::isfinite(clip_squares_host_(k))) return false;
+    }
+    return true;
   }
   //! Keras' clip_by_global_norm without the host (GlobalNorm's sum, left on the device): each
   //! gradient's sum of squares into a slot of clip_squares_ (its part when its optimizer state is
@@ -244,6 +280,15 @@ class TrainStep {
   //! the scale, the gradients scaled by the scale they read on the device.
   void clip_on_device(std::vector<AnyLayer<T>>& layers, double clipnorm) {
     (void)global_clip_scale(0.0, clipnorm);  // checks clipnorm
+    squared_sums_into_clip_squares(layers, "kdist::global_norm");
+    clip_scale_into(clip_squares_, clipnorm, clip_scale_);
+    for_each_variable(layers, [&](auto& v) { scale_block_at(v.grad, clip_scale_.data()); });
+  }
+  //! Each gradient's sum of squares into its slot of clip_squares_ (its part when its optimizer
+  //! state is sharded, 0 on the processes holding a replica counted elsewhere), on several
+  //! processes summed over all of them (one all-reduce of the slots: a host call between two
+  //! pieces of a recorded step).
+  void squared_sums_into_clip_squares(std::vector<AnyLayer<T>>& layers, const char* who) {
     std::size_t n = 0;
     for_each_variable(layers, [&](auto&) { ++n; });
     if (clip_squares_.extent(0) != n) {
@@ -254,7 +299,6 @@ class TrainStep {
     std::optional<RuntimeDeviceMesh> mesh;
     for_each_variable(layers, [&](auto& v) {
       const auto out = Kokkos::subview(clip_squares_, k);
-      constexpr const char* who = "kdist::global_norm";
       if (const auto& shard = state_.shard(k++)) {  // only its part is summed
         counted_squared_sum_into(v.grad, out, who, shard->begin(), shard->size(), shard->mesh_axes);
       } else {
@@ -266,8 +310,6 @@ class TrainStep {
       all_reduce(Kokkos::DefaultExecutionSpace(), clip_squares_, ReduceOp::sum,
                  communicators(*mesh).world());
     }
-    clip_scale_into(clip_squares_, clipnorm, clip_scale_);
-    for_each_variable(layers, [&](auto& v) { scale_block_at(v.grad, clip_scale_.data()); });
   }
 
   //! The update of variable `k` (this process's part of it when its state is sharded).
@@ -308,6 +350,8 @@ class TrainStep {
   //! clip_on_device's per-variable sums of squares and scale.
   Kokkos::View<double*, Kokkos::LayoutRight> clip_squares_;
   Kokkos::View<double, Kokkos::LayoutRight> clip_scale_;
+  //! clip_squares_ on the host, for LossScaleOptimizer's finiteness.
+  typename Kokkos::View<double*, Kokkos::LayoutRight>::HostMirror clip_squares_host_;
 };
 
 }  // namespace kdist::detail
