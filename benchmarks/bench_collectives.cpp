@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <kdist/parallel/bfloat16_all_reduce.hpp>
 #include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
@@ -211,6 +212,25 @@ void all_reduce_watchdog_paired(benchmark::State& state) {
       });
 }
 
+// ---- 16-bit gradient sums (issue 37): kdist::all_reduce of float32 against
+// kdist::all_reduce_in_bfloat16 of the same float32 View (half the bytes on the wire, two
+// conversions and a reduce-scatter + all-gather), alternating call by call. Counters as for the
+// paired runs: raw_us is float32, kdist_us bfloat16; ratio < 1 where the link is the bottleneck.
+// Across two network-namespace hosts at 1 Gbit/s (docs/benchmarks.md):
+//   scripts/netns/cluster.sh up 2 1gbit 50us
+//   scripts/netns/cluster.sh run 2 -n 2 -ppn 1 build/benchmarks/bench_collectives \
+//     --benchmark_filter=bfloat16
+void all_reduce_bfloat16_paired(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace> f32("f32", n), bf16("bf16", n);
+  Kokkos::deep_copy(f32, 0.5F);
+  Kokkos::deep_copy(bf16, 0.5F);
+  const auto world = kdist::mpi::Communicator::world();
+  paired_loop(
+      state, [&] { kdist::all_reduce(Space(), f32, kdist::ReduceOp::mean, world); },
+      [&] { kdist::all_reduce_in_bfloat16(Space(), bf16, kdist::ReduceOp::mean, world); });
+}
+
 // ---- the cost kdist adds to a call, without the network: all_reduce on MPI_COMM_SELF (a copy in
 // MPI), standard Google Benchmark timing (no cross-rank communication, so the ranks may run
 // different iteration counts).
@@ -249,6 +269,17 @@ void register_all() {
         ->Arg(bytes)
         ->Iterations(bytes == 8 ? 20000 : 400)
         ->Repetitions(kRepetitions)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (const std::int64_t bytes :
+       {std::int64_t{64} << 10, std::int64_t{4} << 20, std::int64_t{32} << 20}) {
+    benchmark::RegisterBenchmark("BM_all_reduce_bfloat16_paired", all_reduce_bfloat16_paired)
+        ->Arg(bytes)
+        ->Iterations(bytes < (std::int64_t{1} << 20)    ? 2000
+                     : bytes < (std::int64_t{16} << 20) ? 100
+                                                        : 20)
+        ->Repetitions(3)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }

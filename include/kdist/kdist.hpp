@@ -6,6 +6,7 @@
 
 // core/: meshes, layouts, their value forms, plans (std only)
 #include <kdist/core/axis.hpp>
+#include <kdist/core/bfloat16.hpp>
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
@@ -20,6 +21,7 @@
 #include <kdist/core/runtime_mesh.hpp>
 
 // parallel/: start-up, processes and devices, communicators, collectives
+#include <kdist/parallel/bfloat16_all_reduce.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>

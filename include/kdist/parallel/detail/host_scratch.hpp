@@ -23,6 +23,9 @@ enum class HostScratch {
   unpack,    //!< messages received before they are placed
   mpi_send,  //!< a collective's host copy of a device View it sends
   mpi_recv,  //!< a collective's host copy of a device View it receives into
+  bfloat16_send,    //!< all_reduce_in_bfloat16's rounded values (bfloat16_all_reduce.hpp)
+  bfloat16_blocks,  //!< all_reduce_in_bfloat16's received blocks, then its gathered sums
+  bfloat16_sums,    //!< all_reduce_in_bfloat16's sums of this process's block
 };
 
 //! How many times any host scratch buffer grew (process-wide): tests check that repeated steps
