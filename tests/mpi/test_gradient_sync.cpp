@@ -146,7 +146,7 @@ struct Trained {
   kdist::GradientSyncCounts per_step;
 };
 Trained train_with(const kdist::GradientSyncOptions& options,
-                   kdist::Adam adam = kdist::Adam(0.01)) {
+                   kdist::Sequential::Optimizer adam = kdist::Adam(0.01)) {
   auto m = kdist::test::small_model();
   m.set_gradient_sync(options);
   m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error, adam, 5);
@@ -292,6 +292,37 @@ TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
         EXPECT_LT(kdist::test::worst_relative(t->state.at(path), w), 1e-5) << path;
       }
     }
+  }
+}
+
+// GradientSyncOptions::bfloat16_sums: the same collectives' count and gradients, summed moving
+// bfloat16 (kdist::all_reduce_in_bfloat16). With SGD the weights move by the gradients, so each
+// weight's move differs from the float32 run's by bfloat16's rounding of the sums (about 2^-7 of
+// the magnitudes summed, a few steps compounding it): within 4% of the largest move, and not 0
+// (the option did act), bucketed or not.
+TEST(GradientSync, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
+  if (world_size() == 1) GTEST_SKIP() << "one process has no sums to take";
+  auto initial = kdist::test::small_model();
+  initial.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                  kdist::SGD(0.1), 5);
+  const auto w0 = kdist::test::state_of(initial);
+  for (const std::size_t bucket : {std::size_t{256} << 10, std::size_t{0}}) {
+    const std::string what = "bucket_bytes " + std::to_string(bucket);
+    const auto f32 = train_with({.overlap = true, .bucket_bytes = bucket}, kdist::SGD(0.1));
+    const auto bf16 = train_with({.overlap = true, .bucket_bytes = bucket, .bfloat16_sums = true},
+                                 kdist::SGD(0.1));
+    EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << what;
+    EXPECT_EQ(bf16.per_step.bytes, f32.per_step.bytes) << what;
+    double largest_move = 0, worst = 0;
+    for (const auto& [path, w] : f32.state) {
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        largest_move = std::max(largest_move, std::abs(double(w[i]) - w0.at(path)[i]));
+        worst = std::max(worst, std::abs(double(bf16.state.at(path)[i]) - w[i]));
+      }
+    }
+    EXPECT_GT(largest_move, 1e-3) << what << ": the model did train";
+    EXPECT_LT(worst, 0.04 * largest_move) << what;
+    EXPECT_GT(worst, 0.0) << what << ": the sums were not taken in bfloat16";
   }
 }
 
@@ -496,6 +527,8 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   const auto overlap = env_error("KDIST_GRADIENT_OVERLAP", "maybe");
   EXPECT_TRUE(contains(overlap, "KDIST_GRADIENT_OVERLAP is 'maybe', not 0, 1, off or on"))
       << overlap;
+  const auto bf16 = env_error("KDIST_GRADIENT_BFLOAT16", "half");
+  EXPECT_TRUE(contains(bf16, "KDIST_GRADIENT_BFLOAT16 is 'half', not 0, 1, off or on")) << bf16;
   const auto shard = env_error("KDIST_SHARD_OPTIMIZER_STATE", "yes");
   EXPECT_TRUE(contains(shard,
                        "KDIST_SHARD_OPTIMIZER_STATE is 'yes', not 0, 1, off or on (whether the "
@@ -529,23 +562,29 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   // Settings that differ between processes: their all-reduces would not match.
   const auto differ = compile_error(kdist::GradientSyncOptions{
       .overlap = world_rank() != 0, .bucket_bytes = world_rank() == 0 ? 0U : 4096U});
-  EXPECT_TRUE(contains(differ,
-                       "kdist::GradientSyncOptions differ between processes (bucket_bytes "
-                       "from 0 to 4096, overlap on and off, shard_optimizer_state off)"))
+  EXPECT_TRUE(
+      contains(differ,
+               "kdist::GradientSyncOptions differ between processes (bucket_bytes "
+               "from 0 to 4096, overlap on and off, shard_optimizer_state off, bfloat16_sums off)"))
       << differ;
   const auto shard_differs = compile_error(
       kdist::GradientSyncOptions{.bucket_bytes = 0, .shard_optimizer_state = world_rank() == 1});
   EXPECT_TRUE(contains(shard_differs,
-                       "(bucket_bytes from 0 to 0, overlap on, shard_optimizer_state on and off)"))
+                       "(bucket_bytes from 0 to 0, overlap on, shard_optimizer_state on and off, "
+                       "bfloat16_sums off)"))
       << shard_differs;
+  const auto bf16_differs = compile_error(
+      kdist::GradientSyncOptions{.bucket_bytes = 0, .bfloat16_sums = world_rank() == 1});
+  EXPECT_TRUE(contains(bf16_differs, "shard_optimizer_state off, bfloat16_sums on and off)"))
+      << bf16_differs;
   if (world_rank() == 1) ::setenv("KDIST_GRADIENT_OVERLAP", "0", 1);
   const auto one_env = compile_error(std::nullopt);
   ::unsetenv("KDIST_GRADIENT_OVERLAP");
   EXPECT_TRUE(contains(one_env, "differ between processes")) << one_env;
   EXPECT_TRUE(contains(one_env,
                        "set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, "
-                       "KDIST_SHARD_OPTIMIZER_STATE or Sequential::set_gradient_sync alike on "
-                       "every process"))
+                       "KDIST_SHARD_OPTIMIZER_STATE, KDIST_GRADIENT_BFLOAT16 or "
+                       "Sequential::set_gradient_sync alike on every process"))
       << one_env;
 }
 

@@ -42,6 +42,7 @@
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/train/optimizer_state_shards.hpp>
 #include <kdist/nn/variable.hpp>
+#include <kdist/parallel/bfloat16_all_reduce.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
@@ -51,6 +52,7 @@
 #include <kdist/tensor/tensor.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +75,12 @@ struct GradientSyncOptions {
   //! its owner alone updating it, every owner's variables all-gathered together
   //! (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory only.
   bool shard_optimizer_state = false;
+  //! Sum float32 gradients moving bfloat16 (kdist::all_reduce_in_bfloat16: half the bytes, each
+  //! contribution and each sum rounded once to bfloat16, summed in float32), for slow links
+  //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). Each bucket and large gradient is then summed when
+  //! its all-reduce would start, blocking (no overlap with the backward pass); reduce-scatters of
+  //! a sharded optimizer state (ZeRO-1) and float64 gradients stay float32/float64.
+  bool bfloat16_sums = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
   static constexpr std::size_t max_bucket_bytes = std::size_t{1} << 30;
@@ -89,6 +97,9 @@ struct GradientSyncOptions {
                             "whether the optimizer state is sharded over the data-parallel "
                             "processes, ZeRO stage 1",
                             o.shard_optimizer_state);
+    switch_from_environment("KDIST_GRADIENT_BFLOAT16",
+                            "whether data-parallel gradients are summed moving bfloat16",
+                            o.bfloat16_sums);
     if (const char* v = std::getenv("KDIST_GRADIENT_BUCKET_KB"); v != nullptr && *v != '\0') {
       const std::string s(v);
       char* end = nullptr;
@@ -173,24 +184,26 @@ class GradientSync {
                 ", more than the limit of 1 GiB";
     }
     mpi::agree(kdist::communicator(), problem.empty(), problem);
-    long long v[6] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0,
-                      o.shard_optimizer_state ? 1 : 0};
-    for (int i = 0; i < 3; ++i) v[3 + i] = -v[i];
+    constexpr int k = 4;  // the options, then their negations: one all-reduce finds min and max
+    long long v[2 * k] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0,
+                          o.shard_optimizer_state ? 1 : 0, o.bfloat16_sums ? 1 : 0};
+    for (int i = 0; i < k; ++i) v[k + i] = -v[i];
     kdist::all_reduce(
         Kokkos::DefaultHostExecutionSpace(),
-        Kokkos::View<long long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v, 6),
+        Kokkos::View<long long*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v,
+                                                                                             2 * k),
         kdist::ReduceOp::min, kdist::communicator());
     const auto on_off = [&](int i) {
-      return v[i] == -v[3 + i] ? std::string(v[i] ? "on" : "off") : std::string("on and off");
+      return v[i] == -v[k + i] ? std::string(v[i] ? "on" : "off") : std::string("on and off");
     };
-    if (v[0] != -v[3] || v[1] != -v[4] || v[2] != -v[5]) {
+    if (v[0] != -v[k] || v[1] != -v[k + 1] || v[2] != -v[k + 2] || v[3] != -v[k + 3]) {
       throw ValueError(
           "kdist::GradientSyncOptions differ between processes (bucket_bytes from " +
-          std::to_string(v[0]) + " to " + std::to_string(-v[3]) + ", overlap " + on_off(1) +
-          ", shard_optimizer_state " + on_off(2) +
-          "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, KDIST_SHARD_OPTIMIZER_STATE "
-          "or Sequential::set_gradient_sync alike on every process, or their collectives would "
-          "not match");
+          std::to_string(v[0]) + " to " + std::to_string(-v[k]) + ", overlap " + on_off(1) +
+          ", shard_optimizer_state " + on_off(2) + ", bfloat16_sums " + on_off(3) +
+          "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, KDIST_SHARD_OPTIMIZER_STATE, "
+          "KDIST_GRADIENT_BFLOAT16 or Sequential::set_gradient_sync alike on every process, or "
+          "their collectives would not match");
     }
     options_ = o;
   }
@@ -236,7 +249,16 @@ class GradientSync {
       Launch launch;
       launch.bytes = bytes;
       // The Views hold references: the summand and the gradient live until the step ends.
-      launch.start = [s = summand, g = gradient, comm] {
+      launch.start = [s = summand, g = gradient, comm, bf16 = options_.bfloat16_sums] {
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16) {  // in place in the gradient, blocking: the request returned is complete
+            if (static_cast<const void*>(s.data()) != static_cast<const void*>(g.data())) {
+              std::memcpy(g.data(), s.data(), g.size() * sizeof(T));
+            }
+            all_reduce_in_bfloat16(Kokkos::DefaultHostExecutionSpace(), g, ReduceOp::sum, comm);
+            return CollectiveRequest();
+          }
+        }
         return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), s, g, ReduceOp::sum, comm);
       };
       launches_.push_back(std::move(launch));
@@ -470,6 +492,9 @@ class GradientSync {
     bucket.comm = comm;
     bucket.type = type;
     bucket.start = &start_bucket<T>;
+    if constexpr (std::is_same_v<T, float>) {
+      if (options_.bfloat16_sums) bucket.start = &sum_bucket_in_bfloat16;
+    }
     if (pool_used_ == pool_.size()) pool_.emplace_back();
     bucket.storage = pool_used_++;
     buckets_.push_back(std::move(bucket));
@@ -514,6 +539,16 @@ class GradientSync {
     const Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
         reinterpret_cast<T*>(data), bytes / sizeof(T));
     return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
+  }
+
+  //! A float32 bucket summed moving bfloat16 (GradientSyncOptions::bfloat16_sums), blocking: the
+  //! request returned is complete.
+  static CollectiveRequest sum_bucket_in_bfloat16(std::byte* data, std::size_t bytes,
+                                                  MPI_Comm comm) {
+    const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
+        reinterpret_cast<float*>(data), bytes / sizeof(float));
+    all_reduce_in_bfloat16(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
+    return CollectiveRequest();
   }
 
   //! A completed all-reduce: a bucket's sums go back to their gradients.
