@@ -17,12 +17,12 @@ namespace kdist::detail {
 
 //! What host scratch is borrowed for (one buffer per use, thread and value type).
 enum class HostScratch {
-  source,    //!< a redistribution's host copy of its input block
-  target,    //!< a redistribution's host copy of its output block
-  pack,      //!< messages packed for a reduce-scatter or an exchange
-  unpack,    //!< messages received before they are placed
-  mpi_send,  //!< a collective's host copy of a device View it sends
-  mpi_recv,  //!< a collective's host copy of a device View it receives into
+  source,           //!< a redistribution's host copy of its input block
+  target,           //!< a redistribution's host copy of its output block
+  pack,             //!< messages packed for a reduce-scatter or an exchange
+  unpack,           //!< messages received before they are placed
+  mpi_send,         //!< a collective's host copy of a device View it sends
+  mpi_recv,         //!< a collective's host copy of a device View it receives into
   bfloat16_send,    //!< all_reduce_in_bfloat16's rounded values (bfloat16_all_reduce.hpp)
   bfloat16_blocks,  //!< all_reduce_in_bfloat16's received blocks, then its gathered sums
   bfloat16_sums,    //!< all_reduce_in_bfloat16's sums of this process's block
