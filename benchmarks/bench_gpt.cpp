@@ -18,6 +18,11 @@
 //   (the same on one process: the global sizes), state_ratio (their quotient; target <= 0.55 for
 //   the sharded configurations), grad_bytes_per_rank, load_begin / load_end (/proc/loadavg's
 //   1-minute load when the benchmark started and ended: the machine is shared).
+// BM_gpt_remat/<config>: the GPT plain, with selective attention recompute, with the tiled
+//   attention kernels and with RematScope "full" on every block, a step of each per iteration; counters ms_<variant>, act_bytes_<variant>
+//   (peak bytes of two steps above weights, gradients and slots, kdist::AllocationCounters; the
+//   largest rank's), time_ratio_<variant> and act_ratio_<variant> (over plain; targets: full
+//   act <= 0.3, time <= 1.4; selective time <= 1.1).
 // BM_gpt_save_every_10_steps/<config>: ms per step with a checkpoint every 10 steps, none /
 //   kdist::save_checkpoint / kdist::AsyncCheckpointer in the same run; counters sync_cost and
 //   async_cost (per-step time over the no-save time, less 1; target for async: <= 0.05),
@@ -45,6 +50,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -57,10 +63,12 @@
 #include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/remat.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/allocation_counters.hpp>
 
 #include "common/gpt_model.hpp"
 
@@ -286,7 +294,9 @@ struct GptStep {
   Kokkos::View<T**, Kokkos::LayoutRight> x, y;
   std::vector<std::int32_t> targets;  // host copy, (rows, seq)
 
-  explicit GptStep(const Config& c) {
+  //! `remat`: the RematScope mode the blocks are created in ("" for none).
+  explicit GptStep(const Config& c, std::string remat = {})
+      : cfg{.remat = std::move(remat)}, model(kdist::examples::make_gpt<T>(cfg)) {
     if (c.shard_state) {
       auto options = kdist::GradientSyncOptions::from_environment();
       options.shard_optimizer_state = true;
@@ -367,6 +377,79 @@ void gpt_step(benchmark::State& state, const Config& c) {
   state.counters["state_ratio"] = mine / b.global;
   state.counters["grad_bytes_per_rank"] = max_over_ranks(b.grads);
   state.counters["ranks"] = world_size();
+  state.counters["load_begin"] = load_begin;
+  state.counters["load_end"] = load_average();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rematerialisation (issue 37): the GPT as it is; with selective recompute of attention
+// (Megatron's: the (batch, heads, seq, seq) probabilities computed again in backward from the kept
+// projections, MultiHeadAttention::set_recompute_attention); with the tiled kernels (which never
+// keep them; slower than Eigen's GEMMs on a CPU); with its blocks created in a RematScope "full".
+// Each is built and warmed up under kdist::AllocationCounters, then a step of each runs in turn
+// per iteration (the manual time is the plain model's).
+struct RematVariant {
+  const char* name;
+  const char* remat;  // RematScope mode of the blocks
+  int attention;      // 0: as is, 1: selective recompute, 2: tiled kernels
+};
+constexpr RematVariant kRematVariants[] = {
+    {"plain", "", 0}, {"selective", "", 1}, {"tiled", "", 2}, {"full", "full", 0}};
+
+//! Peak bytes of two steps above the weights and gradients (allocated by compile) and the
+//! optimizer's slots (by the first step): the activations and the step's other buffers.
+std::unique_ptr<GptStep> built_and_measured(const Config& c, const RematVariant& v,
+                                            double& activation_bytes) {
+  kdist::detail::ViewArena::for_this_thread()->clear();  // another model's remat buffers
+  kdist::AllocationCounters counters;
+  auto op = std::make_unique<GptStep>(c, v.remat);
+  if (v.attention != 0) {
+    for (auto& layer : op->model.layers()) {
+      auto* block = layer.get_if<kdist::layers::BasicResidual<T>>();
+      if (block == nullptr) continue;
+      for (auto& inner : block->layers()) {
+        auto* mha = inner.get_if<kdist::layers::BasicMultiHeadAttention<T>>();
+        if (mha != nullptr && v.attention == 1) mha->set_recompute_attention(true);
+        if (mha != nullptr && v.attention == 2) {
+          mha->set_attention_kernel(kdist::ops::AttentionKernel::tiled);
+        }
+      }
+    }
+  }
+  const std::size_t compiled = counters.live_bytes();
+  for (int i = 0; i < 2; ++i) (*op)();
+  const StateBytes b = state_bytes(op->model);
+  activation_bytes =
+      max_over_ranks(static_cast<double>(counters.peak_bytes() - compiled) - b.slots);
+  return op;
+}
+
+void gpt_remat(benchmark::State& state, const Config& c) {
+  const double load_begin = load_average();
+  constexpr std::size_t n = std::size(kRematVariants);
+  std::array<std::unique_ptr<GptStep>, n> ops;
+  std::array<double, n> bytes{}, seconds{};
+  for (std::size_t i = 0; i < n; ++i) ops[i] = built_and_measured(c, kRematVariants[i], bytes[i]);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const double start = MPI_Wtime();
+      (*ops[i])();
+      const double elapsed = kdist::bench::slowest_rank(MPI_Wtime() - start);
+      seconds[i] += elapsed;
+      if (i == 0) state.SetIterationTime(elapsed);
+    }
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string name = kRematVariants[i].name;
+    state.counters["ms_" + name] = seconds[i] / iterations * 1e3;
+    state.counters["act_bytes_" + name] = bytes[i];
+    if (i > 0) {
+      state.counters["time_ratio_" + name] = seconds[i] / seconds[0];
+      state.counters["act_ratio_" + name] = bytes[i] / bytes[0];
+    }
+  }
   state.counters["load_begin"] = load_begin;
   state.counters["load_end"] = load_average();
 }
@@ -631,6 +714,16 @@ void register_all() {
     if (c.data * c.model != n) continue;
     benchmark::RegisterBenchmark((std::string("BM_gpt_step/") + c.name).c_str(),
                                  [c](benchmark::State& s) { gpt_step(s, c); })
+        ->Iterations(kIterations)
+        ->Repetitions(kRepetitions)
+        ->ReportAggregatesOnly(true)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const auto& c : configs()) {
+    if (c.data * c.model != n || c.fsdp || c.sequence_parallel || c.shard_state) continue;
+    benchmark::RegisterBenchmark((std::string("BM_gpt_remat/") + c.name).c_str(),
+                                 [c](benchmark::State& s) { gpt_remat(s, c); })
         ->Iterations(kIterations)
         ->Repetitions(kRepetitions)
         ->ReportAggregatesOnly(true)

@@ -132,6 +132,10 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
         if (o.model.dropout >= 1) throw CLI::ValidationError("--dropout must be below 1");
       },
       "dropout rate after each MLP (0.1)");
+  app.add_option("--remat", o.model.remat,
+                 "recompute the blocks' activations in the backward pass (Keras' RematScope "
+                 "modes: full, activations, larger_than)")
+      ->check(CLI::IsMember({"full", "activations", "larger_than"}));
   app.add_flag("--fsdp", o.sharding.fsdp, "also shard every kernel on \"data\" (FSDP)");
   app.add_flag("--sequence-parallel", o.sharding.sequence_parallel,
                "shard the blocks' outputs on the sequence over \"model\"");

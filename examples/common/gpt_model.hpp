@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/remat.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/runtime_layout_map.hpp>
@@ -39,6 +41,9 @@ struct GptConfig {
   std::size_t heads = 4;
   std::size_t blocks = 4;
   double dropout = 0.1;
+  //! The kdist::RematScope mode the blocks are created in ("full", "larger_than", ...; Keras'
+  //! names), "" for none: their activations are recomputed in the backward pass.
+  std::string remat;
 };
 
 //! Errors: ValueError for a d_model that the heads do not divide, or a zero size.
@@ -57,6 +62,8 @@ BasicSequential<T> make_gpt(const GptConfig& c) {
   std::vector<typename M::Layer> l;
   l.emplace_back(BasicEmbedding<T>(c.vocab, c.d_model, "token_embedding"));
   l.emplace_back(BasicPositionEmbedding<T>(c.sequence, "position_embedding"));
+  std::optional<RematScope> remat;
+  if (!c.remat.empty()) remat.emplace(c.remat);
   for (std::size_t b = 0; b < c.blocks; ++b) {
     const std::string p = "block" + std::to_string(b);
     l.emplace_back(BasicResidual<T>(
@@ -69,6 +76,7 @@ BasicSequential<T> make_gpt(const GptConfig& c) {
     if (c.dropout > 0) mlp.emplace_back(typename M::Dropout(c.dropout, p + "/dropout"));
     l.emplace_back(BasicResidual<T>(p + "/mlp", std::move(mlp)));
   }
+  remat.reset();  // the embeddings, the final norm and the logits keep their activations
   l.emplace_back(BasicLayerNormalization<T>("final_norm"));
   l.emplace_back(typename M::Dense(c.vocab, Activation::linear, false, "lm_head"));
   return M(Shape{c.sequence}, std::move(l));

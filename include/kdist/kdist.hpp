@@ -61,6 +61,8 @@
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>
+#include <kdist/tensor/view_arena.hpp>
+#include <kdist/tensor/allocation_counters.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <kdist/tensor/visualize_sharding.hpp>
 
@@ -79,6 +81,7 @@
 #include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/remat.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>

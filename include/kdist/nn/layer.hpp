@@ -40,6 +40,7 @@
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/nn/gradients.hpp>
+#include <kdist/nn/remat.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/variable.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -119,16 +120,26 @@ bool ends_in_softmax(const L& layer) {
 
 }  // namespace detail
 
-//! Any `Layer` on scalars `T`, held by value (copying copies the layer).
+//! Any `Layer` on scalars `T`, held by value (copying copies the layer). A layer held while a
+//! kdist::RematScope lives is rematerialised as the scope says (kdist/nn/remat.hpp).
 template <class T>
 class AnyLayer {
  public:
   using value_type = T;
 
-  //! Holds a copy of `layer`. A type that is not a kdist::Layer on T does not compile
-  //! (kdist::error::type_is_not_a_layer_on<L, T>); see the concept for what it needs.
+  //! Holds a copy of `layer`, rematerialised when the innermost kdist::RematScope selects it. A
+  //! type that is not a kdist::Layer on T does not compile (kdist::error::type_is_not_a_layer_on<L,
+  //! T>); see the concept for what it needs.
   template <DifferentFrom<AnyLayer> L>
-  AnyLayer(L&& layer) : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {}
+  AnyLayer(L&& layer) : AnyLayer(RematScope::current(), std::forward<L>(layer)) {}
+
+  //! Holds a copy of `layer`, rematerialised as `settings` say (nullptr: not at all), whatever
+  //! scope lives (kdist::remat).
+  template <DifferentFrom<AnyLayer> L>
+  AnyLayer(const RematSettings* settings, L&& layer)
+      : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {
+    if (self_) self_->set_remat(Remat::select(settings, self_->name()));
+  }
   AnyLayer(const AnyLayer& other) : self_(other.self_->clone()) {}
   AnyLayer(AnyLayer&&) noexcept = default;
   AnyLayer& operator=(const AnyLayer& other) {
@@ -154,6 +165,9 @@ class AnyLayer {
   //! names none; kdist::save_keras_weights needs it to name the layer's group.
   std::string keras_class() const { return self_->keras_class(); }
 
+  //! The RematScope settings the layer is rematerialised under; nullptr when it is not.
+  const RematSettings* remat_settings() const { return self_->remat_settings(); }
+
   //! The layer as its own type, or nullptr if it holds another type.
   template <class L>
   L* get_if() {
@@ -162,8 +176,12 @@ class AnyLayer {
   }
 
  private:
+  using Remat = detail::Rematerializer<T, LayerTensor<T>, StepContext>;
+
   struct Concept {
     virtual ~Concept() = default;
+    virtual void set_remat(std::optional<Remat> remat) = 0;
+    virtual const RematSettings* remat_settings() const = 0;
     virtual std::unique_ptr<Concept> clone() const = 0;
     virtual std::string name() const = 0;
     virtual Shape build(const Shape&, const Distribution&, std::uint64_t) = 0;
@@ -176,17 +194,28 @@ class AnyLayer {
   template <class L>
   struct Model final : Concept {
     explicit Model(L l) : layer(std::move(l)) {}
-    std::unique_ptr<Concept> clone() const override { return std::make_unique<Model>(layer); }
+    std::unique_ptr<Concept> clone() const override {
+      auto m = std::make_unique<Model>(layer);
+      m->remat = remat;
+      return m;
+    }
+    void set_remat(std::optional<Remat> r) override { remat = std::move(r); }
+    const RematSettings* remat_settings() const override {
+      return remat ? &remat->settings() : nullptr;
+    }
     std::string name() const override { return std::string(layer.name()); }
     Shape build(const Shape& s, const Distribution& d, std::uint64_t seed) override {
-      return layer.build(s, d, seed);
+      Shape out = layer.build(s, d, seed);
+      if (remat) remat->built(out);
+      return out;
     }
     LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& c) override {
-      return layer.forward(x, c);
+      return remat ? remat->forward(layer, x, c) : layer.forward(x, c);
     }
     std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need,
                                            Gradients<T>& gradients) override {
-      return layer.backward(dy, need, gradients);
+      return remat ? remat->backward(layer, dy, need, gradients)
+                   : layer.backward(dy, need, gradients);
     }
     std::vector<VariableRef<T>> variables() override { return layer.variables(); }
     bool ends_in_softmax() const override { return detail::ends_in_softmax(layer); }
@@ -198,6 +227,7 @@ class AnyLayer {
       }
     }
     L layer;
+    std::optional<Remat> remat;  //!< set when a RematScope selected the layer
   };
   template <class L, class Arg>
   static std::unique_ptr<Concept> make_model(Arg&& layer) {
@@ -218,6 +248,16 @@ class AnyLayer {
 
   std::unique_ptr<Concept> self_;
 };
+
+//! `layer` rematerialised (Keras' `keras.remat(layer)`): its forward pass's buffers are dropped and
+//! recomputed before its backward pass, whatever kdist::RematScope lives (kdist/nn/remat.hpp).
+template <class T, class L>
+AnyLayer<T> remat(L&& layer) {
+  RematSettings settings;
+  settings.mode = RematMode::full;
+  settings.arena = detail::ViewArena::for_this_thread();
+  return AnyLayer<T>(&settings, std::forward<L>(layer));
+}
 
 //! Calls f(Variable<...>&) for every variable of `layers`, in layer order (kernel before bias).
 template <class T, class F>

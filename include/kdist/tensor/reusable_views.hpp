@@ -20,12 +20,16 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/tensor/view_arena.hpp>
+
 namespace kdist {
 
 //! Up to `Slots` kept Views of type `View` (a managed Kokkos::View with run-time extents). Two
 //! slots suffice for a layer's per-step buffer: this step's and the last step's, which the next
 //! layer may still hold until its own forward. Not thread safe (a layer's, used by one thread).
 //! Copies start empty (nothing is shared between a layer and its copy); moves take the Views.
+//! While a kdist::detail::ViewArena is active on the thread (a rematerialised layer's passes,
+//! kdist/nn/remat.hpp), get() hands out the arena's Views instead and keeps none itself.
 template <class View, std::size_t Slots = 2>
 class ReusableViews {
   static_assert(Kokkos::is_view<View>::value, "kdist::ReusableViews holds Kokkos::Views");
@@ -52,11 +56,12 @@ class ReusableViews {
 
   //! A View of these extents, its contents unspecified (as Kokkos::WithoutInitializing): a kept
   //! one that nothing else references, else a new one (kept when a slot is free; `label` names
-  //! it in Kokkos' tools).
+  //! it in Kokkos' tools); the active arena's, when there is one.
   template <class... Extents>
   View get(const std::string& label, Extents... extents) {
     static_assert(sizeof...(Extents) == View::rank_dynamic,
                   "kdist::ReusableViews::get takes one extent per run-time dimension");
+    if (auto* arena = detail::ViewArena::current()) return arena->get<View>(label, extents...);
     const std::array<std::size_t, sizeof...(Extents)> want{static_cast<std::size_t>(extents)...};
     View* spare = nullptr;  // a slot nothing uses: empty, or kept with other extents
     for (auto& v : kept_) {

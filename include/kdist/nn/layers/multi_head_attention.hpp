@@ -121,6 +121,14 @@ class BasicMultiHeadAttention {
   ops::AttentionKernel attention_kernel() const { return attention_kernel_; }
   //! The kernels the last forward ran (matrices or tiled; automatic before any forward).
   ops::AttentionKernel kernels_of_last_forward() const { return last_kernel_; }
+  //! Megatron's selective recompute for the matrix kernels: the (batch, heads, seq, seq)
+  //! probabilities are not kept from the forward pass but computed again (the QK^T GEMM and the
+  //! softmax, from the kept projections) at the start of the backward pass, in buffers that every
+  //! layer doing so shares (the thread's kdist::detail::ViewArena, reused once nothing holds them):
+  //! one layer's probabilities and scratch in memory instead of every layer's. Gradients are
+  //! bit-identical. (The tiled kernels never keep them.)
+  void set_recompute_attention(bool recompute) { recompute_attention_ = recompute; }
+  bool recompute_attention() const { return recompute_attention_; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------
   //! Builds for inputs of shape (sequence, features); returns the same shape.
@@ -232,6 +240,10 @@ class BasicMultiHeadAttention {
     if (tiled_) {
       lse_ = lse_views_.get("kdist::MHA::lse", bl, hl_, seq);
       ops::attention_forward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, scale(), causal_);
+    } else if (recompute_attention_) {
+      const View4 probs = shared_probabilities("kdist::MHA::probs", bl, seq);
+      ops::attention_forward(proj_[0], proj_[1], proj_[2], probs, attn_, scale(), causal_);
+      probs_ = View4();  // the next layer's, until the backward pass computes it again
     } else {
       probs_ = probs_views_.get("kdist::MHA::probs", bl, hl_, seq, seq);
       ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
@@ -293,6 +305,13 @@ class BasicMultiHeadAttention {
       ops::attention_backward_tiled(proj_[0], proj_[1], proj_[2], attn_, lse_, dattn,
                                     delta_views_.get_like("kdist::MHA::delta", lse_), dproj[0],
                                     dproj[1], dproj[2], scale(), causal_);
+    } else if (recompute_attention_) {
+      // the forward's probabilities again (its output too: the same values into attn_)
+      const View4 probs = shared_probabilities("kdist::MHA::probs", bl, seq);
+      ops::attention_forward(proj_[0], proj_[1], proj_[2], probs, attn_, scale(), causal_);
+      ops::attention_backward(proj_[0], proj_[1], proj_[2], probs, dattn,
+                              shared_probabilities("kdist::MHA::scratch", bl, seq), dproj[0],
+                              dproj[1], dproj[2], scale(), causal_);
     } else {
       ops::attention_backward(proj_[0], proj_[1], proj_[2], probs_, dattn,
                               scratch_views_.get_like("kdist::MHA::scratch", probs_), dproj[0],
@@ -356,6 +375,13 @@ class BasicMultiHeadAttention {
   //! Whether this forward (rows of `seq` positions, hl_ heads) runs the tiled kernels: as set, or
   //! with `automatic` (and no KDIST_ATTENTION_KERNEL) on host memory never, elsewhere when the
   //! probabilities would take more than ops::attention_matrices_max_bytes.
+  //! A (rows, heads, seq, seq) buffer from the thread's shared arena (selective recompute).
+  View4 shared_probabilities(const char* label, std::size_t rows, std::size_t seq) {
+    const kdist::detail::ViewArena::Use use(kdist::detail::ViewArena::for_this_thread().get(),
+                                            kdist::detail::ViewArena::Mode::shared);
+    return probs_views_.get(label, rows, hl_, seq, seq);
+  }
+
   bool tiled(std::size_t rows, std::size_t seq) const {
     ops::AttentionKernel kernel = attention_kernel_;
     if (kernel == ops::AttentionKernel::automatic)
@@ -452,6 +478,7 @@ class BasicMultiHeadAttention {
   std::size_t hl_ = 0;
   ops::AttentionKernel attention_kernel_ = ops::AttentionKernel::automatic;
   bool tiled_ = false;  // the kernels of the last forward (its backward runs the same)
+  bool recompute_attention_ = false;
   ops::AttentionKernel last_kernel_ = ops::AttentionKernel::automatic;
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   // Three slots where one step has three live at once (the projections' gradients).

@@ -1,0 +1,320 @@
+// kdist-mpi-ranks: 1 2
+// Rematerialisation as Keras' RematScope (issue 37): a GPT whose blocks are created in a
+// RematScope trains to bit-identical losses and weights (dropout included) on every mesh, keeps
+// fewer bytes of activations (the allocation counters), still allocates nothing per step once its
+// shapes are seen, and each mode selects the layers Keras' would.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <map>
+#include <optional>
+#include <random>
+
+#include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/embedding.hpp>
+#include <kdist/nn/layers/layer_normalization.hpp>
+#include <kdist/nn/layers/multi_head_attention.hpp>
+#include <kdist/nn/layers/position_embedding.hpp>
+#include <kdist/nn/layers/residual.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/nn/remat.hpp>
+#include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/allocation_counters.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+
+#include "mpi/model_test_support.hpp"
+#include "mpi/mpi_test_util.hpp"
+#include "mpi/step_allocations.hpp"
+
+namespace {
+
+using kdist::test::message_of;
+using kdist::test::world_size;
+using namespace kdist::layers;
+using Model = kdist::Sequential;
+
+constexpr std::size_t vocab = 32, seq = 16, d_model = 32, heads = 4, blocks = 3;
+
+//! What a RematScope around the blocks says (nullopt: no scope).
+struct Remat {
+  std::optional<std::string> mode;
+  std::size_t threshold = 1024;
+  std::vector<std::string> names = {};
+};
+
+std::vector<Model::Layer> block(std::size_t b) {
+  const std::string p = "block" + std::to_string(b);
+  std::vector<Model::Layer> l;
+  l.emplace_back(Residual(p + "/attn", {LayerNormalization(p + "/ln1"),
+                                        MultiHeadAttention(heads, d_model / heads, p + "/mha")}));
+  l.emplace_back(Residual(p + "/mlp", {LayerNormalization(p + "/ln2"),
+                                       Dense(4 * d_model, Activation::gelu, true, p + "/up"),
+                                       Dense(d_model, Activation::linear, true, p + "/down"),
+                                       Model::Dropout(0.2, p + "/dropout")}));
+  return l;
+}
+
+Model gpt(const std::optional<Remat>& remat) {
+  std::vector<Model::Layer> l;
+  l.emplace_back(Embedding(vocab, d_model, "token_embedding"));
+  l.emplace_back(PositionEmbedding(seq, "position_embedding"));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    std::optional<kdist::RematScope> scope;
+    if (remat) scope.emplace(remat->mode, remat->threshold, remat->names);
+    for (auto& layer : block(b)) l.push_back(std::move(layer));
+  }
+  l.emplace_back(LayerNormalization("final_norm"));
+  l.emplace_back(Dense(vocab, Activation::linear, false, "lm_head"));
+  return Model(kdist::Shape{seq}, std::move(l));
+}
+
+kdist::ArrayDataset<float> tokens(std::size_t n) {
+  std::mt19937 gen(5);
+  std::vector<float> x(n * seq), y(n * seq);
+  for (std::size_t i = 0; i < n * seq; ++i) {
+    x[i] = static_cast<float>(gen() % vocab);
+    y[i] = static_cast<float>(gen() % vocab);
+  }
+  return kdist::ArrayDataset<float>(std::move(x), {seq}, std::move(y), seq);
+}
+
+enum class Rules { data_parallel, tensor, fsdp_sequence };
+
+std::shared_ptr<const kdist::Distribution> distribution(Rules rules) {
+  const auto n = static_cast<std::size_t>(world_size());
+  if (rules == Rules::data_parallel) {
+    return std::make_shared<kdist::DataParallel>(kdist::list_devices());
+  }
+  kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{1, n}, {"data", "model"},
+                                kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  using kdist::replicated;
+  const bool fsdp = rules == Rules::fsdp_sequence;
+  const kdist::DimAxes data = fsdp ? kdist::DimAxes("data") : kdist::DimAxes();
+  map["token_embedding/embeddings"] = {"model", data};
+  map[".*mha/(query|key|value)/kernel"] = {data, "model", replicated};
+  map[".*mha/(query|key|value)/bias"] = {"model", replicated};
+  map[".*mha/attention_output/kernel"] = {"model", replicated, data};
+  map[".*up/kernel"] = {data, "model"};
+  map[".*up/bias"] = {"model"};
+  map[".*down/kernel"] = {"model", data};
+  map["lm_head/kernel"] = {data, "model"};
+  if (fsdp)
+    map["block\\d+/(ln1|ln2|mha|down|dropout|attn|mlp)/output"] = {"data", "model", replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+}
+
+std::map<std::string, std::vector<float>> weights_of(Model& m) {
+  std::map<std::string, std::vector<float>> out;
+  m.for_each_variable([&](auto& v) {
+    auto full = kdist::full_tensor(v.value);
+    out[v.path].assign(full.data(), full.data() + full.size());
+  });
+  return out;
+}
+
+const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .shuffle = false, .verbose = 0};
+
+// The recomputed forward passes are the same arithmetic on the same inputs with the same dropout
+// keys, so nothing differs, not even in the last bit.
+TEST(Remat, FullScopeTrainsToBitIdenticalLossesAndWeightsOnEveryMesh) {
+  const auto data = tokens(16);
+  for (const Rules rules : {Rules::data_parallel, Rules::tensor, Rules::fsdp_sequence}) {
+    auto plain = gpt(std::nullopt);
+    plain.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
+                  kdist::Adam(0.01), 3);
+    const auto want = plain.fit(data, fit);
+    auto remat = gpt(Remat{"full"});
+    remat.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
+                  kdist::Adam(0.01), 3);
+    const auto got = remat.fit(data, fit);
+    const std::string what = "rules " + std::to_string(static_cast<int>(rules));
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(got.epochs[e].loss, want.epochs[e].loss) << what << " epoch " << e;
+    }
+    EXPECT_EQ(weights_of(remat), weights_of(plain)) << what;
+    EXPECT_EQ(remat.evaluate(data).loss, plain.evaluate(data).loss) << what;
+  }
+}
+
+void recompute_attention(Model& m) {
+  for (auto& layer : m.layers()) {
+    if (auto* block = layer.get_if<Residual>()) {
+      for (auto& inner : block->layers()) {
+        if (auto* mha = inner.get_if<MultiHeadAttention>()) mha->set_recompute_attention(true);
+      }
+    }
+  }
+}
+
+// Megatron's selective recompute: the attention probabilities are computed again in backward,
+// into buffers the layers share; the same arithmetic, so the same bits, and fewer bytes.
+TEST(Remat, SelectiveAttentionRecomputeTrainsToBitIdenticalWeightsInFewerBytes) {
+  const auto data = tokens(16);
+  for (const Rules rules : {Rules::data_parallel, Rules::tensor}) {
+    auto plain = gpt(std::nullopt);
+    auto selective = gpt(std::nullopt);
+    recompute_attention(selective);
+    for (auto* m : {&plain, &selective}) {
+      m->compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
+                 kdist::Adam(0.01), 3);
+      m->fit(data, fit);
+    }
+    EXPECT_EQ(weights_of(selective), weights_of(plain)) << static_cast<int>(rules);
+  }
+  const auto bytes = [&](bool recompute) {
+    kdist::detail::ViewArena::for_this_thread()->clear();
+    kdist::AllocationCounters counters;
+    auto m = gpt(std::nullopt);
+    if (recompute) recompute_attention(m);
+    m.compile(distribution(Rules::data_parallel), kdist::Loss::sparse_categorical_crossentropy,
+              kdist::Adam(0.01), 3);
+    m.fit(data, fit);
+    return counters.peak_bytes();
+  };
+  // (blocks - 1) layers' probabilities and scratch fewer: 2 x 2 x (8/n x 4 x 16 x 16) floats
+  const std::size_t probs = 8 / static_cast<std::size_t>(world_size()) * heads * seq * seq * 4;
+  EXPECT_LE(bytes(true) + 2 * (blocks - 1) * probs, bytes(false));
+}
+
+// Activations: the peak bytes of two epochs above what the model holds for its variables (values
+// and gradients, counted after compile, and AdamW's two slots), counted by
+// kdist::AllocationCounters from before the model is built.
+std::size_t activation_bytes(const std::optional<Remat>& remat, Rules rules) {
+  const auto data = tokens(8);
+  kdist::detail::ViewArena::for_this_thread()->clear();  // the other tests' buffers
+  kdist::AllocationCounters counters;
+  auto model = gpt(remat);
+  model.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
+                kdist::Adam(0.01), 3);
+  std::size_t weights = 0;
+  model.for_each_variable([&](auto& v) { weights += v.value.local().span() * sizeof(float); });
+  const std::size_t state = counters.live_bytes() + 2 * weights;
+  model.fit(data, {.batch_size = 8, .epochs = 2, .shuffle = false, .verbose = 0});
+  return counters.peak_bytes() - state;
+}
+
+TEST(Remat, FullScopeKeepsAThirdOfTheActivationBytesOrLess) {
+  for (const Rules rules : {Rules::data_parallel, Rules::tensor}) {
+    const std::size_t plain = activation_bytes(std::nullopt, rules);
+    const std::size_t remat = activation_bytes(Remat{"full"}, rules);
+    std::printf("rules %d: %zu activation bytes with remat, %zu without\n", static_cast<int>(rules),
+                remat, plain);
+    EXPECT_LT(remat, plain / 3) << "rules " << static_cast<int>(rules) << ": " << remat
+                                << " bytes with remat, " << plain << " without";
+  }
+}
+
+TEST(Remat, StepsAllocateNothingOnceTheirShapesAreSeen) {
+  const auto data = tokens(8);
+  for (const Rules rules : {Rules::data_parallel, Rules::fsdp_sequence}) {
+    auto model = gpt(Remat{"full"});
+    const auto dist = distribution(rules);
+    model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, kdist::Adam(0.01), 3);
+    EXPECT_EQ(kdist::test::allocations_of_steps_3_and_4<2>(model, *dist, data, 8), "")
+        << "rules " << static_cast<int>(rules);
+  }
+}
+
+const kdist::RematSettings* settings_of(Model::Layer& layer) {
+  return layer.remat_settings();
+}
+
+TEST(Remat, ModesSelectTheLayersKerasWould) {
+  {
+    kdist::RematScope scope("list_of_layers", 1024, {"block0/mlp"});
+    auto l = block(0);
+    EXPECT_EQ(settings_of(l[0]), nullptr);  // block0/attn is not in the list
+    ASSERT_NE(settings_of(l[1]), nullptr);
+    EXPECT_EQ(settings_of(l[1])->mode, kdist::RematMode::list_of_layers);
+  }
+  {
+    kdist::RematScope scope("activations");  // kdist's activations keep only their inputs
+    auto l = block(0);
+    EXPECT_EQ(settings_of(l[0]), nullptr);
+    EXPECT_EQ(settings_of(l[1]), nullptr);
+  }
+  {
+    kdist::RematScope outer("full");
+    kdist::RematScope inner(std::nullopt);  // Keras' RematScope(mode=None): none inside
+    EXPECT_EQ(settings_of(block(0)[0]), nullptr);
+  }
+  {
+    kdist::RematScope outer("full");
+    auto l = block(0);
+    ASSERT_NE(settings_of(l[0]), nullptr);
+    EXPECT_EQ(settings_of(l[0])->mode, kdist::RematMode::full);
+  }
+  EXPECT_EQ(kdist::RematScope::current(), nullptr);  // every scope has ended
+  EXPECT_EQ(settings_of(block(0)[0]), nullptr);
+  auto explicit_remat = kdist::remat<float>(Dense(4, Activation::relu, true, "d"));
+  ASSERT_NE(explicit_remat.remat_settings(), nullptr);
+  EXPECT_EQ(explicit_remat.remat_settings()->mode, kdist::RematMode::full);
+}
+
+// "larger_than" decides at each call from the output's size, batch included (8 x 16 x 32 = 4096
+// elements per block and layer here, 4 x 4096 for the MLP's `up`): a threshold at the largest
+// keeps every activation, one below the smallest rematerialises as "full" does; the weights are
+// the same either way.
+TEST(Remat, LargerThanRematerialisesOnlyOutputsAboveTheThreshold) {
+  const std::size_t plain = activation_bytes(std::nullopt, Rules::data_parallel);
+  const std::size_t full = activation_bytes(Remat{"full"}, Rules::data_parallel);
+  EXPECT_EQ(activation_bytes(Remat{"larger_than", 8 * seq * 4 * d_model}, Rules::data_parallel),
+            plain);
+  EXPECT_EQ(activation_bytes(Remat{"larger_than", 8 * seq * d_model - 1}, Rules::data_parallel),
+            full);
+  const auto data = tokens(16);
+  auto a = gpt(Remat{"larger_than", 100});
+  auto b = gpt(std::nullopt);
+  for (auto* m : {&a, &b}) {
+    m->compile(distribution(Rules::data_parallel), kdist::Loss::sparse_categorical_crossentropy,
+               kdist::Adam(0.01), 3);
+    m->fit(data, fit);
+  }
+  EXPECT_EQ(weights_of(a), weights_of(b));
+}
+
+TEST(Remat, AnUnknownModeIsAnErrorThatNamesTheModes) {
+  const std::string m =
+      message_of<kdist::ValueError>([] { kdist::RematScope scope("everything"); });
+  EXPECT_NE(m.find("invalid mode 'everything'"), std::string::npos) << m;
+  EXPECT_NE(m.find("'full', 'activations', 'larger_than', 'list_of_layers'"), std::string::npos)
+      << m;
+  EXPECT_EQ(kdist::RematScope::current(), nullptr);
+}
+
+TEST(Remat, ABackwardPassBeforeTheForwardPassIsAnError) {
+  auto layer = kdist::remat<float>(Dense(4, Activation::relu, true, "d"));
+  const auto dist = distribution(Rules::data_parallel);
+  layer.build(kdist::Shape{3}, *dist, 1);
+  auto x = kdist::DistributedTensor<float**>::zeros({8, 3}, dist->get_data_layout({8, 3}), "x");
+  kdist::Gradients<float> grads;
+  kdist::StepContext context;
+  layer.forward(kdist::LayerTensor<float>(x), context);
+  auto dy = kdist::DistributedTensor<float**>::zeros({8, 4}, dist->get_data_layout({8, 4}), "dy");
+  layer.backward(kdist::LayerTensor<float>(dy), true, grads);
+  const std::string m = message_of<kdist::ValueError>(
+      [&] { layer.backward(kdist::LayerTensor<float>(dy), true, grads); });
+  EXPECT_NE(m.find("backward pass came before its forward pass"), std::string::npos) << m;
+}
+
+TEST(AllocationCounters, CountLiveAndPeakBytesAndOneSetAtATime) {
+  kdist::AllocationCounters counters;
+  {
+    Kokkos::View<float*> a("a", 1000);
+    EXPECT_EQ(counters.live_bytes(), 4000u);
+    Kokkos::View<float*> b("b", 500);
+    EXPECT_EQ(counters.live_bytes(), 6000u);
+  }
+  EXPECT_EQ(counters.live_bytes(), 0u);
+  EXPECT_EQ(counters.peak_bytes(), 6000u);
+  EXPECT_EQ(counters.allocations(), 2u);
+  counters.reset_peak();
+  EXPECT_EQ(counters.peak_bytes(), 0u);
+  const std::string m = message_of<kdist::RuntimeError>([] { kdist::AllocationCounters another; });
+  EXPECT_NE(m.find("another set of counters is live"), std::string::npos) << m;
+}
+
+}  // namespace
