@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,62 @@ TEST(AllReduceInBfloat16, MeanAndDeviceMemoryThroughTheDefaultSpace) {
     for (int q = 0; q < size; ++q) want += small_integer(q, i);
     EXPECT_EQ(host(i), want) << "element " << i;  // the mean of size * values
   }
+}
+
+// The non-blocking form (the gradient sync's): the same bits as the blocking one, whether it is
+// driven to the end by test() after start_gather() (work between the calls overlaps it) or by
+// wait() alone; two in flight at once, each with its own scratch; test() never starts the
+// all-gather itself (the caller decides where, for the collectives' order).
+TEST(StartAllReduceInBfloat16, GivesTheBlockingFormsBitsThroughTestOrWaitWithTwoInFlight) {
+  const int p = world_rank(), size = world_size();
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{1001}}) {
+    HostView want("want", n), a("a", n), b("b", n);
+    for (std::size_t i = 0; i < n; ++i) want(i) = a(i) = b(i) = irregular(p, i);
+    kdist::all_reduce_in_bfloat16(Kokkos::DefaultHostExecutionSpace(), want, ReduceOp::sum,
+                                  MPI_COMM_WORLD);
+    std::vector<std::uint16_t> sa(kdist::bfloat16_all_reduce_scratch(n, size));
+    std::vector<std::uint16_t> sb(kdist::bfloat16_all_reduce_scratch(n, size));
+    auto ra = kdist::start_all_reduce_in_bfloat16(a, ReduceOp::sum, MPI_COMM_WORLD,
+                                                  std::span<std::uint16_t>(sa));
+    auto rb = kdist::start_all_reduce_in_bfloat16(b, ReduceOp::sum, MPI_COMM_WORLD,
+                                                  std::span<std::uint16_t>(sb));
+    for (int i = 0; i < 100; ++i) EXPECT_FALSE(ra.test()) << "the all-gather started by itself";
+    EXPECT_FALSE(ra.gathering());
+    ra.start_gather();
+    EXPECT_TRUE(ra.gathering());
+    while (!ra.test()) {
+    }
+    rb.wait();
+    EXPECT_EQ(std::memcmp(a.data(), want.data(), n * sizeof(float)), 0) << n;
+    EXPECT_EQ(std::memcmp(b.data(), want.data(), n * sizeof(float)), 0) << n;
+  }
+  HostView m("m", 9);
+  for (std::size_t i = 0; i < 9; ++i) m(i) = small_integer(p, i) * static_cast<float>(size);
+  std::vector<std::uint16_t> s(kdist::bfloat16_all_reduce_scratch(9, size));
+  kdist::start_all_reduce_in_bfloat16(m, ReduceOp::mean, MPI_COMM_WORLD,
+                                      std::span<std::uint16_t>(s))
+      .wait();
+  for (std::size_t i = 0; i < 9; ++i) {
+    float want = 0;
+    for (int q = 0; q < size; ++q) want += small_integer(q, i);
+    EXPECT_EQ(m(i), want) << "element " << i;
+  }
+}
+
+TEST(StartAllReduceInBfloat16Errors, ASmallScratchAndMaxAreRefusedBeforeAnyCommunication) {
+  HostView v("v", 100);
+  std::vector<std::uint16_t> small(kdist::bfloat16_all_reduce_scratch(100, world_size()) - 1);
+  const auto m = kdist::test::message_of<kdist::ValueError>([&] {
+    (void)kdist::start_all_reduce_in_bfloat16(v, ReduceOp::sum, MPI_COMM_WORLD,
+                                              std::span<std::uint16_t>(small));
+  });
+  EXPECT_TRUE(contains(m, "are needed (kdist::bfloat16_all_reduce_scratch)")) << m;
+  small.resize(small.size() + 1);
+  const auto op = kdist::test::message_of<kdist::ValueError>([&] {
+    (void)kdist::start_all_reduce_in_bfloat16(v, ReduceOp::min, MPI_COMM_WORLD,
+                                              std::span<std::uint16_t>(small));
+  });
+  EXPECT_TRUE(contains(op, "only ReduceOp::sum and ReduceOp::mean")) << op;
 }
 
 TEST(AllReduceInBfloat16Errors, MaxOrMinAndAStridedViewAreRefusedBeforeAnyCommunication) {

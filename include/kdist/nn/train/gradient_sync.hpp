@@ -51,6 +51,7 @@
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -75,11 +76,11 @@ struct GradientSyncOptions {
   //! its owner alone updating it, every owner's variables all-gathered together
   //! (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory only.
   bool shard_optimizer_state = false;
-  //! Sum float32 gradients moving bfloat16 (kdist::all_reduce_in_bfloat16: half the bytes, each
-  //! contribution and each sum rounded once to bfloat16, summed in float32), for slow links
-  //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). Each bucket and large gradient is then summed when
-  //! its all-reduce would start, blocking (no overlap with the backward pass); reduce-scatters of
-  //! a sharded optimizer state (ZeRO-1) and float64 gradients stay float32/float64.
+  //! Sum float32 gradients moving bfloat16 (kdist::start_all_reduce_in_bfloat16: half the bytes,
+  //! each contribution and each sum rounded once to bfloat16, summed in float32, overlapped with
+  //! the backward pass like the float32 all-reduces), for slow links
+  //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). Reduce-scatters of a sharded optimizer state
+  //! (ZeRO-1) and float64 gradients stay float32/float64.
   bool bfloat16_sums = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
@@ -249,18 +250,20 @@ class GradientSync {
       Launch launch;
       launch.bytes = bytes;
       // The Views hold references: the summand and the gradient live until the step ends.
-      launch.start = [s = summand, g = gradient, comm, bf16 = options_.bfloat16_sums] {
-        if constexpr (std::is_same_v<T, float>) {
-          if (bf16) {  // in place in the gradient, blocking: the request returned is complete
+      launch.start = [s = summand, g = gradient, comm] {
+        return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), s, g, ReduceOp::sum, comm);
+      };
+      if constexpr (std::is_same_v<T, float>) {
+        if (options_.bfloat16_sums) {  // in place in the gradient
+          launch.start = nullptr;
+          launch.bfloat16 = [this, s = summand, g = gradient, comm] {
             if (static_cast<const void*>(s.data()) != static_cast<const void*>(g.data())) {
               std::memcpy(g.data(), s.data(), g.size() * sizeof(T));
             }
-            all_reduce_in_bfloat16(Kokkos::DefaultHostExecutionSpace(), g, ReduceOp::sum, comm);
-            return CollectiveRequest();
-          }
+            return start_bfloat16_sum(g.data(), g.size(), comm);
+          };
         }
-        return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), s, g, ReduceOp::sum, comm);
-      };
+      }
       launches_.push_back(std::move(launch));
       targets_.push_back({gradient.data(), launches_.size() - 1, 0, 0});
       if (options_.overlap) start(launches_.back());
@@ -378,8 +381,9 @@ class GradientSync {
 
   //! Lets MPI progress the started all-reduces (between layers of the backward pass).
   void progress() {
+    start_gathers(launches_.size());
     for (auto& l : launches_) {
-      if (l.started && !l.done && l.request.test()) finish(l);
+      if (l.started && !l.done && test(l)) finish(l);
     }
   }
 
@@ -401,7 +405,7 @@ class GradientSync {
       Launch& l = launches_[t.launch];
       if (!l.started) start(l);
       if (!l.done) {
-        l.request.wait();
+        wait(t.launch);
         finish(l);
       }
     }
@@ -410,10 +414,10 @@ class GradientSync {
   //! Waits for every all-reduce and forgets them (the end of the step).
   void wait_all() {
     flush();
-    for (auto& l : launches_) {
-      if (!l.done) {
-        l.request.wait();
-        finish(l);
+    for (std::size_t i = 0; i < launches_.size(); ++i) {
+      if (!launches_[i].done) {
+        wait(i);
+        finish(launches_[i]);
       }
     }
     launches_.clear();
@@ -425,6 +429,7 @@ class GradientSync {
       g.started = false;
     }
     pool_used_ = 0;
+    bfloat16_used_ = 0;
   }
 
   //! What the steps since the last reset_counts() started.
@@ -442,6 +447,9 @@ class GradientSync {
     std::size_t bytes = 0;
     enum class Kind { all_reduce, reduce_scatter, all_gather } kind = Kind::all_reduce;
     CollectiveRequest request;
+    //! A float32 gradient on its own summed moving bfloat16 (instead of `start`).
+    std::function<Bfloat16AllReduceRequest()> bfloat16;
+    std::optional<Bfloat16AllReduceRequest> bfloat16_sum;  // a bfloat16 sum's, once started
     bool started = false;
     bool done = false;
   };
@@ -459,6 +467,7 @@ class GradientSync {
     std::size_t storage = 0;  // its memory: pool_[storage], kept from step to step
     std::size_t used = 0;
     bool open = true;
+    bool bfloat16 = false;             // a float32 bucket summed moving bfloat16
     std::vector<std::size_t> targets;  // indices into targets_
   };
   std::byte* memory(const Bucket& b) { return pool_[b.storage].data(); }
@@ -492,9 +501,7 @@ class GradientSync {
     bucket.comm = comm;
     bucket.type = type;
     bucket.start = &start_bucket<T>;
-    if constexpr (std::is_same_v<T, float>) {
-      if (options_.bfloat16_sums) bucket.start = &sum_bucket_in_bfloat16;
-    }
+    if constexpr (std::is_same_v<T, float>) bucket.bfloat16 = options_.bfloat16_sums;
     if (pool_used_ == pool_.size()) pool_.emplace_back();
     bucket.storage = pool_used_++;
     buckets_.push_back(std::move(bucket));
@@ -512,11 +519,18 @@ class GradientSync {
   }
 
   void start(Launch& l) {
-    if (l.bucket == kNone) {
+    if (l.bfloat16) {
+      l.bfloat16_sum = l.bfloat16();
+    } else if (l.bucket == kNone) {
       l.request = l.start();
     } else {
       const Bucket& b = buckets_[l.bucket];
-      l.request = b.start(memory(b), b.used, b.comm);
+      if (b.bfloat16) {
+        l.bfloat16_sum =
+            start_bfloat16_sum(reinterpret_cast<float*>(memory(b)), b.used / sizeof(float), b.comm);
+      } else {
+        l.request = b.start(memory(b), b.used, b.comm);
+      }
       counts_.bucketed_gradients += b.targets.size();
     }
     l.started = true;
@@ -532,7 +546,29 @@ class GradientSync {
         counts_.bytes += l.bytes;
         break;
     }
-    if (l.request.test()) finish(l);
+    if (test(l)) finish(l);
+  }
+  //! Lets MPI progress l's collective; true once it is complete (a bfloat16 sum: once its
+  //! all-gather is, which only start_gathers starts).
+  bool test(Launch& l) { return l.bfloat16_sum ? l.bfloat16_sum->test() : l.request.test(); }
+  //! Completes l's collective (a bfloat16 sum's all-gather started in order first).
+  void wait(std::size_t i) {
+    Launch& l = launches_[i];
+    if (l.bfloat16_sum) {
+      start_gathers(i + 1);
+      l.bfloat16_sum->wait();
+    } else {
+      l.request.wait();
+    }
+  }
+  //! Starts the all-gathers of the bfloat16 sums among the first `count` launches, in launch
+  //! order: called only at points of the step every process reaches in the same order (after a
+  //! layer, before the optimizer waits), so every process starts them in one order among its
+  //! other collectives, whatever its MPI completed first.
+  void start_gathers(std::size_t count) {
+    for (std::size_t i = 0; i < std::min(count, launches_.size()); ++i) {
+      if (launches_[i].bfloat16_sum) launches_[i].bfloat16_sum->start_gather();
+    }
   }
   template <class T>
   static CollectiveRequest start_bucket(std::byte* data, std::size_t bytes, MPI_Comm comm) {
@@ -541,14 +577,18 @@ class GradientSync {
     return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
   }
 
-  //! A float32 bucket summed moving bfloat16 (GradientSyncOptions::bfloat16_sums), blocking: the
-  //! request returned is complete.
-  static CollectiveRequest sum_bucket_in_bfloat16(std::byte* data, std::size_t bytes,
-                                                  MPI_Comm comm) {
-    const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
-        reinterpret_cast<float*>(data), bytes / sizeof(float));
-    all_reduce_in_bfloat16(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
-    return CollectiveRequest();
+  //! The float32 sum of `n` values at `data` over `comm`, moving bfloat16
+  //! (GradientSyncOptions::bfloat16_sums), without blocking; its scratch is kept for the next
+  //! steps (the i-th such sum of a step takes the i-th scratch: no allocation once seen).
+  Bfloat16AllReduceRequest start_bfloat16_sum(float* data, std::size_t n, MPI_Comm comm) {
+    const int processes = detail::collectives::size_of(comm);
+    if (bfloat16_used_ == bfloat16_scratch_.size()) bfloat16_scratch_.emplace_back();
+    auto& scratch = bfloat16_scratch_[bfloat16_used_++];
+    const std::size_t need = bfloat16_all_reduce_scratch(n, static_cast<std::size_t>(processes));
+    if (scratch.size() < need) scratch.resize(need);
+    const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(data,
+                                                                                             n);
+    return start_all_reduce_in_bfloat16(v, ReduceOp::sum, comm, std::span<std::uint16_t>(scratch));
   }
 
   //! A completed all-reduce: a bucket's sums go back to their gradients.
@@ -595,6 +635,8 @@ class GradientSync {
   std::vector<std::size_t> owned_cursor_;
   std::vector<std::vector<std::byte>> pool_;  // bucket memory, reused step after step
   std::size_t pool_used_ = 0;
+  std::vector<std::vector<std::uint16_t>> bfloat16_scratch_;  // start_bfloat16_sum's, by order
+  std::size_t bfloat16_used_ = 0;
   GradientSyncCounts counts_;
 };
 
