@@ -55,8 +55,21 @@ kdist_gpt_error(bad_preset "--preset is 'gpt3', not gpt2-small" --preset gpt3)
 kdist_gpt_error(bad_matmul_precision "--matmul-precision is 'tf32', not one of highest"
                 --matmul-precision tf32)
 kdist_gpt_error(bad_peak_tflops "--peak-tflops '-1' is not a finite number > 0" --peak-tflops -1)
+kdist_gpt_error(bad_remat "--remat: everything not in \\{full,activations,larger_than\\}"
+                --remat everything)
 kdist_gpt_error(layout_map_with_fsdp "--layout-map replaces the built-in rules that --fsdp"
                 --layout-map ${PROJECT_SOURCE_DIR}/examples/layout_maps/gpt_tensor_parallel.json --fsdp)
+
+# --remat full (issue 37): the blocks' activations recomputed in backward, the same losses to the
+# last printed digit as without (gradients are bit-identical: tests/mpi/test_remat.cpp).
+add_test(NAME trainer.gpt.remat_full_gives_the_same_losses
+         COMMAND sh -c "a=$(\"$@\" 2>&1 | grep -o 'loss [0-9.]* - val_loss [0-9.]*'); \
+                        b=$(\"$@\" --remat full 2>&1 | grep -o 'loss [0-9.]* - val_loss [0-9.]*'); \
+                        echo \"without: $a\"; echo \"with: $b\"; \
+                        [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] && echo 'remat losses agree'" sh
+                 ${_run2} ${_gpt} --mesh 2x1 --text ${_text} ${_tiny})
+set_tests_properties(trainer.gpt.remat_full_gives_the_same_losses PROPERTIES
+  PASS_REGULAR_EXPRESSION "remat losses agree" PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 300)
 
 # GPT-2 small's shape (issue 36): the preset sets d_model 768 and 12 heads (flags given win: one
 # block of sequence 16 here); each epoch prints its model TFLOP/s and, given the peak, its MFU.
