@@ -63,6 +63,7 @@
 #include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/view_arena.hpp>
 #include <kdist/tensor/allocation_counters.hpp>
+#include <kdist/tensor/cast.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <kdist/tensor/visualize_sharding.hpp>
 

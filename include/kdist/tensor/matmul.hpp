@@ -148,6 +148,28 @@ DistributedTensor<T**, RuntimeTensorLayout, MemorySpace> matmul(
 }
 
 namespace error {
+//! kdist::matmul of operands holding different scalar types (float and kdist::bfloat16, say).
+template <class ScalarOfA, class ScalarOfB>
+struct matmul_operands_hold_different_scalar_types;
+}  // namespace error
+
+//! Operands of two scalar types do not compile (error::matmul_operands_hold_different_scalar_types):
+//! cast one first, kdist::cast<T>(tensor) (tensor/cast.hpp), as a Keras layer casts its inputs to
+//! its compute dtype.
+template <class TA, class TB, class MemorySpace, class... Rest>
+requires(!std::is_same_v<TA, TB>) DistributedTensor<TA**, RuntimeTensorLayout, MemorySpace> matmul(
+    DistributedTensor<TA**, RuntimeTensorLayout, MemorySpace> A,
+    DistributedTensor<TB**, RuntimeTensorLayout, MemorySpace>, Rest&&...) {
+  static_assert(
+      detail::diagnose<std::is_same_v<TA, TB>,
+                       error::matmul_operands_hold_different_scalar_types<TA, TB>>::value,
+      "kdist::matmul: the operands hold different scalar types; cast one with "
+      "kdist::cast<T>(tensor) first (kdist/tensor/cast.hpp), as a Keras layer casts its inputs to "
+      "its compute dtype");
+  return A;
+}
+
+namespace error {
 //! kdist::matmul of typed operands on two mesh types (each as `shape=(...), axis_names=[...]`).
 template <class MeshOfA, class MeshOfB>
 struct matmul_operands_on_different_meshes;

@@ -28,6 +28,7 @@
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/bfloat16.hpp>
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/redistribute_plan.hpp>
@@ -140,6 +141,14 @@ template <class Tensor>
 void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
   using Kind = RedistributeStep::Kind;
   using space = typename Tensor::memory_space::execution_space;
+  if constexpr (!sums_in_place_v<typename Tensor::value_type>) {
+    if (t.is_partial()) {
+      throw ValueError(
+          "kdist::redistribute: the tensor is a pending sum of bfloat16 values; kdist sums in "
+          "float32 (as Keras' mixed policies accumulate): compute the partial products in float "
+          "and cast the resolved sum (kdist::cast<kdist::bfloat16>)");
+    }
+  }
   if (plan.steps.size() != 1) {  // every plan plan_redistribute makes today has one step
     throw ValueError("kdist::redistribute: cannot run " + plan.to_string() +
                      ": a plan of one step was expected");
@@ -154,17 +163,19 @@ void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
       }
       return;
     case Kind::all_reduce: {
-      const auto& comm =
-          communicators(t.device_mesh()).comm(std::span<const std::string>(step.axes));
-      if (out.local().data() == t.local_summand().data()) {
-        kdist::all_reduce(space(), out.local(), ReduceOp::sum, comm);
-      } else {
-        kdist::all_reduce(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
+      if constexpr (sums_in_place_v<typename Tensor::value_type>) {
+        const auto& comm =
+            communicators(t.device_mesh()).comm(std::span<const std::string>(step.axes));
+        if (out.local().data() == t.local_summand().data()) {
+          kdist::all_reduce(space(), out.local(), ReduceOp::sum, comm);
+        } else {
+          kdist::all_reduce(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
+        }
       }
       return;
     }
     case Kind::reduce_scatter:
-      run_reduce_scatter(step, t, out);
+      if constexpr (sums_in_place_v<typename Tensor::value_type>) run_reduce_scatter(step, t, out);
       return;
     case Kind::local_copy:
     case Kind::all_gather:

@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <kdist/core/bfloat16.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/detail/collectives_staging.hpp>
 #include <kdist/parallel/detail/host_scratch.hpp>
@@ -68,7 +69,11 @@ void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
       s += (g - src_box.lo[d]) * ss[d];
       t += (g - dst_box.lo[d]) * ds[d];
     }
-    for (std::size_t k = 0; k < run; ++k) dst[t + k] += src[s + k];
+    if constexpr (sums_in_place_v<T>) {
+      for (std::size_t k = 0; k < run; ++k) dst[t + k] += src[s + k];
+    } else {  // no pending sum of such values reaches here (kdist::redistribute refuses one)
+      throw ValueError("kdist::redistribute: a pending sum of bfloat16 values");
+    }
     if constexpr (R <= 1) break;
     std::size_t d = R - 1;
     while (d-- > 0) {
