@@ -57,14 +57,14 @@
 #include <kdist/ops/sparse_cross_entropy.hpp>
 
 // tensor/: distributed tensors
+#include <kdist/tensor/allocation_counters.hpp>
+#include <kdist/tensor/cast.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>
-#include <kdist/tensor/view_arena.hpp>
-#include <kdist/tensor/allocation_counters.hpp>
-#include <kdist/tensor/cast.hpp>
 #include <kdist/tensor/tensor.hpp>
+#include <kdist/tensor/view_arena.hpp>
 #include <kdist/tensor/visualize_sharding.hpp>
 
 // strategy/: LayoutMap and the distributions
@@ -82,7 +82,6 @@
 #include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
-#include <kdist/nn/remat.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
@@ -99,6 +98,7 @@
 #include <kdist/nn/model.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/progress.hpp>
+#include <kdist/nn/remat.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/nn/train/device_iterations.hpp>

@@ -17,22 +17,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/core/bfloat16.hpp>
+#include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
-
-namespace detail {
-//! `U` with R pointers (`U**` for R = 2): a run-time tensor's data type of rank R.
-template <class U, std::size_t R>
-struct pointers_to {
-  using type = typename pointers_to<U, R - 1>::type*;
-};
-template <class U>
-struct pointers_to<U, 0> {
-  using type = U;
-};
-}  // namespace detail
 
 //! `t` with every value converted to `U` (static_cast: to bfloat16 rounds to nearest, ties to
 //! even; from bfloat16 is exact), laid out as `t`. A pending sum stays pending when the conversion
@@ -40,12 +29,12 @@ struct pointers_to<U, 0> {
 //! summands is the converted sum. Errors: kdist::ValueError for a pending sum converted to
 //! bfloat16 (rounding each summand is not rounding the sum: resolve it first, kdist::redistribute).
 template <class U, class DataType, class MemorySpace>
-DistributedTensor<typename detail::pointers_to<
+DistributedTensor<typename detail::dynamic_data_type<
                       U, DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>::rank>::type,
                   RuntimeTensorLayout, MemorySpace>
 cast(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
   using From = DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>;
-  using To = DistributedTensor<typename detail::pointers_to<U, From::rank>::type,
+  using To = DistributedTensor<typename detail::dynamic_data_type<U, From::rank>::type,
                                RuntimeTensorLayout, MemorySpace>;
   using T = typename From::value_type;
   if constexpr (!sums_in_place_v<U>) {
