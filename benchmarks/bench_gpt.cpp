@@ -23,6 +23,9 @@
 //   (peak bytes of two steps above weights, gradients and slots, kdist::AllocationCounters; the
 //   largest rank's), time_ratio_<variant> and act_ratio_<variant> (over plain; targets: full
 //   act <= 0.3, time <= 1.4; selective time <= 1.1).
+// BM_gpt_mixed_precision/<config>: the GPT under "float32" and "mixed_bfloat16", measured as
+//   BM_gpt_remat's variants: ms_, act_bytes_, time_ratio_mixed_bfloat16 and
+//   act_ratio_mixed_bfloat16 (target <= 0.55).
 // BM_gpt_save_every_10_steps/<config>: ms per step with a checkpoint every 10 steps, none /
 //   kdist::save_checkpoint / kdist::AsyncCheckpointer in the same run; counters sync_cost and
 //   async_cost (per-step time over the no-save time, less 1; target for async: <= 0.05),
@@ -294,9 +297,11 @@ struct GptStep {
   Kokkos::View<T**, Kokkos::LayoutRight> x, y;
   std::vector<std::int32_t> targets;  // host copy, (rows, seq)
 
-  //! `remat`: the RematScope mode the blocks are created in ("" for none).
-  explicit GptStep(const Config& c, std::string remat = {})
-      : cfg{.remat = std::move(remat)}, model(kdist::examples::make_gpt<T>(cfg)) {
+  //! `remat`: the RematScope mode the blocks are created in ("" for none); `policy`: the dtype
+  //! policy of the layers ("" for float32).
+  explicit GptStep(const Config& c, std::string remat = {}, std::string policy = {})
+      : cfg{.remat = std::move(remat), .dtype_policy = std::move(policy)},
+        model(kdist::examples::make_gpt<T>(cfg)) {
     if (c.shard_state) {
       auto options = kdist::GradientSyncOptions::from_environment();
       options.shard_optimizer_state = true;
@@ -390,8 +395,9 @@ void gpt_step(benchmark::State& state, const Config& c) {
 // per iteration (the manual time is the plain model's).
 struct RematVariant {
   const char* name;
-  const char* remat;  // RematScope mode of the blocks
-  int attention;      // 0: as is, 1: selective recompute, 2: tiled kernels
+  const char* remat;        // RematScope mode of the blocks
+  int attention;            // 0: as is, 1: selective recompute, 2: tiled kernels
+  const char* policy = "";  // dtype policy of the layers ("": float32)
 };
 constexpr RematVariant kRematVariants[] = {
     {"plain", "", 0}, {"selective", "", 1}, {"tiled", "", 2}, {"full", "full", 0}};
@@ -402,7 +408,7 @@ std::unique_ptr<GptStep> built_and_measured(const Config& c, const RematVariant&
                                             double& activation_bytes) {
   kdist::detail::ViewArena::for_this_thread()->clear();  // another model's remat buffers
   kdist::AllocationCounters counters;
-  auto op = std::make_unique<GptStep>(c, v.remat);
+  auto op = std::make_unique<GptStep>(c, v.remat, v.policy);
   if (v.attention != 0) {
     for (auto& layer : op->model.layers()) {
       auto* block = layer.get_if<kdist::layers::BasicResidual<T>>();
@@ -424,12 +430,14 @@ std::unique_ptr<GptStep> built_and_measured(const Config& c, const RematVariant&
   return op;
 }
 
-void gpt_remat(benchmark::State& state, const Config& c) {
+//! Each variant built and measured, then a step of each in turn per iteration; counters ms_,
+//! act_bytes_, and time_ratio_ / act_ratio_ over the first variant.
+template <std::size_t n>
+void gpt_variants(benchmark::State& state, const Config& c, const RematVariant (&variants)[n]) {
   const double load_begin = load_average();
-  constexpr std::size_t n = std::size(kRematVariants);
   std::array<std::unique_ptr<GptStep>, n> ops;
   std::array<double, n> bytes{}, seconds{};
-  for (std::size_t i = 0; i < n; ++i) ops[i] = built_and_measured(c, kRematVariants[i], bytes[i]);
+  for (std::size_t i = 0; i < n; ++i) ops[i] = built_and_measured(c, variants[i], bytes[i]);
   MPI_Barrier(MPI_COMM_WORLD);
   for (auto _ : state) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -442,7 +450,7 @@ void gpt_remat(benchmark::State& state, const Config& c) {
   }
   const double iterations = static_cast<double>(state.iterations());
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string name = kRematVariants[i].name;
+    const std::string name = variants[i].name;
     state.counters["ms_" + name] = seconds[i] / iterations * 1e3;
     state.counters["act_bytes_" + name] = bytes[i];
     if (i > 0) {
@@ -452,6 +460,18 @@ void gpt_remat(benchmark::State& state, const Config& c) {
   }
   state.counters["load_begin"] = load_begin;
   state.counters["load_end"] = load_average();
+}
+
+void gpt_remat(benchmark::State& state, const Config& c) {
+  gpt_variants(state, c, kRematVariants);
+}
+
+// Mixed precision (issue 37): the GPT under Keras' "float32" and "mixed_bfloat16" policies
+// (kdist/nn/autocast.hpp: 16-bit activations kept and flowing, float32 variables and slots).
+constexpr RematVariant kPolicyVariants[] = {{"float32", "", 0, "float32"},
+                                            {"mixed_bfloat16", "", 0, "mixed_bfloat16"}};
+void gpt_mixed_precision(benchmark::State& state, const Config& c) {
+  gpt_variants(state, c, kPolicyVariants);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -724,6 +744,16 @@ void register_all() {
     if (c.data * c.model != n || c.fsdp || c.sequence_parallel || c.shard_state) continue;
     benchmark::RegisterBenchmark((std::string("BM_gpt_remat/") + c.name).c_str(),
                                  [c](benchmark::State& s) { gpt_remat(s, c); })
+        ->Iterations(kIterations)
+        ->Repetitions(kRepetitions)
+        ->ReportAggregatesOnly(true)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const auto& c : configs()) {
+    if (c.data * c.model != n || c.fsdp || c.sequence_parallel || c.shard_state) continue;
+    benchmark::RegisterBenchmark((std::string("BM_gpt_mixed_precision/") + c.name).c_str(),
+                                 [c](benchmark::State& s) { gpt_mixed_precision(s, c); })
         ->Iterations(kIterations)
         ->Repetitions(kRepetitions)
         ->ReportAggregatesOnly(true)

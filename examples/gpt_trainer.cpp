@@ -26,6 +26,7 @@
 #include <kdist/io/async_checkpoint.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
+#include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/run.hpp>
@@ -58,6 +59,7 @@ struct GptOptions {
   std::string load_keras_weights, save_keras_weights;
   bool resume = false, quiet = false, evaluate_only = false;
   bool strict_layout_map = false;  // unmatched variables of rank >= 2 are an error
+  bool loss_scale = false;         // Keras' LossScaleOptimizer around AdamW
   std::string prompt = "The ";
   std::size_t sample_tokens = 200;
   double temperature = 0.8;
@@ -136,6 +138,12 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
                  "recompute the blocks' activations in the backward pass (Keras' RematScope "
                  "modes: full, activations, larger_than)")
       ->check(CLI::IsMember({"full", "activations", "larger_than"}));
+  app.add_option("--dtype-policy", o.model.dtype_policy,
+                 "Keras' dtype policy: float32 (default), mixed_bfloat16, mixed_float16 (16-bit "
+                 "activations, float32 variables; mixed_float16 wants --loss-scale)")
+      ->check(kdist::examples::dtype_policy_check);
+  app.add_flag("--loss-scale", o.loss_scale,
+               "wrap AdamW in Keras' LossScaleOptimizer (dynamic scaling, for mixed_float16)");
   app.add_flag("--fsdp", o.sharding.fsdp, "also shard every kernel on \"data\" (FSDP)");
   app.add_flag("--sequence-parallel", o.sharding.sequence_parallel,
                "shard the blocks' outputs on the sequence over \"model\"");
@@ -347,9 +355,13 @@ int train(const GptOptions& o) {
   // compile allocates anything (compile alone would stop at the first).
   const auto variables = gpt_variables(o.model);
   if (o.strict_layout_map) kdist::check_variable_layouts(*dist, variables);
-  model.compile(dist, kdist::Loss::sparse_categorical_crossentropy,
-                kdist::AdamW(o.learning_rate, o.weight_decay).with_global_clipnorm(o.clipnorm),
-                o.seed);
+  const auto adamw = kdist::AdamW(o.learning_rate, o.weight_decay).with_global_clipnorm(o.clipnorm);
+  if (o.loss_scale) {
+    model.compile(dist, kdist::Loss::sparse_categorical_crossentropy,
+                  kdist::LossScaleOptimizer(adamw), o.seed);
+  } else {
+    model.compile(dist, kdist::Loss::sparse_categorical_crossentropy, adamw, o.seed);
+  }
   if (o.strict_layout_map) {  // gpt_variables must list what make_gpt builds
     const auto built = model.variables();
     const bool same = std::ranges::equal(built, variables, [](const auto& a, const auto& b) {

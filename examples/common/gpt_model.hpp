@@ -44,6 +44,9 @@ struct GptConfig {
   //! The kdist::RematScope mode the blocks are created in ("full", "larger_than", ...; Keras'
   //! names), "" for none: their activations are recomputed in the backward pass.
   std::string remat;
+  //! Keras' dtype policy the layers are created under ("mixed_bfloat16", ...; kdist::DTypePolicy),
+  //! "" for the global one.
+  std::string dtype_policy;
 };
 
 //! Errors: ValueError for a d_model that the heads do not divide, or a zero size.
@@ -59,6 +62,8 @@ BasicSequential<T> make_gpt(const GptConfig& c) {
   }
   using namespace kdist::layers;
   using M = BasicSequential<T>;
+  std::optional<mixed_precision::PolicyScope> policy;
+  if (!c.dtype_policy.empty()) policy.emplace(c.dtype_policy);
   std::vector<typename M::Layer> l;
   l.emplace_back(BasicEmbedding<T>(c.vocab, c.d_model, "token_embedding"));
   l.emplace_back(BasicPositionEmbedding<T>(c.sequence, "position_embedding"));

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/dtype_policy.hpp>
 #include <limits>
 #include <optional>
 #include <string>
@@ -37,12 +38,23 @@ struct TrainerOptions {
   std::string save_keras_weights;  // after training, write a Keras .weights.h5 file (empty: no)
   bool evaluate_only = false;      // no training: evaluate the loaded weights
   std::string layout_map;          // LayoutMap rules from this JSON file (empty: the trainer's)
+  std::string dtype_policy;        // Keras' dtype policy of the layers (empty: float32)
 };
 
 //! Limits of the trainers' integer flags.
 inline constexpr std::uint64_t max_epochs = 1'000'000;
 inline constexpr std::uint64_t max_batch_size = std::uint64_t{1} << 31;
 inline constexpr std::uint64_t max_mesh_extent = std::uint64_t{1} << 31;
+
+//! CLI11's check of --dtype-policy: "" for a name Keras knows, else kdist::DTypePolicy's error.
+inline std::string dtype_policy_check(const std::string& name) {
+  try {
+    (void)kdist::DTypePolicy(name);
+    return {};
+  } catch (const kdist::ValueError& e) {
+    return e.what();
+  }
+}
 
 namespace detail {
 
@@ -152,6 +164,10 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
                  "(Keras: model.load_weights)");
   app.add_flag("--evaluate-only", o.evaluate_only,
                "do not train: evaluate the weights of --load-keras-weights or --resume");
+  app.add_option("--dtype-policy", o.dtype_policy,
+                 "Keras' dtype policy of the layers: float32 (default), mixed_bfloat16, "
+                 "mixed_float16 (16-bit activations, float32 variables)")
+      ->check(dtype_policy_check);
   app.add_flag("--drop-remainder", o.drop_remainder,
                "drop each epoch's partial last batch (default: train on it, as Keras)");
   try {
@@ -163,6 +179,8 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
     throw ValueError(std::string(e.what()) + "\n" + usage);
   }
   if (!mesh_text.empty() || app.count("--mesh") > 0) o.mesh = parse_mesh(mesh_text);
+  // the layers the trainer creates from now on take it (Keras' set_global_policy)
+  if (!o.dtype_policy.empty()) kdist::mixed_precision::set_global_policy(o.dtype_policy);
   if ((o.resume || app.count("--save-every") > 0) && o.checkpoint_dir.empty()) {
     throw ValueError(std::string(o.resume ? "--resume" : "--save-every") +
                      " needs --checkpoint-dir DIR (where checkpoint.h5 is)\n" + usage);

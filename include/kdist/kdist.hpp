@@ -10,6 +10,7 @@
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/core/float16.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/matmul_plan.hpp>
@@ -79,10 +80,13 @@
 // nn/: layers, optimizers, losses, models, datasets
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/autocast.hpp>
 #include <kdist/nn/device_checks.hpp>
+#include <kdist/nn/dtype_policy.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
+#include <kdist/nn/layer_tensor.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/nn/layers/dense.hpp>

@@ -1,5 +1,5 @@
 // MPI does not sum bfloat16 values (it would sum their bits): kdist::all_reduce refuses them.
-// expect: bfloat16 values are not summed by MPI
+// expect: bfloat16 and float16 values are not summed by MPI
 #include <kdist/parallel/collectives.hpp>
 
 void f(MPI_Comm comm) {

@@ -100,7 +100,9 @@ TEST(Bfloat16Tensor, APendingSumIsAnErrorThatSaysKdistSumsInFloat32) {
   const auto partial = Matrix16::from_local(zero.local(), {4, 4}, replicated, {"data"});
   const std::string moved = kdist::test::message_of<kdist::ValueError>(
       [&] { (void)kdist::redistribute(partial, replicated); });
-  EXPECT_TRUE(contains(moved, "pending sum of bfloat16 values; kdist sums in float32")) << moved;
+  EXPECT_TRUE(
+      contains(moved, "pending sum of 16-bit values (bfloat16, float16); kdist sums in float32"))
+      << moved;
   const auto as_float = kdist::DistributedTensor<float**>::from_local(
       kdist::cast<float>(zero).local(), {4, 4}, replicated, {"data"});
   const std::string cast =

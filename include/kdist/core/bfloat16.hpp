@@ -71,9 +71,16 @@ struct bfloat16 {
 };
 static_assert(sizeof(bfloat16) == 2, "kdist::bfloat16 is two bytes");
 
-//! Whether kdist sums values of type T where they lie (in collectives, pending sums, exchanges):
-//! every number but bfloat16, whose sums kdist takes in float32.
+struct float16;  // kdist/core/float16.hpp
+
+//! kdist's 16-bit floating-point scalars (kdist::bfloat16, kdist::float16).
 template <class T>
-inline constexpr bool sums_in_place_v = !std::is_same_v<std::remove_cv_t<T>, bfloat16>;
+inline constexpr bool is_sixteen_bit_float_v =
+    std::is_same_v<std::remove_cv_t<T>, bfloat16> || std::is_same_v<std::remove_cv_t<T>, float16>;
+
+//! Whether kdist sums values of type T where they lie (in collectives, pending sums, exchanges):
+//! every number but the 16-bit floats, whose sums kdist takes in float32.
+template <class T>
+inline constexpr bool sums_in_place_v = !is_sixteen_bit_float_v<T>;
 
 }  // namespace kdist

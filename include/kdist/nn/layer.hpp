@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -39,7 +40,10 @@
 
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/autocast.hpp>
+#include <kdist/nn/dtype_policy.hpp>
 #include <kdist/nn/gradients.hpp>
+#include <kdist/nn/layer_tensor.hpp>
 #include <kdist/nn/remat.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/variable.hpp>
@@ -49,12 +53,6 @@
 namespace kdist {
 
 class DeviceChecks;  // kdist/nn/device_checks.hpp
-
-//! What flows between layers: (batch, features), (batch, sequence, features) or (batch, height,
-//! width, channels).
-template <class T>
-using LayerTensor =
-    std::variant<DistributedTensor<T**>, DistributedTensor<T***>, DistributedTensor<T****>>;
 
 //! What a forward pass needs besides its input.
 struct StepContext {
@@ -135,10 +133,15 @@ class AnyLayer {
 
   //! Holds a copy of `layer`, rematerialised as `settings` say (nullptr: not at all), whatever
   //! scope lives (kdist::remat).
+  //! The layer takes the global dtype policy (kdist::mixed_precision::global_policy; errors: see
+  //! set_dtype_policy).
   template <DifferentFrom<AnyLayer> L>
   AnyLayer(const RematSettings* settings, L&& layer)
       : self_(make_model<std::remove_cvref_t<L>>(std::forward<L>(layer))) {
-    if (self_) self_->set_remat(Remat::select(settings, self_->name()));
+    if (self_) {
+      self_->set_remat(Remat::select(settings, self_->name()));
+      set_dtype_policy(mixed_precision::global_policy());
+    }
   }
   AnyLayer(const AnyLayer& other) : self_(other.self_->clone()) {}
   AnyLayer(AnyLayer&&) noexcept = default;
@@ -152,6 +155,7 @@ class AnyLayer {
   Shape build(const Shape& input_shape, const Distribution& dist, std::uint64_t seed) {
     return self_->build(input_shape, dist, seed);
   }
+  //! The layer's output in T (widened from its compute dtype under a 16-bit policy).
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
     return self_->forward(x, context);
   }
@@ -159,6 +163,31 @@ class AnyLayer {
                                          Gradients<T>& gradients) {
     return self_->backward(dy, need_input_grad, gradients);
   }
+  //! As forward and backward, between the layers of a model: the input in any dtype (converted to
+  //! the layer's compute dtype), the result in the compute dtype (kdist/nn/autocast.hpp).
+  ActivationTensor<T> forward_autocast(const ActivationTensor<T>& x, const StepContext& context) {
+    return self_->forward_autocast(x, context);
+  }
+  std::optional<ActivationTensor<T>> backward_autocast(const ActivationTensor<T>& dy,
+                                                       bool need_input_grad,
+                                                       Gradients<T>& gradients) {
+    return self_->backward_autocast(dy, need_input_grad, gradients);
+  }
+
+  //! Keras' `layer.dtype_policy`, `compute_dtype`, `variable_dtype`.
+  const DTypePolicy& dtype_policy() const { return self_->dtype_policy(); }
+  std::string_view compute_dtype() const { return dtype_policy().compute_dtype(); }
+  std::string_view variable_dtype() const { return dtype_policy().variable_dtype(); }
+  //! Gives the layer `policy` (Keras' `dtype=` argument; kdist::with_dtype_policy). A full-precision
+  //! policy means the model's scalars: "float32" (the default) on a model of double computes in
+  //! float64. Errors (kdist::ValueError): a policy whose variables are not the model's scalar
+  //! type (kdist trains 16-bit variables in no model: "bfloat16" and "float16" are for
+  //! "mixed_bfloat16" and "mixed_float16"), "float64" on a float32 model.
+  void set_dtype_policy(const DTypePolicy& policy) {
+    self_->set_dtype_policy(policy_for_model(policy, self_->name()));
+  }
+  //! How many tensors the layer keeps in 16 bits from its last forward pass (for tests).
+  std::size_t kept_in_sixteen_bits() const { return self_->kept_in_sixteen_bits(); }
   std::vector<VariableRef<T>> variables() { return self_->variables(); }
   bool ends_in_softmax() const { return self_->ends_in_softmax(); }
   //! The Keras class the layer mirrors (`L::keras_class`, e.g. "Dense"), or "" for a layer that
@@ -187,6 +216,13 @@ class AnyLayer {
     virtual Shape build(const Shape&, const Distribution&, std::uint64_t) = 0;
     virtual LayerTensor<T> forward(const LayerTensor<T>&, const StepContext&) = 0;
     virtual std::optional<LayerTensor<T>> backward(const LayerTensor<T>&, bool, Gradients<T>&) = 0;
+    virtual ActivationTensor<T> forward_autocast(const ActivationTensor<T>&,
+                                                 const StepContext&) = 0;
+    virtual std::optional<ActivationTensor<T>> backward_autocast(const ActivationTensor<T>&, bool,
+                                                                 Gradients<T>&) = 0;
+    virtual const DTypePolicy& dtype_policy() const = 0;
+    virtual void set_dtype_policy(const DTypePolicy& policy) = 0;
+    virtual std::size_t kept_in_sixteen_bits() const = 0;
     virtual std::vector<VariableRef<T>> variables() = 0;
     virtual bool ends_in_softmax() const = 0;
     virtual std::string keras_class() const = 0;
@@ -197,6 +233,7 @@ class AnyLayer {
     std::unique_ptr<Concept> clone() const override {
       auto m = std::make_unique<Model>(layer);
       m->remat = remat;
+      m->set_dtype_policy(policy);
       return m;
     }
     void set_remat(std::optional<Remat> r) override { remat = std::move(r); }
@@ -210,12 +247,73 @@ class AnyLayer {
       return out;
     }
     LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& c) override {
+      if (sixteen.index() != 0) return widened_outputs(forward_autocast(ActivationTensor<T>(x), c));
       return remat ? remat->forward(layer, x, c) : layer.forward(x, c);
     }
     std::optional<LayerTensor<T>> backward(const LayerTensor<T>& dy, bool need,
                                            Gradients<T>& gradients) override {
+      if (sixteen.index() != 0) {
+        auto dx = backward_autocast(ActivationTensor<T>(dy), need, gradients);
+        if (!dx) return std::nullopt;
+        return widened_outputs(*dx);
+      }
       return remat ? remat->backward(layer, dy, need, gradients)
                    : layer.backward(dy, need, gradients);
+    }
+    ActivationTensor<T> forward_autocast(const ActivationTensor<T>& x,
+                                         const StepContext& c) override {
+      const auto run = [&](const LayerTensor<T>& in) {
+        return remat ? remat->forward(layer, in, c) : layer.forward(in, c);
+      };
+      return std::visit(
+          [&](auto& s) -> ActivationTensor<T> {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s)>, std::monostate>) {
+              return ActivationTensor<T>(run(widened_inputs(x)));
+            } else {
+              return s.forward(layer, x, !remat.has_value(), run);
+            }
+          },
+          sixteen);
+    }
+    std::optional<ActivationTensor<T>> backward_autocast(const ActivationTensor<T>& dy, bool need,
+                                                         Gradients<T>& gradients) override {
+      const auto run = [&](const LayerTensor<T>& d) {
+        return remat ? remat->backward(layer, d, need, gradients)
+                     : layer.backward(d, need, gradients);
+      };
+      return std::visit(
+          [&](auto& s) -> std::optional<ActivationTensor<T>> {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s)>, std::monostate>) {
+              auto dx = run(widened_gradients(dy));
+              if (!dx) return std::nullopt;
+              return ActivationTensor<T>(std::move(*dx));
+            } else {
+              return s.backward(layer, dy, run);
+            }
+          },
+          sixteen);
+    }
+    const DTypePolicy& dtype_policy() const override { return policy; }
+    void set_dtype_policy(const DTypePolicy& p) override {
+      policy = p;
+      if (p.compute() == DType::bfloat16) {
+        sixteen.template emplace<1>();
+      } else if (p.compute() == DType::float16) {
+        sixteen.template emplace<2>();
+      } else {
+        sixteen.template emplace<0>();
+      }
+    }
+    std::size_t kept_in_sixteen_bits() const override {
+      return std::visit(
+          [](const auto& s) -> std::size_t {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s)>, std::monostate>) {
+              return 0;
+            } else {
+              return s.kept();
+            }
+          },
+          sixteen);
     }
     std::vector<VariableRef<T>> variables() override { return layer.variables(); }
     bool ends_in_softmax() const override { return detail::ends_in_softmax(layer); }
@@ -228,6 +326,14 @@ class AnyLayer {
     }
     L layer;
     std::optional<Remat> remat;  //!< set when a RematScope selected the layer
+    DTypePolicy policy{"float32"};
+    //! Under a 16-bit policy, what runs around the layer (kdist/nn/autocast.hpp).
+    std::variant<std::monostate, detail::SixteenBitCompute<T, bfloat16>,
+                 detail::SixteenBitCompute<T, float16>>
+        sixteen;
+    //! Under a policy of T: 16-bit inputs and gradients widened; and under a 16-bit policy, the
+    //! outputs of forward / backward (which are in T).
+    detail::WidenedInputs<T> widened_inputs, widened_gradients, widened_outputs;
   };
   template <class L, class Arg>
   static std::unique_ptr<Concept> make_model(Arg&& layer) {
@@ -246,8 +352,41 @@ class AnyLayer {
     }
   }
 
+  //! `policy` as the layer of a model on T takes it (see set_dtype_policy).
+  static DTypePolicy policy_for_model(const DTypePolicy& policy, const std::string& name) {
+    constexpr DType model = dtype_of<T>();
+    const std::string who =
+        "kdist: layer '" + name + "' has the dtype policy \"" + policy.name() + "\", ";
+    if (!is_sixteen_bit(policy.compute())) {
+      if (policy.compute() == model || policy.compute() == DType::float32) {
+        return DTypePolicy(dtype_name(model));
+      }
+      throw ValueError(who + "but the model computes in " + std::string(dtype_name(model)) +
+                       " (its scalar type): a float64 model is kdist::BasicSequential<double>");
+    }
+    if (policy.variable() != model) {
+      throw ValueError(who + "which keeps variables in " + std::string(policy.variable_dtype()) +
+                       ", but kdist keeps a model's variables in its scalar type (" +
+                       std::string(dtype_name(model)) + " here): train in 16 bits with \"mixed_" +
+                       std::string(policy.compute_dtype()) + "\" (" +
+                       std::string(policy.compute_dtype()) +
+                       " compute, float32 variables), as Keras' mixed precision guide does");
+    }
+    return policy;
+  }
+
   std::unique_ptr<Concept> self_;
 };
+
+//! `layer` with the dtype policy `policy` whatever the global one (Keras' `dtype=` argument of a
+//! layer), e.g. a model's last Dense in "float32" under "mixed_bfloat16" (Keras' advice for a
+//! softmax output). Errors: as kdist::AnyLayer::set_dtype_policy.
+template <class L>
+AnyLayer<typename std::remove_cvref_t<L>::value_type> with_dtype_policy(const DTypePolicy& policy,
+                                                                        L&& layer) {
+  const mixed_precision::PolicyScope scope(policy);
+  return AnyLayer<typename std::remove_cvref_t<L>::value_type>(std::forward<L>(layer));
+}
 
 //! `layer` rematerialised (Keras' `keras.remat(layer)`): its forward pass's buffers are dropped and
 //! recomputed before its backward pass, whatever kdist::RematScope lives (kdist/nn/remat.hpp).

@@ -19,6 +19,7 @@
 #include <kdist/core/bfloat16.hpp>
 #include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/core/float16.hpp>
 #include <kdist/tensor/tensor.hpp>
 
 namespace kdist {
@@ -40,8 +41,8 @@ cast(const DistributedTensor<DataType, RuntimeTensorLayout, MemorySpace>& t) {
   if constexpr (!sums_in_place_v<U>) {
     if (t.is_partial()) {
       throw ValueError(
-          "kdist::cast: the tensor is a pending sum; converting each summand to bfloat16 is not "
-          "the bfloat16 of the sum: resolve it first (kdist::redistribute into its layout)");
+          "kdist::cast: the tensor is a pending sum; converting each summand to 16 bits is not "
+          "the 16-bit value of the sum: resolve it first (kdist::redistribute into its layout)");
     }
   }
   const auto& from = t.local_summand();

@@ -60,8 +60,9 @@ class ViewArena {
     Mode saved_mode_;
   };
 
-  //! The arena active on this thread (nullptr: none).
+  //! The arena active on this thread (nullptr: none), and how it hands out Views.
   static ViewArena* current() noexcept { return active(); }
+  static Mode current_mode() noexcept { return active_mode(); }
 
   //! The arena that rematerialised layers created on this thread share (kdist::RematScope): one,
   //! so that layers created in separate scopes share it too. Sharing is safe between any layers
@@ -99,6 +100,14 @@ class ViewArena {
       }
       return candidates.emplace_back(make<View>(label, want, extents...)).template view<View>();
     }
+    return get_unused<View>(label, extents...);
+  }
+
+  //! A View of type `View` with these extents that nothing else references (the `shared` way),
+  //! whatever the mode: scratch that lives while its holder holds it (kdist/nn/autocast.hpp).
+  template <class View, class... Extents>
+  View get_unused(const std::string& label, Extents... extents) {
+    const std::vector<std::size_t> want{static_cast<std::size_t>(extents)...};
     for (auto& e : shared_) {
       if (e.matches<View>(want) && e.template view<View>().use_count() == 1) {
         return e.template view<View>();

@@ -138,6 +138,18 @@ class BasicDense {
   }
 
   Variable<T**>& kernel() { return kernel_; }
+
+  //! What the backward pass reads, for a 16-bit dtype policy to keep in 16 bits
+  //! (kdist/nn/autocast.hpp): the input, the output and a gelu's pre-activation, of either rank.
+  template <class F>
+  void for_each_kept_activation(F&& f) {
+    f(x_);
+    f(y_);
+    f(pre_);
+    f(x3c_);
+    f(y3_);
+    f(pre3_);
+  }
   std::optional<Variable<T*>>& bias() { return bias_; }
 
   //! y = activation(x W + b). Keeps what backward needs. `logits_only` skips a softmax

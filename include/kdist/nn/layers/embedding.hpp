@@ -65,6 +65,9 @@ class BasicEmbedding {
   const std::string& name() const { return name_; }
   //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
   static constexpr std::string_view keras_class = "Embedding";
+  //! Token ids are not activations: a 16-bit dtype policy does not round them (Keras casts them
+  //! to int32 instead; kdist/nn/autocast.hpp).
+  static constexpr bool autocast = false;
   std::size_t input_dim() const { return input_dim_; }
   std::size_t output_dim() const { return output_dim_; }
 

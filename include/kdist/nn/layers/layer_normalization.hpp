@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -53,6 +54,20 @@ class BasicLayerNormalization {
   const std::string& name() const { return name_; }
   //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
   static constexpr std::string_view keras_class = "LayerNormalization";
+
+  //! What the backward pass reads, for a 16-bit dtype policy to keep in 16 bits
+  //! (kdist/nn/autocast.hpp): the input (its mean and reciprocal deviation stay float32).
+  template <class F>
+  void for_each_kept_activation(F&& f) {
+    std::visit(
+        [&](auto& x) {
+          if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(x)>, std::monostate>) {
+            f(x);
+            x_rows_ = x.local().data() != nullptr ? as_rows(x.local()) : Rows();  // its alias
+          }
+        },
+        x_);
+  }
   double epsilon() const { return epsilon_; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------

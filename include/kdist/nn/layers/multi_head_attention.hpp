@@ -108,6 +108,18 @@ class BasicMultiHeadAttention {
   const std::string& name() const { return name_; }
   //! The Keras class this layer mirrors (its group in a Keras `.weights.h5` file).
   static constexpr std::string_view keras_class = "MultiHeadAttention";
+
+  //! What the backward pass reads, for a 16-bit dtype policy to keep in 16 bits
+  //! (kdist/nn/autocast.hpp): the input, the query, key and value projections, the attention
+  //! output and the probabilities (unless recomputed); the gathered kernels are weights, and the
+  //! tiled kernels' log-sum-exp stays float32.
+  template <class F>
+  void for_each_kept_activation(F&& f) {
+    f(x_);
+    for (auto& p : proj_) f(p);
+    f(attn_);
+    f(probs_);
+  }
   std::size_t num_heads() const { return num_heads_; }
   std::size_t key_dim() const { return key_dim_; }
   bool causal() const { return causal_; }

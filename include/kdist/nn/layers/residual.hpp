@@ -73,8 +73,10 @@ class BasicResidual {
   }
 
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
-    LayerTensor<T> h = x;
-    for (auto& l : inner_) h = l.forward(h, context);
+    // Between the inner layers flows what each computes in (16 bits under a mixed policy).
+    ActivationTensor<T> flow = x;
+    for (auto& l : inner_) flow = l.forward_autocast(flow, context);
+    const LayerTensor<T> h = widened_(flow);
     return std::visit(
         [&](const auto& xt) -> LayerTensor<T> {
           using Tensor = std::decay_t<decltype(xt)>;
@@ -103,13 +105,14 @@ class BasicResidual {
           if (!inner_layout_ || !input_layout_) {
             throw ValueError("kdist::layers::Residual '" + name_ + "': backward before forward");
           }
-          LayerTensor<T> dh = LayerTensor<T>(redistribute(dyt, *inner_layout_, dh_moved_));
+          ActivationTensor<T> flow = LayerTensor<T>(redistribute(dyt, *inner_layout_, dh_moved_));
           for (std::size_t i = inner_.size(); i-- > 0;) {
-            auto d = inner_[i].backward(dh, need_input_grad || i > 0, grads);
+            auto d = inner_[i].backward_autocast(flow, need_input_grad || i > 0, grads);
             grads.ready();  // this layer's sums may start under the next one's backward
-            if (d) dh = std::move(*d);
+            if (d) flow = std::move(*d);
           }
           if (!need_input_grad) return std::nullopt;
+          const LayerTensor<T> dh = widened_(flow);
           const auto* dft = std::get_if<Tensor>(&dh);
           if (dft == nullptr) {
             throw ValueError("kdist::layers::Residual '" + name_ +
@@ -148,6 +151,8 @@ class BasicResidual {
   LayerBuffers<T> outputs_, gradients_;  //!< the sums, kept across steps: no allocation per step
   //! What the redistributions write (x, f(x) and the gradients in the sums' layouts), kept too.
   LayerBuffers<T> x_moved_, h_moved_, dh_moved_, dx_moved_, df_moved_;
+  //! f(x) and its input's gradient in T when the inner layers compute in 16 bits.
+  detail::WidenedInputs<T> widened_;
 };
 
 using Residual = BasicResidual<float>;

@@ -76,6 +76,7 @@ class TrainStep {
                                const YV& targets, std::size_t global_batch, StepContext context,
                                bool metrics_on_device = false) {
     ProfilingRegion region("kdist::Sequential::train_step");
+    float16_layer_ = first_float16_layer(layers);
     iterations_.match(optimizer_.iterations());
     optimizer_.read_iterations_from(iterations_.data());
     context.step_at = iterations_.data();
@@ -110,7 +111,9 @@ class TrainStep {
           });
     }
     if (output_loss_.kept_on_device()) return std::nullopt;
-    return output_loss_.finish();
+    const Metrics m = output_loss_.finish();
+    check_float16_loss(m.loss);
+    return m;
   }
 
   //! Asks for the step as one device graph (StepGraph), or not.
@@ -119,7 +122,11 @@ class TrainStep {
 
   //! The metrics of the steps since the last call (see OutputLoss::take_totals; collective when
   //! some were kept on the device), and dropping them unread.
-  typename OutputLoss<T>::Totals take_metric_totals() { return output_loss_.take_totals(); }
+  typename OutputLoss<T>::Totals take_metric_totals() {
+    auto totals = output_loss_.take_totals();
+    check_float16_loss(totals.loss);
+    return totals;
+  }
   void reset_metric_totals() { output_loss_.reset_totals(); }
 
   //! The loss (and accuracy) of `input` without dropout or update.
@@ -132,13 +139,16 @@ class TrainStep {
   }
 
   //! Runs every layer on `input`; returns the last layer's output as it produced it (the logits
-  //! of a final softmax the loss fuses).
-  LayerTensor<T> forward(std::vector<AnyLayer<T>>& layers, LayerTensor<T> h, StepContext context) {
+  //! of a final softmax the loss fuses), in T: under a 16-bit policy widened, as Keras' losses
+  //! take their inputs in float32.
+  LayerTensor<T> forward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
+                         StepContext context) {
+    ActivationTensor<T> h = input;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       context.output_logits = output_loss_.fused_softmax() && i + 1 == layers.size();
-      h = layers[i].forward(h, context);
+      h = layers[i].forward_autocast(h, context);
     }
-    return h;
+    return widened_output_(h);
   }
 
   const AnyLoss<T>& loss() const noexcept { return output_loss_.loss(); }
@@ -194,6 +204,28 @@ class TrainStep {
     return {};
   }
 
+  //! The name of the first layer that computes in float16 ("" for none).
+  static std::string first_float16_layer(std::vector<AnyLayer<T>>& layers) {
+    for (const auto& l : layers) {
+      if (l.dtype_policy().compute() == DType::float16) return l.name();
+    }
+    return {};
+  }
+  //! A loss that is not finite in a model computing in float16 without loss scaling: Keras' advice
+  //! for "mixed_float16" as an error (the loss is the global one: every process ends alike).
+  void check_float16_loss(double loss) const {
+    if (std::isfinite(loss) || float16_layer_.empty() || optimizer_.loss_scaling() != nullptr) {
+      return;
+    }
+    throw ValueError("kdist::Sequential: the loss is " +
+                     std::string(std::isnan(loss) ? "NaN" : "infinite") + " and layer '" +
+                     float16_layer_ +
+                     "' computes in float16 without loss scaling: float16 overflows above 65504 "
+                     "and small gradients underflow to zero; wrap the optimizer in "
+                     "kdist::LossScaleOptimizer, as Keras does for \"mixed_float16\", or train "
+                     "under \"mixed_bfloat16\" (float32's range)");
+  }
+
   static std::size_t first_row(const LayerTensor<T>& input) {
     return std::visit([](const auto& t) { return t.offsets()[0]; }, input);
   }
@@ -202,12 +234,13 @@ class TrainStep {
   //! as its backward returns (their sums start there, and complete in apply_gradients). Errors:
   //! ValueError when a layer that is not the first gives no input gradient (an Embedding: token
   //! ids have none, so it must come first).
-  void backward(std::vector<AnyLayer<T>>& layers, LayerTensor<T> dh) {
+  void backward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& dout) {
+    ActivationTensor<T> dh = dout;
     sync_.wait_all();  // nothing is left from a step that threw
     gradients_.clear();
     gradients_.set_resolver([this](Gradients<T>& g) { sync_.resolve(g); });
     for (std::size_t i = layers.size(); i-- > 0;) {
-      auto dx = layers[i].backward(dh, i > 0, gradients_);
+      auto dx = layers[i].backward_autocast(dh, i > 0, gradients_);
       sync_.resolve(gradients_);
       sync_.progress();
       if (dx) {
@@ -344,6 +377,10 @@ class TrainStep {
   Gradients<T> gradients_;
   //! The optimizer's step count in device memory, read by the step's kernels.
   DeviceIterations iterations_;
+  //! The last layer's output widened to T for the loss, when it computes in 16 bits.
+  WidenedInputs<T> widened_output_;
+  //! A layer computing in float16, whose overflow check_float16_loss reports.
+  std::string float16_layer_;
   //! The step as one device graph, when asked for, and the last step's key.
   StepGraph graph_;
   StepGraphKey key_;

@@ -65,10 +65,10 @@ consteval bool check_pair_types() {
 template <class V>
 consteval bool check_reducible() {
   using T = typename V::non_const_value_type;
-  constexpr bool bf16 = std::is_same_v<T, bfloat16>;
+  constexpr bool bf16 = is_sixteen_bit_float_v<T>;
   static_assert(!bf16,
-                "kdist::all_reduce / reduce_scatter: bfloat16 values are not summed by MPI (the "
-                "sum would be of their bits); sum float32 values moving bfloat16 with "
+                "kdist::all_reduce / reduce_scatter: bfloat16 and float16 values are not summed by "
+                "MPI (the sum would be of their bits); sum float32 values moving bfloat16 with "
                 "kdist::all_reduce_in_bfloat16, or cast to float first");
   constexpr bool ok =
       !bf16 && (!mpi::has_datatype_v<T> || (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) ||

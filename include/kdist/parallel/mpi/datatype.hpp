@@ -5,7 +5,7 @@
 //! Every arithmetic type has one (the fixed-width aliases `std::int64_t`, `std::uint8_t`... are
 //! covered through the fundamental type they alias), as do `bool`, `std::byte`,
 //! `std::complex<float>`, `std::complex<double>`, `std::complex<long double>` and
-//! `kdist::bfloat16` (its bits, MPI_UINT16_T: moved, never reduced). Other types can
+//! `kdist::bfloat16` and `kdist::float16` (their bits, MPI_UINT16_T: moved, never reduced). Other types can
 //! be added by specialising `kdist::mpi::datatype_traits<T>` with a `static MPI_Datatype get()`. A
 //! function rather than a constant because MPI implementations (Open MPI) define their datatypes as
 //! addresses, which are not constant expressions.
@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include <kdist/core/bfloat16.hpp>
+#include <kdist/core/float16.hpp>
 
 namespace kdist::mpi {
 
@@ -69,6 +70,7 @@ KDIST_DETAIL_MPI_DATATYPE(unsigned long long, MPI_UNSIGNED_LONG_LONG)
 KDIST_DETAIL_MPI_DATATYPE(float, MPI_FLOAT)
 KDIST_DETAIL_MPI_DATATYPE(double, MPI_DOUBLE)
 KDIST_DETAIL_MPI_DATATYPE(kdist::bfloat16, MPI_UINT16_T)  // moved as its bits, never summed by MPI
+KDIST_DETAIL_MPI_DATATYPE(kdist::float16, MPI_UINT16_T)   // likewise
 KDIST_DETAIL_MPI_DATATYPE(long double, MPI_LONG_DOUBLE)
 KDIST_DETAIL_MPI_DATATYPE(bool, MPI_CXX_BOOL)
 KDIST_DETAIL_MPI_DATATYPE(std::byte, MPI_BYTE)

@@ -72,7 +72,7 @@ void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
     if constexpr (sums_in_place_v<T>) {
       for (std::size_t k = 0; k < run; ++k) dst[t + k] += src[s + k];
     } else {  // no pending sum of such values reaches here (kdist::redistribute refuses one)
-      throw ValueError("kdist::redistribute: a pending sum of bfloat16 values");
+      throw ValueError("kdist::redistribute: a pending sum of 16-bit values (bfloat16, float16)");
     }
     if constexpr (R <= 1) break;
     std::size_t d = R - 1;
