@@ -151,7 +151,7 @@ TEST(MixedPrecision, PoliciesTheModelCannotTakeAreClearErrors) {
             std::string::npos);
 }
 
-std::vector<float> fit_losses(Model model, const kdist::test::Dist& dist, int epochs) {
+std::vector<float> fit_losses(Model model, const kdist::test::Dist& dist, std::size_t epochs) {
   model.compile(dist, kdist::Loss::mean_squared_error, kdist::RMSprop(0.001), 7);
   const auto history =
       model.fit(kdist::examples::seeds_data(),
