@@ -293,10 +293,10 @@ TEST(MixedPrecision, KeepsAt55PercentOfTheActivationBytesOfFloat32OrFewer) {
     l.emplace_back(Dense(10, Activation::linear, true, "out"));
     return Model({28, 28, 1}, std::move(l));
   };
-  EXPECT_LE(mixed_over_float32_bytes("MLP", mlp, std::make_shared<kdist::DataParallel>(),
-                                     kdist::Loss::mean_squared_error,
-                                     kdist::examples::seeds_data(), 128),
-            0.55);
+  EXPECT_LE(
+      mixed_over_float32_bytes("MLP", mlp, std::make_shared<kdist::DataParallel>(),
+                               kdist::Loss::mean_squared_error, kdist::examples::seeds_data(), 128),
+      0.55);
 }
 
 // Once a step's shapes are seen it allocates nothing more under "mixed_bfloat16" than under
@@ -369,9 +369,8 @@ TEST(MixedPrecision, GptTrainsCloseToFloat32UnderEveryRuleSet) {
 TEST(MixedPrecision, GptKeeps55PercentOfTheActivationBytesOfFloat32OrFewer) {
   namespace gpt = kdist::test::small_gpt;
   EXPECT_LE(mixed_over_float32_bytes(
-                "GPT", [] { return gpt::gpt(std::nullopt); },
-                gpt::distribution(gpt::Rules::tensor), kdist::Loss::sparse_categorical_crossentropy,
-                gpt::tokens(16), 16),
+                "GPT", [] { return gpt::gpt(std::nullopt); }, gpt::distribution(gpt::Rules::tensor),
+                kdist::Loss::sparse_categorical_crossentropy, gpt::tokens(16), 16),
             0.55);
 }
 

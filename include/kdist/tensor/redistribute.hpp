@@ -144,7 +144,8 @@ void run_plan(const RedistributePlan& plan, const Tensor& t, Tensor& out) {
   if constexpr (!sums_in_place_v<typename Tensor::value_type>) {
     if (t.is_partial()) {
       throw ValueError(
-          "kdist::redistribute: the tensor is a pending sum of 16-bit values (bfloat16, float16); kdist sums in "
+          "kdist::redistribute: the tensor is a pending sum of 16-bit values (bfloat16, float16); "
+          "kdist sums in "
           "float32 (as Keras' mixed policies accumulate): compute the partial products in float "
           "and cast the resolved sum (kdist::cast<kdist::bfloat16>, kdist::cast<kdist::float16>)");
     }
