@@ -19,7 +19,7 @@ endif()
 # previous checkpoint intact and loadable. The first test kills the job and must see it end
 # (non-zero, within its limit); the second, a fresh run, loads what is left.
 add_executable(reliability_checkpoint_kill ${CMAKE_CURRENT_SOURCE_DIR}/reliability/checkpoint_kill.cpp)
-target_link_libraries(reliability_checkpoint_kill PRIVATE kdist::io kdist_warnings
+target_link_libraries(reliability_checkpoint_kill PRIVATE kdist_test_instances kdist::io kdist_warnings
                       kdist_test_optimization)
 target_include_directories(reliability_checkpoint_kill PRIVATE ${PROJECT_SOURCE_DIR}/examples)
 # its MPI_File_write_at[_all] wrappers must be what libhdf5 calls

@@ -4,7 +4,7 @@
 # watchdog's 1 s listening window, the failure path's 0.3 s and MPI's start-up): a hang fails.
 add_executable(reliability_collective_timeout
                ${CMAKE_CURRENT_SOURCE_DIR}/reliability/collective_timeout.cpp)
-target_link_libraries(reliability_collective_timeout PRIVATE kdist::io kdist_warnings
+target_link_libraries(reliability_collective_timeout PRIVATE kdist_test_instances kdist::io kdist_warnings
                       kdist_test_optimization)
 target_include_directories(reliability_collective_timeout PRIVATE ${PROJECT_SOURCE_DIR}/examples)
 set(_wd_prog $<TARGET_FILE:reliability_collective_timeout>)

@@ -29,7 +29,7 @@ endforeach()
 
 # ---- kdist on the program's communicator (issue 22): two groups of one job train independently --
 add_executable(runtime_communicator_groups ${CMAKE_CURRENT_SOURCE_DIR}/runtime/communicator_groups.cpp)
-target_link_libraries(runtime_communicator_groups PRIVATE kdist::io kdist_warnings
+target_link_libraries(runtime_communicator_groups PRIVATE kdist_test_instances kdist::io kdist_warnings
                       kdist_test_optimization)
 target_include_directories(runtime_communicator_groups PRIVATE ${PROJECT_SOURCE_DIR}/examples)
 set(_groups $<TARGET_FILE:runtime_communicator_groups>)

@@ -184,6 +184,23 @@ TEST(AttentionOps, MismatchedExtentsAreValueErrors) {
   EXPECT_NE(msg.find("kdist::ops::attention_forward: a View is padded"), std::string::npos) << msg;
 }
 
+// Kokkos' TeamPolicy takes an int league and scratch size: the tiled kernels refuse more (a batch
+// x heads x tiles count that Views this size cannot reach here is checked on the count itself).
+TEST(AttentionOps, TeamCountsBeyondKokkosIntAreValueErrors) {
+  EXPECT_EQ(kdist::ops::detail::team_int(std::size_t{1} << 20, "attention_forward_tiled"), 1 << 20);
+  const std::size_t too_many = static_cast<std::size_t>(std::numeric_limits<int>::max()) + 1;
+  std::string msg;
+  try {
+    kdist::ops::detail::team_int(too_many, "attention_forward_tiled");
+  } catch (const kdist::ValueError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("kdist::ops::attention_forward_tiled: 2147483648 teams or scratch bytes are "
+                     "more than Kokkos' int allows; split the batch"),
+            std::string::npos)
+      << msg;
+}
+
 // ---- the layer ----------------------------------------------------------------------------------
 
 TEST(MultiHeadAttention, VariablesHaveKerasPathsShapesAndInitialisers) {

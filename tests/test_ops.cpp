@@ -520,7 +520,9 @@ TYPED_TEST(Ops, BiasReluFusedIsBitwiseTheSeparateKernels) {
           zeros += fused(i, j) == T(0);
         }
       }
-      if (rows * cols > 100) EXPECT_GT(zeros, rows * cols / 10);  // the mask does something
+      if (rows * cols > 100) {  // the mask does something
+        EXPECT_GT(zeros, rows * cols / 10);
+      }
       auto d_separate = clone(d0);
       Vec<T> db_separate("db_separate", cols);
       ops::relu_backward_inplace(separate, d_separate, backend);
@@ -951,7 +953,7 @@ TYPED_TEST(Ops, DropoutBlockKeepsItsMask) {
     std::array<std::size_t, 3> local;
     std::array<std::uint64_t, 3> offsets, global;
   };
-  for (const Case c :
+  for (const Case& c :
        {Case{{2, 3, 70}, {1, 2, 10}, {4, 6, 100}}, Case{{2, 6, 100}, {1, 0, 0}, {4, 6, 100}},
         Case{{3, 2, 5}, {0, 1, 0}, {3, 4, 5}}}) {
     const std::size_t n = c.local[0] * c.local[1] * c.local[2];

@@ -83,6 +83,7 @@
 #include <kdist/nn/autocast.hpp>
 #include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/dtype_policy.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>

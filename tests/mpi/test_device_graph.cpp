@@ -21,6 +21,7 @@
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/tiny_gpt_config.hpp"
 
 namespace {
 
@@ -84,8 +85,7 @@ TEST(DeviceGraph, TheGptTrainsExactlyAsLaunchedAndPassesTheHostsChecks) {
   // The example GPT (Embedding, attention, dropout, AdamW with global_clipnorm, the
   // vocabulary-parallel loss): nothing the host knows keeps it from being captured on one
   // process; on a CPU build the reason is the backend's.
-  const kdist::examples::GptConfig config{
-      .vocab = 32, .sequence = 16, .d_model = 32, .heads = 4, .blocks = 1, .dropout = 0.1};
+  const kdist::examples::GptConfig config = kdist::test::tiny_gpt_config(1);
   const auto run = [&](bool graph) {
     auto model = kdist::examples::make_gpt<float>(config);
     model.compile(std::make_shared<kdist::DataParallel>(),

@@ -329,13 +329,13 @@ TEST_F(KerasWeights, ALossScaleOptimizersStateAsKerasWritesItBothWays) {
       EXPECT_EQ(tree_of(path), tree_of(fixture)) << what;
       EXPECT_EQ(string_attribute(path, "optimizer/vars", "name"), "loss_scale_optimizer");
       EXPECT_EQ(string_attribute(path, "optimizer/inner_optimizer/vars", "name"), "adam");
-      for (int i = 0; i < 14; ++i) {
-        const std::string name = "optimizer/vars/" + std::to_string(i);
+      for (int v = 0; v < 14; ++v) {
+        const std::string name = "optimizer/vars/" + std::to_string(v);
         EXPECT_EQ(dataset_of(path, name).values, dataset_of(fixture, name).values)
             << what << " " << name;
       }
-      for (int i = 0; i < 10; ++i) {
-        const std::string name = "optimizer/inner_optimizer/vars/" + std::to_string(i);
+      for (int v = 0; v < 10; ++v) {
+        const std::string name = "optimizer/inner_optimizer/vars/" + std::to_string(v);
         EXPECT_EQ(dataset_of(path, name).values, dataset_of(fixture, name).values)
             << what << " " << name;
       }

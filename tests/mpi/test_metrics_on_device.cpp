@@ -20,6 +20,7 @@
 #include "common/random_normal.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/tiny_gpt_config.hpp"
 
 namespace {
 
@@ -211,8 +212,7 @@ struct GptRun {
   std::vector<float> weights;
 };
 GptRun fit_gpt(std::size_t steps_per_execution, bool bad_token = false, bool bad_target = false) {
-  const kdist::examples::GptConfig config{
-      .vocab = 32, .sequence = 16, .d_model = 32, .heads = 4, .blocks = 1, .dropout = 0.1};
+  const kdist::examples::GptConfig config = kdist::test::tiny_gpt_config(1);
   auto model = kdist::examples::make_gpt<float>(config);
   model.compile(std::make_shared<kdist::DataParallel>(),
                 kdist::Loss::sparse_categorical_crossentropy,

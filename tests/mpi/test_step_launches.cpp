@@ -21,6 +21,7 @@
 #include "mpi/count_launches.hpp"
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/tiny_gpt_config.hpp"
 
 namespace {
 
@@ -91,8 +92,7 @@ TEST(StepLaunches, TheSeedsModelAsksTheSameEveryStepWithinItsBudget) {
 }
 
 TEST(StepLaunches, TheGptAsksTheSameEveryStepWithinItsBudget) {
-  const kdist::examples::GptConfig config{
-      .vocab = 32, .sequence = 16, .d_model = 32, .heads = 4, .blocks = 2, .dropout = 0.1};
+  const kdist::examples::GptConfig config = kdist::test::tiny_gpt_config(2);
   auto model = kdist::examples::make_gpt<float>(config);
   model.compile(std::make_shared<kdist::DataParallel>(),
                 kdist::Loss::sparse_categorical_crossentropy, kdist::AdamW(0.001), 3);

@@ -35,6 +35,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/nn/array_dataset.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
@@ -458,3 +459,5 @@ class BasicSequential {
 using Sequential = BasicSequential<float>;
 
 }  // namespace kdist
+
+KDIST_EXTERN_CLASS(kdist::BasicSequential)

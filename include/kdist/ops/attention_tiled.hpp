@@ -24,6 +24,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -101,6 +102,16 @@ inline std::size_t attention_tile(std::size_t D, std::size_t value_bytes, std::s
   return t;
 }
 
+//! A league or scratch size as the int Kokkos' TeamPolicy takes; kdist::ValueError when it does
+//! not fit (a batch x heads x tiles count beyond 2^31 - 1: split the batch).
+inline int team_int(std::size_t n, const char* who) {
+  if (n > static_cast<std::size_t>(INT_MAX)) {
+    throw ValueError(std::string("kdist::ops::") + who + ": " + std::to_string(n) +
+                     " teams or scratch bytes are more than Kokkos' int allows; split the batch");
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace detail
 
 //! Forward: writes `out` (batch, seq, heads, head_dim) = softmax(scale q k^T) v per (batch, head)
@@ -134,8 +145,9 @@ void attention_forward_tiled(const QV& q, const KV& k, const VV& v, const OV& ou
   const std::int64_t blocks = (seq + tl - 1) / tl;
   const std::size_t bytes = Scratch2::shmem_size(tile, D) * 4 + Scratch2::shmem_size(tile, tile) +
                             Scratch1::shmem_size(tile) * 2;
-  Policy policy(static_cast<std::int64_t>(B) * heads * blocks, Kokkos::AUTO);
-  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  const char* who = "attention_forward_tiled";
+  Policy policy(detail::team_int(B * H * static_cast<std::size_t>(blocks), who), Kokkos::AUTO);
+  policy.set_scratch_size(0, Kokkos::PerTeam(detail::team_int(bytes, who)));
   Kokkos::parallel_for(
       "kdist::ops::attention_forward_tiled", policy, KOKKOS_LAMBDA(const Member& team) {
         const std::int64_t id = team.league_rank();
@@ -243,8 +255,9 @@ void attention_backward_tiled(const QV& q, const KV& k, const VV& v, const OV& o
   const std::size_t bytes = Scratch2::shmem_size(tile, D) * 6 + Scratch1::shmem_size(tile) * 2;
 
   // dq: a team per block of query rows, over the key tiles
-  Policy by_rows(static_cast<std::int64_t>(B) * heads * blocks, Kokkos::AUTO);
-  by_rows.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  const char* who = "attention_backward_tiled";
+  Policy by_rows(detail::team_int(B * H * static_cast<std::size_t>(blocks), who), Kokkos::AUTO);
+  by_rows.set_scratch_size(0, Kokkos::PerTeam(detail::team_int(bytes, who)));
   Kokkos::parallel_for(
       "kdist::ops::attention_backward_tiled dq", by_rows, KOKKOS_LAMBDA(const Member& team) {
         const std::int64_t id = team.league_rank();
@@ -298,8 +311,8 @@ void attention_backward_tiled(const QV& q, const KV& k, const VV& v, const OV& o
       });
 
   // dk, dv: a team per block of keys, over the query tiles (rows i >= j when causal)
-  Policy by_keys(static_cast<std::int64_t>(B) * heads * blocks, Kokkos::AUTO);
-  by_keys.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Policy by_keys(detail::team_int(B * H * static_cast<std::size_t>(blocks), who), Kokkos::AUTO);
+  by_keys.set_scratch_size(0, Kokkos::PerTeam(detail::team_int(bytes, who)));
   Kokkos::parallel_for(
       "kdist::ops::attention_backward_tiled dk dv", by_keys, KOKKOS_LAMBDA(const Member& team) {
         const std::int64_t id = team.league_rank();

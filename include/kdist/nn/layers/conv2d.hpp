@@ -23,6 +23,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
@@ -248,3 +249,5 @@ class BasicConv2D {
 using Conv2D = BasicConv2D<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicConv2D)

@@ -30,6 +30,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
@@ -405,3 +406,5 @@ class BasicDense {
 using Dense = BasicDense<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicDense)

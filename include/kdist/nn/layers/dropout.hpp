@@ -12,6 +12,7 @@
 #include <string_view>
 #include <variant>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -200,3 +201,5 @@ class BasicDropout {
 using Dropout = BasicDropout<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicDropout)

@@ -28,6 +28,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/nn/device_checks.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/embedding.hpp>
@@ -286,3 +287,5 @@ class BasicEmbedding {
 using Embedding = BasicEmbedding<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicEmbedding)

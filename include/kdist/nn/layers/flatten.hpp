@@ -20,6 +20,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/tensor/redistribute.hpp>
@@ -146,3 +147,5 @@ class BasicFlatten {
 using Flatten = BasicFlatten<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicFlatten)

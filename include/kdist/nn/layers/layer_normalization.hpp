@@ -21,6 +21,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
@@ -286,3 +287,5 @@ class BasicLayerNormalization {
 using LayerNormalization = BasicLayerNormalization<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicLayerNormalization)

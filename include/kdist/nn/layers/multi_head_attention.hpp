@@ -48,6 +48,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/ops/activations.hpp>
@@ -515,3 +516,5 @@ class BasicMultiHeadAttention {
 using MultiHeadAttention = BasicMultiHeadAttention<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicMultiHeadAttention)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <kdist/core/error.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/shape.hpp>
@@ -151,3 +152,5 @@ class BasicPositionEmbedding {
 using PositionEmbedding = BasicPositionEmbedding<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicPositionEmbedding)

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <kdist/core/error.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/shape.hpp>
@@ -158,3 +159,5 @@ class BasicResidual {
 using Residual = BasicResidual<float>;
 
 }  // namespace kdist::layers
+
+KDIST_EXTERN_LAYER(BasicResidual)

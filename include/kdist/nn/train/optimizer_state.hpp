@@ -23,6 +23,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <kdist/core/error.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/train/gradient_sync.hpp>
@@ -248,3 +249,5 @@ class OptimizerState {
 };
 
 }  // namespace kdist::detail
+
+KDIST_EXTERN_CLASS(kdist::detail::OptimizerState)

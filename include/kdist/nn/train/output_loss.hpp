@@ -31,6 +31,7 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/nn/device_checks.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
@@ -494,3 +495,5 @@ class OutputLoss {
 };
 
 }  // namespace kdist::detail
+
+KDIST_EXTERN_CLASS(kdist::detail::OutputLoss)

@@ -22,6 +22,7 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/nn/apply_gradient.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/loss.hpp>
@@ -392,3 +393,5 @@ class TrainStep {
 };
 
 }  // namespace kdist::detail
+
+KDIST_EXTERN_CLASS(kdist::detail::TrainStep)

@@ -1,0 +1,44 @@
+// Explicit template instantiation of kdist's model classes (a build option, as Kokkos Kernels'
+// ETI): every translation unit of a program that trains a model otherwise compiles the same
+// layers, AnyLayer holders, Sequential, train step and optimizer state on float and double again
+// (about half of a test program's compile time, docs/design.md "Explicit instantiation").
+//
+// Defining KDIST_EXTERN_TEMPLATES declares those instances `extern template` where each class is
+// defined (KDIST_EXTERN_LAYER / KDIST_EXTERN_CLASS at the end of its header), so a program's
+// translation units take them from one library that defines them once (KDIST_INSTANTIATE_LAYER /
+// KDIST_INSTANTIATE_CLASS; the project's kdist_instances, instances/CMakeLists.txt). Without it
+// (the default for a program that includes kdist) nothing changes: kdist is header-only. Member
+// templates (fit<R>, train<View>) and the free function templates are instantiated where used, as
+// before. A translation unit that changes what kdist's headers compile (KDIST_CHECK_COLLECTIVES)
+// keeps its own instances.
+#pragma once
+
+//! The scalar types kdist instantiates its model classes on: float, and double unless
+//! KDIST_INSTANCES_OF_DOUBLE is 0 (the examples and benchmarks train float models only).
+#if !defined(KDIST_INSTANCES_OF_DOUBLE) || KDIST_INSTANCES_OF_DOUBLE
+#define KDIST_FOR_EACH_INSTANCE_SCALAR(F, how, name) F(float, how, name) F(double, how, name)
+#else
+#define KDIST_FOR_EACH_INSTANCE_SCALAR(F, how, name) F(float, how, name)
+#endif
+
+#define KDIST_DETAIL_LAYER_INSTANCE(T, how, L) \
+  how class kdist::layers::L<T>;               \
+  how struct kdist::AnyLayer<T>::Model<kdist::layers::L<T>>;
+#define KDIST_DETAIL_CLASS_INSTANCE(T, how, C) how class C<T>;
+
+//! Layer class template kdist::layers::L on each scalar type, and AnyLayer's holder of it.
+#define KDIST_INSTANTIATE_LAYER(L) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LAYER_INSTANCE, template, L)
+//! Class template C (fully qualified) on each scalar type.
+#define KDIST_INSTANTIATE_CLASS(C) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, template, C)
+
+#if defined(KDIST_EXTERN_TEMPLATES) && !defined(KDIST_CHECK_COLLECTIVES)
+#define KDIST_EXTERN_LAYER(L) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LAYER_INSTANCE, extern template, L)
+#define KDIST_EXTERN_CLASS(C) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, extern template, C)
+#else
+#define KDIST_EXTERN_LAYER(L)
+#define KDIST_EXTERN_CLASS(C)
+#endif

@@ -1,0 +1,37 @@
+# Checks that explicit instantiation (cmake/kdistInstances.cmake) holds: PROGRAM (a test program's
+# objects) defines no member of the classes SYMBOLS name, and LIBRARY (kdist_test_instances)
+# defines every one. Run by tests/instances/instances.cmake with NM, PROGRAM, LIBRARY and SYMBOLS
+# (the starts of the members' demangled names, separated by "|").
+foreach(_var NM PROGRAM LIBRARY SYMBOLS)
+  if(NOT ${_var})
+    message(FATAL_ERROR "check_instances.cmake: give -D${_var}=...")
+  endif()
+endforeach()
+function(defined_symbols out)
+  execute_process(COMMAND ${NM} -C --defined-only ${ARGN} OUTPUT_VARIABLE _text
+                  RESULT_VARIABLE _rc ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "nm ${ARGN} failed: ${_err}")
+  endif()
+  set(${out} "${_text}" PARENT_SCOPE)
+endfunction()
+string(REPLACE "|" ";" SYMBOLS "${SYMBOLS}")
+defined_symbols(_program ${PROGRAM})
+defined_symbols(_library ${LIBRARY})
+set(_problems "")
+foreach(_symbol IN LISTS SYMBOLS)
+  string(FIND "${_program}" "${_symbol}" _in_program)
+  string(FIND "${_library}" "${_symbol}" _in_library)
+  if(NOT _in_program EQUAL -1)
+    string(APPEND _problems "  the program compiles ${_symbol}... itself (is its class declared "
+           "extern template at the end of its header, KDIST_EXTERN_LAYER / KDIST_EXTERN_CLASS?)\n")
+  endif()
+  if(_in_library EQUAL -1)
+    string(APPEND _problems "  the instances library does not define ${_symbol}... (instances/*.cpp: "
+           "KDIST_INSTANTIATE_LAYER / KDIST_INSTANTIATE_CLASS)\n")
+  endif()
+endforeach()
+if(_problems)
+  message(FATAL_ERROR "explicit instantiation does not hold:\n${_problems}")
+endif()
+message(STATUS "the program takes ${SYMBOLS} from the instances library")
