@@ -23,6 +23,13 @@ if(KDIST_NATIVE)
   endif()
 endif()
 
+# kdist's model classes compiled once for the examples and benchmarks, optimised as they are
+# (cmake/kdistInstances.cmake; float only: they train float models).
+if(KDIST_ENABLE_EXAMPLES OR KDIST_ENABLE_BENCHMARKS)
+  kdist_add_instances(kdist_native_instances FLOAT_ONLY LIBRARIES kdist::io kdist_native
+                      kdist_warnings)
+endif()
+
 # MPI launch used by tests and scripts.
 set(KDIST_MPIEXEC "${MPIEXEC_EXECUTABLE}" CACHE STRING "mpiexec used by tests")
 
