@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collective_request.hpp>
@@ -377,6 +378,67 @@ TEST(ShardedOptimizerState, TrainsToTheSameWeightsAndState) {
     clip_changed_something |= clipped_base.state.at(path) != w;
   }
   EXPECT_TRUE(clip_changed_something);
+}
+
+// bfloat16_sums with ZeRO-1: a split variable's gradient moves as bfloat16 parts (an all-to-all)
+// and each part is summed in float32 at its owner and kept float32. Process p contributes
+// 1 + p 2^-7 (exact in bfloat16) and 2^-10 more (lost in the rounding): every element of a part
+// is then sum_p (1 + p 2^-7), exact in float32 but not in bfloat16 for P > 1 (2 + 2^-7 needs 8
+// mantissa bits), so a sum rounded to bfloat16 or a contribution kept in float32 both show.
+TEST(ShardedOptimizerState, Bfloat16PartsAreRoundedOnceAndSummedInFloat32) {
+  namespace d = kdist::detail;
+  const MPI_Comm comm = MPI_COMM_WORLD;
+  const std::size_t n = 1000;  // 63 lines: uneven parts for 2 and 4 processes
+  const d::StateShard shard = d::make_state_shard(n, sizeof(float), comm, {0});
+  const float mine = 1.0F + static_cast<float>(world_rank()) * 0x1p-7F;
+  std::vector<float> block(n, mine + 0x1p-10F);
+  std::vector<std::uint16_t> scratch(d::bfloat16_part_scratch(shard));
+  auto request = d::start_reduce_scatter_part_in_bfloat16(block.data(), shard, scratch);
+  block.assign(n, -1.0F);  // read before the start returned: the block is free again
+  request.wait();
+  d::add_bfloat16_part(block.data(), shard, scratch);
+  float want = 0.0F;
+  for (int p = 0; p < world_size(); ++p) want += 1.0F + static_cast<float>(p) * 0x1p-7F;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool in_part = i >= shard.begin() && i < shard.begin() + shard.size();
+    ASSERT_EQ(block[i], in_part ? want : -1.0F) << "element " << i << " on " << world_rank();
+  }
+  EXPECT_GT(shard.size(), 0U);
+}
+
+// The option in training: the same collectives a step, the weights within bfloat16's rounding of
+// the float32 run's (SGD: each weight moves by its summed gradient) and not equal to them, split
+// parts alone (no buckets) and split parts beside a bucket all-reduced in bfloat16 (1 KiB).
+TEST(ShardedOptimizerState, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
+  if (world_size() == 1) GTEST_SKIP() << "one process has no sums to take";
+  auto initial = kdist::test::small_model();
+  initial.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                  kdist::SGD(0.1), 5);
+  const auto w0 = kdist::test::state_of(initial);
+  for (const std::size_t bucket : {std::size_t{0}, std::size_t{1024}}) {
+    const std::string what = "bucket_bytes " + std::to_string(bucket);
+    const auto f32 = train_with(
+        {.overlap = true, .bucket_bytes = bucket, .shard_optimizer_state = true}, kdist::SGD(0.1));
+    const auto bf16 = train_with({.overlap = true,
+                                  .bucket_bytes = bucket,
+                                  .shard_optimizer_state = true,
+                                  .bfloat16_sums = true},
+                                 kdist::SGD(0.1));
+    EXPECT_EQ(bf16.per_step.reduce_scatters, f32.per_step.reduce_scatters) << what;
+    EXPECT_GT(bf16.per_step.reduce_scatters, 0U) << what;
+    EXPECT_EQ(bf16.per_step.all_gathers, f32.per_step.all_gathers) << what;
+    EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << what;
+    double largest_move = 0, worst = 0;
+    for (const auto& [path, w] : f32.state) {
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        largest_move = std::max(largest_move, std::abs(double(w[i]) - w0.at(path)[i]));
+        worst = std::max(worst, std::abs(double(bf16.state.at(path)[i]) - w[i]));
+      }
+    }
+    EXPECT_GT(largest_move, 1e-3) << what << ": the model did train";
+    EXPECT_LT(worst, 0.04 * largest_move) << what;
+    EXPECT_GT(worst, 0.0) << what << ": the sums were not taken in bfloat16";
+  }
 }
 
 TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {

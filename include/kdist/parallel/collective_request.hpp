@@ -206,6 +206,22 @@ inline CollectiveRequest start_all_gather_v_in_place(void* buffer, const int* co
   return CollectiveRequest(request, comm, "kdist::all_gather", nullptr);
 }
 
+//! Starts an MPI_Ialltoallv over `comm` of elements of `type`: `send_counts[p]` elements from
+//! `send_displs[p]` of `send` go to process p, process p's `recv_counts[p]` land at
+//! `recv_displs[p]` of `recv`. The four arrays and both buffers outlive the request. For buffers
+//! kdist packs itself (ZeRO-1's reduce-scatter moving bfloat16: nn/train/optimizer_state_shards.hpp).
+inline CollectiveRequest start_all_to_all_v(const void* send, const int* send_counts,
+                                            const int* send_displs, void* recv,
+                                            const int* recv_counts, const int* recv_displs,
+                                            MPI_Datatype type, MPI_Comm comm, const char* what) {
+  tell_split_cannot_take(what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::detail::check_mpi(MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts,
+                                        recv_displs, type, comm, &request),
+                         what);
+  return CollectiveRequest(request, comm, "kdist::all_to_all", nullptr);
+}
+
 //! Starts summing `send` (the counts' total of elements) over `comm` into this process's
 //! `counts[rank]` elements at `recv` (MPI_Ireduce_scatter); `send` null: in place, `recv` holds
 //! the whole block and MPI leaves the part at its start. `counts` outlives the request.

@@ -79,8 +79,10 @@ struct GradientSyncOptions {
   //! Sum float32 gradients moving bfloat16 (kdist::start_all_reduce_in_bfloat16: half the bytes,
   //! each contribution and each sum rounded once to bfloat16, summed in float32, overlapped with
   //! the backward pass like the float32 all-reduces), for slow links
-  //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). Reduce-scatters of a sharded optimizer state
-  //! (ZeRO-1) and float64 gradients stay float32/float64.
+  //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). With shard_optimizer_state the reduce-scatters of
+  //! split variables move bfloat16 too (an all-to-all of the rounded parts, each part summed in
+  //! float32 at its owner and kept float32: one rounding per contribution). float64 gradients
+  //! stay float64; the all-gathers of updated variables stay exact.
   bool bfloat16_sums = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
@@ -240,6 +242,17 @@ class GradientSync {
       };
       if (static_cast<const void*>(summand.data()) == static_cast<const void*>(gradient.data())) {
         launch.finish = [g = gradient, shard] { move_part_into_place(g.data(), *shard); };
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (options_.bfloat16_sums) {  // half the bytes; the part summed in float32
+          const std::span<std::uint16_t> scratch = bfloat16_scratch(bfloat16_part_scratch(*shard));
+          launch.start = [s = summand, shard, scratch] {
+            return start_reduce_scatter_part_in_bfloat16(s.data(), *shard, scratch);
+          };
+          launch.finish = [g = gradient, shard, scratch] {
+            add_bfloat16_part(g.data(), *shard, scratch);
+          };
+        }
       }
       launches_.push_back(std::move(launch));
       targets_.push_back({gradient.data(), launches_.size() - 1, 0, 0});
@@ -582,13 +595,19 @@ class GradientSync {
   //! steps (the i-th such sum of a step takes the i-th scratch: no allocation once seen).
   Bfloat16AllReduceRequest start_bfloat16_sum(float* data, std::size_t n, MPI_Comm comm) {
     const int processes = detail::collectives::size_of(comm);
-    if (bfloat16_used_ == bfloat16_scratch_.size()) bfloat16_scratch_.emplace_back();
-    auto& scratch = bfloat16_scratch_[bfloat16_used_++];
-    const std::size_t need = bfloat16_all_reduce_scratch(n, static_cast<std::size_t>(processes));
-    if (scratch.size() < need) scratch.resize(need);
+    const auto scratch =
+        bfloat16_scratch(bfloat16_all_reduce_scratch(n, static_cast<std::size_t>(processes)));
     const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(data,
                                                                                              n);
-    return start_all_reduce_in_bfloat16(v, ReduceOp::sum, comm, std::span<std::uint16_t>(scratch));
+    return start_all_reduce_in_bfloat16(v, ReduceOp::sum, comm, scratch);
+  }
+  //! The next bfloat16 scratch of the step, of at least `elements` (the i-th of a step is the
+  //! i-th of the last step, grown if needed: no allocation once seen). Stable until wait_all.
+  std::span<std::uint16_t> bfloat16_scratch(std::size_t elements) {
+    if (bfloat16_used_ == bfloat16_scratch_.size()) bfloat16_scratch_.emplace_back();
+    auto& scratch = bfloat16_scratch_[bfloat16_used_++];
+    if (scratch.size() < elements) scratch.resize(elements);
+    return {scratch.data(), elements};
   }
 
   //! A completed all-reduce: a bucket's sums go back to their gradients.
@@ -635,7 +654,7 @@ class GradientSync {
   std::vector<std::size_t> owned_cursor_;
   std::vector<std::vector<std::byte>> pool_;  // bucket memory, reused step after step
   std::size_t pool_used_ = 0;
-  std::vector<std::vector<std::uint16_t>> bfloat16_scratch_;  // start_bfloat16_sum's, by order
+  std::vector<std::vector<std::uint16_t>> bfloat16_scratch_;  // bfloat16_scratch()'s, by order
   std::size_t bfloat16_used_ = 0;
   GradientSyncCounts counts_;
 };

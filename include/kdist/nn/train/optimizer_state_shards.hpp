@@ -34,13 +34,16 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <kdist/core/bfloat16.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,9 @@ struct StateShard {
   std::vector<int> counts;   //!< elements of each process's part, in rank order
   std::vector<int> offsets;  //!< where each part starts in the block
   int part = 0;              //!< this process's rank in `comm`: its part
+  //! What each process sends this one in a bfloat16 reduce-scatter (its part's size from each),
+  //! and where it lands: rank p's at p * size() (start_reduce_scatter_part_in_bfloat16).
+  std::vector<int> received_counts, received_offsets;
   //! The block is not split: one process owns all of it (counts is the block's size at the
   //! owner, 0 elsewhere; every offset 0), its gradient all-reduced whole (it shares a bucket).
   bool owned_whole = false;
@@ -92,6 +98,10 @@ inline StateShard make_state_shard(std::size_t n, std::size_t element_bytes, MPI
     s.counts.push_back(static_cast<int>(count));
     s.offsets.push_back(static_cast<int>(offset));
     offset += count;
+  }
+  s.received_counts.assign(p, s.counts[static_cast<std::size_t>(s.part)]);
+  for (std::size_t i = 0; i < p; ++i) {
+    s.received_offsets.push_back(static_cast<int>(i) * s.counts[static_cast<std::size_t>(s.part)]);
   }
   return s;
 }
@@ -141,6 +151,46 @@ CollectiveRequest start_reduce_scatter_part(const T* summand, T* block, const St
   return start_reduce_scatter_v(in_place ? nullptr : summand, in_place ? block : block + s.begin(),
                                 s.counts.data(), s.comm,
                                 "kdist: MPI_Ireduce_scatter (optimizer state sharding)");
+}
+
+//! How many bfloat16 elements of scratch start_reduce_scatter_part_in_bfloat16 needs for the
+//! shard `s`: the whole block rounded, then every process's contribution to this part.
+inline std::size_t bfloat16_part_scratch(const StateShard& s) {
+  return static_cast<std::size_t>(s.offsets.back() + s.counts.back()) +
+         s.counts.size() * s.size();
+}
+
+//! start_reduce_scatter_part moving bfloat16 (GradientSyncOptions::bfloat16_sums): rounds the
+//! whole block `summand` (float32) into `scratch` (bfloat16_part_scratch(s) elements) and starts
+//! sending part p to process p (MPI_Ialltoallv), half the bytes of a float32 reduce-scatter. Once
+//! the request completes, add_bfloat16_part sums the contributions in float32 into this
+//! process's part; the sum stays float32 (no second rounding: the owner's optimizer reads it), so
+//!   |part - sum_p x_p| <= 2^-8 sum_p |x_p| + (P - 1) 2^-24 sum_p |x_p|
+//! for P processes (each contribution rounded once, to nearest). `summand` may be the block
+//! itself: it is read before this returns. `scratch` and the shard outlive the request.
+inline CollectiveRequest start_reduce_scatter_part_in_bfloat16(const float* summand,
+                                                               const StateShard& s,
+                                                               std::span<std::uint16_t> scratch) {
+  const auto n = static_cast<std::size_t>(s.offsets.back() + s.counts.back());
+  for (std::size_t i = 0; i < n; ++i) scratch[i] = to_bfloat16_bits(summand[i]);
+  return start_all_to_all_v(scratch.data(), s.counts.data(), s.offsets.data(), scratch.data() + n,
+                            s.received_counts.data(), s.received_offsets.data(), MPI_UINT16_T,
+                            s.comm, "kdist: MPI_Ialltoallv (optimizer state sharding, bfloat16)");
+}
+
+//! After start_reduce_scatter_part_in_bfloat16's request: this process's part of `block` is the
+//! float32 sum, in rank order, of the bfloat16 contributions in `scratch`.
+inline void add_bfloat16_part(float* block, const StateShard& s,
+                              std::span<const std::uint16_t> scratch) {
+  const auto n = static_cast<std::size_t>(s.offsets.back() + s.counts.back());
+  const std::size_t count = s.size();
+  const std::uint16_t* received = scratch.data() + n;
+  float* part = block + s.begin();
+  for (std::size_t i = 0; i < count; ++i) part[i] = from_bfloat16_bits(received[i]);
+  for (std::size_t p = 1; p < s.counts.size(); ++p) {
+    const std::uint16_t* from = received + p * count;
+    for (std::size_t i = 0; i < count; ++i) part[i] += from_bfloat16_bits(from[i]);
+  }
 }
 
 //! After an in-place start_reduce_scatter_part: the part's sum moves from the block's start to
