@@ -42,6 +42,8 @@ kdist_trainer_error(mesh_vs_processes "does not match the number of devices" ${_
 kdist_trainer_error(batch_not_divisible "127.*2|2.*127" ${_dp} --mesh 2 --batch-size 127)
 kdist_trainer_error(unknown_flag "not expected: .*--epoch" ${_mp} --epoch 3)
 kdist_trainer_error(bad_optimizer "--optimizer: adamw not in" ${_mp} --optimizer adamw)
+kdist_trainer_error(bad_keras_weights_dtype "--keras-weights-dtype: int8 not in"
+                    ${_mp} --keras-weights-dtype int8)
 kdist_trainer_error(epochs_not_an_integer "--epochs '1e30' is not a whole number in \\[1, 1000000\\]" ${_mp} --epochs 1e30)
 kdist_trainer_error(negative_batch "--batch-size '-1' is not a whole number" ${_dp} --batch-size -1)
 set(_env KDIST_FASHION_MNIST_DIR=/nonexistent/fashion)

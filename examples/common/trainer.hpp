@@ -131,7 +131,7 @@ inline int train_and_evaluate(Sequential& model, std::shared_ptr<const Distribut
   const Metrics t = model.evaluate(test, {.batch_size = o.batch_size, .verbose = o.quiet ? 0 : 1});
   if (root) std::printf("Test loss: %.4f - Test accuracy: %.4f\n", t.loss, t.accuracy);
   if (!o.save_keras_weights.empty()) {
-    save_keras_weights(model, o.save_keras_weights);
+    save_keras_weights(model, o.save_keras_weights, {.dtype = o.keras_weights_dtype});
     if (root && !o.quiet) std::printf("Saved Keras weights to %s\n", o.save_keras_weights.c_str());
   }
   return 0;

@@ -30,15 +30,16 @@ struct TrainerOptions {
   std::uint64_t seed = 1337;
   std::size_t max_steps = 0;  // per epoch; 0: all
   bool quiet = false;
-  bool drop_remainder = false;     // drop each epoch's partial last batch (Keras keeps it)
-  std::string checkpoint_dir;      // empty: no checkpoints
-  std::size_t save_every = 1;      // epochs between checkpoints (and after the last)
-  bool resume = false;             // start from <checkpoint_dir>/checkpoint.h5
-  std::string load_keras_weights;  // start from a Keras .weights.h5 file (empty: no)
-  std::string save_keras_weights;  // after training, write a Keras .weights.h5 file (empty: no)
-  bool evaluate_only = false;      // no training: evaluate the loaded weights
-  std::string layout_map;          // LayoutMap rules from this JSON file (empty: the trainer's)
-  std::string dtype_policy;        // Keras' dtype policy of the layers (empty: float32)
+  bool drop_remainder = false;      // drop each epoch's partial last batch (Keras keeps it)
+  std::string checkpoint_dir;       // empty: no checkpoints
+  std::size_t save_every = 1;       // epochs between checkpoints (and after the last)
+  bool resume = false;              // start from <checkpoint_dir>/checkpoint.h5
+  std::string load_keras_weights;   // start from a Keras .weights.h5 file (empty: no)
+  std::string save_keras_weights;   // after training, write a Keras .weights.h5 file (empty: no)
+  std::string keras_weights_dtype;  // its variables' dtype: "" (float32), bfloat16, float16
+  bool evaluate_only = false;       // no training: evaluate the loaded weights
+  std::string layout_map;           // LayoutMap rules from this JSON file (empty: the trainer's)
+  std::string dtype_policy;         // Keras' dtype policy of the layers (empty: float32)
 };
 
 //! Limits of the trainers' integer flags.
@@ -162,6 +163,10 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
   app.add_option("--save-keras-weights", o.save_keras_weights,
                  "after training, write the weights as a Keras .weights.h5 file "
                  "(Keras: model.load_weights)");
+  app.add_option("--keras-weights-dtype", o.keras_weights_dtype,
+                 "the dtype --save-keras-weights writes the variables in, as Keras does under "
+                 "that dtype policy: float32 (default), bfloat16, float16")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   app.add_flag("--evaluate-only", o.evaluate_only,
                "do not train: evaluate the weights of --load-keras-weights or --resume");
   app.add_option("--dtype-policy", o.dtype_policy,

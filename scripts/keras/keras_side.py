@@ -5,6 +5,9 @@ on Fashion-MNIST as Debian installs it (pixels / 255, as kdist reads them).
 
     python keras_side.py evaluate FILE        # load kdist's weights, print the test metrics
     python keras_side.py train FILE EPOCHS    # train, save FILE, print the test metrics
+
+KERAS_DTYPE_POLICY=bfloat16 (or float16, mixed_bfloat16, ...) builds the model under that Keras
+dtype policy: under "bfloat16" Keras saves and loads 16-bit variables.
 """
 import gzip
 import os
@@ -43,6 +46,8 @@ def report(m, who):
 
 
 if __name__ == "__main__":
+    if os.environ.get("KERAS_DTYPE_POLICY"):
+        keras.mixed_precision.set_global_policy(os.environ["KERAS_DTYPE_POLICY"])
     action, path = sys.argv[1], sys.argv[2]
     m = model()
     if action == "evaluate":

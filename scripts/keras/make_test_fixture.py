@@ -11,6 +11,13 @@ the scale at 2048 and its step counter at 1.
 
     KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py tests/data/keras_small.weights.h5
     KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py --loss-scale
+    KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py --policy bfloat16
+    KERAS_BACKEND=jax python scripts/keras/make_test_fixture.py --policy float16
+
+With --policy P (Keras' "bfloat16" or "float16" dtype policy) it writes
+tests/data/keras_small_P.weights.h5: the same model and steps with its variables and optimizer
+slots in 16 bits, as Keras stores them (float16: IEEE half; bfloat16: 2-byte opaque values with
+the attribute dtype = "bfloat16").
 """
 import os
 import sys
@@ -20,9 +27,24 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 loss_scale = "--loss-scale" in sys.argv
-args = [a for a in sys.argv[1:] if a != "--loss-scale"]
-out = args[0] if args else ("tests/data/keras_small_lso.weights.h5" if loss_scale
-                            else "tests/data/keras_small.weights.h5")
+policy = None
+args = []
+rest = [a for a in sys.argv[1:] if a != "--loss-scale"]
+while rest:
+    a = rest.pop(0)
+    if a == "--policy":
+        policy = rest.pop(0)
+    else:
+        args.append(a)
+if args:
+    out = args[0]
+elif policy:
+    out = f"tests/data/keras_small_{policy}.weights.h5"
+else:
+    out = ("tests/data/keras_small_lso.weights.h5" if loss_scale
+           else "tests/data/keras_small.weights.h5")
+if policy:
+    keras.mixed_precision.set_global_policy(policy)
 keras.utils.set_random_seed(7)
 model = keras.Sequential([
     keras.Input((8, 8, 1)),

@@ -1,6 +1,8 @@
 // kdist-mpi-ranks: 1 2 4
 // kdist-mpi-filter-4: KerasWeights.FileWrittenByKeras*:KerasWeights.SavedOnEvery*
-// At 4 processes only the tests of 4-process layouts run; the rest at 1 and 2.
+// At 4 processes only the tests of 4-process layouts run; the rest at 1 and 2. Files in 16 bits
+// (Keras' "bfloat16" and "float16" policies) load exactly widened and are written as Keras writes
+// them.
 // Keras weights exchange (issue 11): save_keras_weights writes Keras 3's `.weights.h5` layout
 // (groups, dataset names, dtypes, the optimizer's variables in Keras' order), checked here with the
 // HDF5 library and h5ls only; a file Keras 3.15 wrote (tests/data, made by
@@ -11,12 +13,16 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <kdist/core/bfloat16.hpp>
+#include <kdist/core/float16.hpp>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/io/keras_weights.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
@@ -527,6 +533,142 @@ TEST_F(KerasWeights, BadFilesAreTheSameErrorEverywhere) {
   fails(file("damaged.weights.h5"),
         "dataset '/layers/dense_1/vars/1' (variable 1 of layer 'd2' (group '/layers/dense_1')) "
         "does not hold floating-point values; the file is damaged");
+}
+
+// ---- 16-bit files: Keras' "bfloat16" and "float16" policies -------------------------------------
+
+// A 16-bit dataset as it is stored: its type's class and size, its `dtype` attribute, and its
+// values widened by kdist's exact conversions (the words read as stored, with no HDF5 conversion).
+struct SixteenBitDataset {
+  H5T_class_t cls = H5T_NO_CLASS;
+  std::size_t size = 0;
+  std::string dtype;
+  std::vector<float> values;
+};
+SixteenBitDataset sixteen_bit_dataset(const std::string& path, const std::string& name,
+                                      bool bfloat16) {
+  SixteenBitDataset out;
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0) << name;
+  hid_t t = H5Dget_type(d);
+  out.cls = H5Tget_class(t);
+  out.size = H5Tget_size(t);
+  hid_t s = H5Dget_space(d);
+  std::vector<std::uint16_t> words(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+  if (out.size == 2) {
+    EXPECT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, words.data()), 0);
+  }
+  for (const auto w : words) {
+    out.values.push_back(bfloat16 ? kdist::from_bfloat16_bits(w) : kdist::from_float16_bits(w));
+  }
+  H5Sclose(s);
+  H5Tclose(t);
+  H5Dclose(d);
+  H5Fclose(f);
+  out.dtype = string_attribute(path, name.c_str(), "dtype");
+  return out;
+}
+
+// small_model()'s weights and RMSprop's velocities as a 16-bit file holds them, widened.
+std::map<std::string, std::vector<float>> sixteen_bit_state(const std::string& path,
+                                                            bool bfloat16) {
+  std::map<std::string, std::vector<float>> out;
+  const char* keys[] = {"d1/kernel", "d1/bias", "d2/kernel", "d2/bias"};
+  const char* layers[] = {"layers/dense/vars/0", "layers/dense/vars/1", "layers/dense_1/vars/0",
+                          "layers/dense_1/vars/1"};
+  for (int i = 0; i < 4; ++i) {
+    out[keys[i]] = sixteen_bit_dataset(path, layers[i], bfloat16).values;
+    out[std::string(keys[i]) + "/slot0"] =
+        sixteen_bit_dataset(path, "optimizer/vars/" + std::to_string(2 + i), bfloat16).values;
+  }
+  return out;
+}
+
+// Files Keras 3.15 wrote under "bfloat16" and "float16" (scripts/keras/make_test_fixture.py
+// --policy): every variable and RMSprop velocity widened exactly into kdist's float32 model, on
+// every layout, with the step counter and learning rate.
+TEST_F(KerasWeights, SixteenBitFilesWrittenByKerasLoadOnEveryLayout) {
+  for (const bool bfloat16 : {true, false}) {
+    const std::string fixture = std::string(KDIST_TEST_DATA_DIR) + "/keras_small_" +
+                                (bfloat16 ? "bfloat16" : "float16") + ".weights.h5";
+    const auto keras = sixteen_bit_state(fixture, bfloat16);
+    const auto d1 = sixteen_bit_dataset(fixture, "layers/dense/vars/0", bfloat16);
+    EXPECT_EQ(d1.cls, bfloat16 ? H5T_OPAQUE : H5T_FLOAT);
+    EXPECT_EQ(d1.size, 2U);
+    EXPECT_EQ(d1.dtype, bfloat16 ? "bfloat16" : "");
+    for (const auto& dist : distributions()) {
+      auto m = small_model();
+      m.compile(dist, kdist::Loss::mean_squared_error, kdist::RMSprop(0.5), 11);
+      const auto r = kdist::load_keras_weights(m, fixture);
+      const std::string what = fixture + " on " + layouts_of(m);
+      EXPECT_TRUE(r.optimizer_loaded) << what << ": " << r.optimizer_note;
+      EXPECT_EQ(m.iterations(), 3) << what;
+      expect_bitwise_equal(state_of(m), keras, what);
+      EXPECT_TRUE(std::isfinite(m.fit(small_data(), one_epoch).epochs.back().loss)) << what;
+    }
+  }
+}
+
+// KerasWeightsOptions::dtype: the variables and slots (RMSprop's) written as Keras writes them under that
+// policy (the values rounded to nearest, ties to even; the step counter int32 and the learning
+// rate float32), and the file loads back on every other layout as those rounded values.
+TEST_F(KerasWeights, SavedInSixteenBitsAsKerasWritesThem) {
+  const auto dists = distributions();
+  for (const std::string dtype : {"bfloat16", "float16"}) {
+    const bool bfloat16 = dtype == "bfloat16";
+    auto saved = small_model();
+    saved.compile(dists.front(), kdist::Loss::mean_squared_error, kdist::RMSprop(0.01), 5);
+    saved.fit(small_data(), one_epoch);
+    auto want = state_of(saved);
+    std::size_t changed = 0;
+    for (auto& [key, values] : want) {
+      for (auto& x : values) {
+        const float r = bfloat16 ? kdist::from_bfloat16_bits(kdist::to_bfloat16_bits(x))
+                                 : kdist::from_float16_bits(kdist::to_float16_bits(x));
+        changed += r != x ? 1 : 0;
+        x = r;
+      }
+    }
+    EXPECT_GT(changed, 100U) << dtype << ": the rounding is seen";
+    const std::string path = file("sixteen_" + dtype + ".weights.h5");
+    kdist::save_keras_weights(saved, path, {.dtype = dtype});
+    if (kdist::process_id() == 0) {
+      const auto file_state = sixteen_bit_state(path, bfloat16);
+      for (const auto& [key, values] : file_state) {
+        EXPECT_EQ(values, want.at(key)) << dtype << " " << key;
+      }
+      const auto d2 = sixteen_bit_dataset(path, "layers/dense_1/vars/0", bfloat16);
+      EXPECT_EQ(d2.cls, bfloat16 ? H5T_OPAQUE : H5T_FLOAT) << dtype;
+      EXPECT_EQ(d2.size, 2U) << dtype;
+      EXPECT_EQ(d2.dtype, bfloat16 ? "bfloat16" : "") << dtype;
+      EXPECT_TRUE(dataset_of(path, "optimizer/vars/0").int32) << dtype;
+      EXPECT_TRUE(dataset_of(path, "optimizer/vars/1").float32) << dtype;
+    }
+    for (const auto& dist : dists) {
+      auto loaded = small_model();
+      loaded.compile(dist, kdist::Loss::mean_squared_error, kdist::RMSprop(0.01), 99);
+      const auto r = kdist::load_keras_weights(loaded, path);
+      EXPECT_TRUE(r.optimizer_loaded) << dtype;
+      expect_bitwise_equal(state_of(loaded), want, dtype + " loaded on " + layouts_of(loaded));
+      EXPECT_EQ(loaded.iterations(), saved.iterations()) << dtype;
+    }
+  }
+  // the model's own dtype by name is the float32 file
+  auto m = small_model();
+  m.compile(dists.front(), kdist::Loss::mean_squared_error, kdist::RMSprop(0.01), 5);
+  kdist::save_keras_weights(m, file("own.weights.h5"), {.dtype = "float32"});
+  if (kdist::process_id() == 0) {
+    EXPECT_TRUE(dataset_of(file("own.weights.h5"), "layers/dense/vars/0").float32);
+  }
+  const std::string bad = message_of<kdist::ValueError>(
+      [&] { kdist::save_keras_weights(m, file("bad.weights.h5"), {.dtype = "int8"}); });
+  EXPECT_TRUE(contains(bad,
+                       "kdist::save_keras_weights: KerasWeightsOptions::dtype is 'int8'; "
+                       "Keras writes variables as \"float32\""))
+      << bad;
+  expect_same_on_every_process(bad);
+  EXPECT_FALSE(std::filesystem::exists(file("bad.weights.h5")));
 }
 
 TEST_F(KerasWeights, ModelErrors) {

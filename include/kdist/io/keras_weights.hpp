@@ -72,6 +72,14 @@ struct KerasWeightsOptions {
   //! model's optimizer (Keras' rule; otherwise the weights load and the optimizer is left as it is,
   //! with `LoadedKerasWeights::optimizer_note` saying why). false: weights only.
   bool optimizer = true;
+  //! save_keras_weights: the dtype the variables and optimizer slots are written in, as Keras'
+  //! save_weights writes them under the dtype policy of that name: "" or the model's own
+  //! ("float32", "float64"), "bfloat16" (2-byte opaque values with the attribute dtype =
+  //! "bfloat16") or "float16" (IEEE half), each value rounded to nearest, ties to even. A Keras
+  //! model under "bfloat16" loads either file. The step counter and learning rate stay int32 and
+  //! float32, as in Keras. load_keras_weights ignores it: it reads whatever the file holds, 16-bit
+  //! datasets widened exactly.
+  std::string dtype{};
 };
 
 //! What load_keras_weights did (the same on every process).
@@ -544,6 +552,19 @@ Plan check_file(const std::string& path, Model& model, const std::vector<LayerEn
   return plan;
 }
 
+//! The storage KerasWeightsOptions::dtype names for a model of `T`. Errors: kdist::ValueError
+//! for another name (the same on every process: each checks its own, equal, options).
+template <class T>
+io::StoredAs stored_as(const std::string& dtype) {
+  const std::string own = io::dtype_name<T>();
+  if (dtype.empty() || dtype == own) return io::StoredAs::native;
+  if (dtype == "bfloat16") return io::StoredAs::bfloat16;
+  if (dtype == "float16") return io::StoredAs::float16;
+  throw ValueError("kdist::save_keras_weights: KerasWeightsOptions::dtype is '" + dtype +
+                   "'; Keras writes variables as \"" + own +
+                   "\" (the model's own, also \"\"), \"bfloat16\" or \"float16\"");
+}
+
 inline void broadcast(Plan& plan) {
   int load = plan.load_optimizer ? 1 : 0;
   kdist::broadcast(load, 0, kdist::communicator());
@@ -572,6 +593,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   const auto& opt = entries.optimizer;
   const double lr = opt.learning_rate;
   const bool functional = kw::is_functional(model);
+  const io::StoredAs stored = kw::stored_as<T>(options.dtype);
   Kokkos::fence();  // the model's last step is complete before its blocks are read
   io::write_atomically(path, who, kdist::communicator(), [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
@@ -589,7 +611,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
     std::size_t v = 0;
     model.for_each_variable([&](auto& var) {
       io::write_tensor(file, names.at(v++), var.value, dxpl.get(), kdist::communicator(),
-                       /*annotate=*/false);
+                       /*annotate=*/false, stored);
     });
     if (options.optimizer) {
       auto og = kw::make_group(file, "optimizer");
@@ -608,7 +630,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
         model.for_each_variable_with_slots([&](auto&, auto& s) {
           for (std::size_t k = 0; k < opt.slot_count; ++k) {
             io::write_tensor(file, dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
-                             kdist::communicator(), /*annotate=*/false);
+                             kdist::communicator(), /*annotate=*/false, stored);
           }
           ++i;
         });

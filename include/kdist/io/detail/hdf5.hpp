@@ -326,9 +326,14 @@ inline bool read_strings(hid_t obj, const char* name, std::vector<std::string>& 
   Attribute a(H5Aopen(obj, name, H5P_DEFAULT));
   const auto count = static_cast<std::size_t>(n);
   out.clear();
+  // The memory type takes the file's character set: HDF5 1.10 has no conversion between ASCII
+  // and UTF-8 strings (h5py, so Keras, writes UTF-8).
+  const Datatype stored(H5Aget_type(a.get()));
+  const H5T_cset_t cset = stored.valid() ? H5Tget_cset(stored.get()) : H5T_CSET_ASCII;
   if (vlen) {
     Datatype mem(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
     H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), cset == H5T_CSET_ERROR ? H5T_CSET_ASCII : cset);
     std::vector<char*> ptrs(count, nullptr);
     if (count && H5Aread(a.get(), mem.get(), ptrs.data()) < 0) return false;
     for (char* p : ptrs) {
@@ -338,6 +343,7 @@ inline bool read_strings(hid_t obj, const char* name, std::vector<std::string>& 
     return true;
   }
   Datatype mem = string_type(size);
+  H5Tset_cset(mem.get(), cset == H5T_CSET_ERROR ? H5T_CSET_ASCII : cset);
   std::string buf(size * count, '\0');
   if (count && H5Aread(a.get(), mem.get(), buf.data()) < 0) return false;
   for (std::size_t i = 0; i < count; ++i) {

@@ -30,6 +30,7 @@
 #include <kdist/core/error.hpp>
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/io/detail/io_watch.hpp>
+#include <kdist/io/detail/sixteen_bit_datasets.hpp>
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/detail/failure.hpp>
@@ -213,10 +214,11 @@ inline std::vector<hsize_t> chunk_dims(const std::vector<std::size_t>& extents,
 //! Creates dataset `name` for `block`'s tensor (every process of `comm`, collectively) and writes
 //! this process's block, or nothing if another process writes the same block. `annotate`: record
 //! the global shape, dtype and layout as the dataset's attributes (kdist checkpoints; Keras files
-//! have none). Touches no Kokkos view: it runs on an asynchronous save's thread too.
+//! have none). `stored`: the values rounded to 16 bits as Keras stores them
+//! (sixteen_bit_datasets.hpp). Touches no Kokkos view: it runs on an asynchronous save's thread too.
 template <class T>
 void write_block(hid_t file, const std::string& name, const HostBlock<T>& block, hid_t dxpl,
-                 MPI_Comm comm, bool annotate = true) {
+                 MPI_Comm comm, bool annotate = true, StoredAs stored = StoredAs::native) {
   const auto watched = io_watch::operation("writing dataset '/" + name + "'");
   const auto dims = dims_of(block.shape);
   hdf5::PropertyList lcpl(hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
@@ -230,19 +232,23 @@ void write_block(hid_t file, const std::string& name, const HostBlock<T>& block,
   // no elements holds no data to check (and cannot be chunked); the write below is collective,
   // as HDF5 requires for filtered datasets.
   if (write_checksums && !dims.empty() && elements > 0) {
-    const auto chunk = chunk_dims(block.extents, dims, sizeof(T), comm);
+    const auto chunk =
+        chunk_dims(block.extents, dims, stored == StoredAs::native ? sizeof(T) : 2, comm);
     hdf5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
                 "H5Pset_chunk");
     hdf5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32");
   }
+  const bool sixteen = stored != StoredAs::native;
+  const hdf5::Datatype words = sixteen ? sixteen_bit_type(stored) : hdf5::Datatype();
   hdf5::ParallelDataset ds;
   {
     auto space = hdf5::simple_space(dims);
-    ds = hdf5::ParallelDataset(
-        hdf5::check(H5Dcreate2(file, name.c_str(), hdf5::file_float_type<T>(), space.get(),
-                               lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                    "H5Dcreate2 '" + name + "'"));
+    ds = hdf5::ParallelDataset(hdf5::check(
+        H5Dcreate2(file, name.c_str(), sixteen ? words.get() : hdf5::file_float_type<T>(),
+                   space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+        "H5Dcreate2 '" + name + "'"));
   }
+  if (stored == StoredAs::bfloat16) write_variable_string(ds.get(), "dtype", "bfloat16");
   if (annotate) {
     hdf5::write_array(ds.get(), "shape",
                       std::vector<std::uint64_t>(block.shape.begin(), block.shape.end()));
@@ -251,8 +257,16 @@ void write_block(hid_t file, const std::string& name, const HostBlock<T>& block,
   }
   auto [fspace, mspace] = block_selection(dims, block.offsets, block.extents, block.writes);
   const T dummy{};
-  hdf5::check(H5Dwrite(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                       block.writes ? static_cast<const void*>(block.data) : &dummy),
+  const void* data = block.writes ? static_cast<const void*>(block.data) : &dummy;
+  std::vector<std::uint16_t> rounded;
+  if (sixteen && block.writes) {
+    std::size_t n = 1;
+    for (auto e : block.extents) n *= e;
+    rounded = to_sixteen_bit(std::span<const T>(block.data, n), stored);
+    data = rounded.data();
+  }
+  hdf5::check(H5Dwrite(ds.get(), sixteen ? words.get() : hdf5::native_type<T>(), mspace.get(),
+                       fspace.get(), dxpl, data),
               "H5Dwrite '" + name + "'");
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
 }
@@ -261,7 +275,7 @@ void write_block(hid_t file, const std::string& name, const HostBlock<T>& block,
 //! block's writer copies it).
 template <class Tensor>
 void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dxpl, MPI_Comm comm,
-                  bool annotate = true) {
+                  bool annotate = true, StoredAs stored = StoredAs::native) {
   auto block = describe_block(t);
   // the block in host memory (on a CPU build, the block itself)
   decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local())) host;
@@ -269,7 +283,7 @@ void write_tensor(hid_t file, const std::string& name, const Tensor& t, hid_t dx
     host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.local());
     block.data = host.data();
   }
-  write_block(file, name, block, dxpl, comm, annotate);
+  write_block(file, name, block, dxpl, comm, annotate, stored);
 }
 
 //! The reads of a load on this process: each read (the same sequence on every process) fails or
@@ -377,9 +391,19 @@ std::function<void()> read_tensor(hid_t file, const std::string& name, const std
   auto [fspace, mspace] = block_selection(
       dims_of(t.shape()), std::vector<std::size_t>(t.offsets().begin(), t.offsets().end()),
       std::vector<std::size_t>(t.local_extents().begin(), t.local_extents().end()), n > 0);
+  // 16-bit values (Keras' "bfloat16" and "float16" policies) are read as they are stored into
+  // the start of the block, then widened in place.
+  const hdf5::Datatype file_type(H5Dget_type(ds.get()));
+  const StoredAs stored =
+      file_type.valid() ? stored_as(ds.get(), file_type.get()) : StoredAs::native;
+  const hdf5::Datatype words =
+      stored != StoredAs::native ? sixteen_bit_type(stored) : hdf5::Datatype();
   T dummy{};
-  const bool ok = H5Dread(ds.get(), hdf5::native_type<T>(), mspace.get(), fspace.get(), dxpl,
-                          n > 0 ? static_cast<void*>(staging.data()) : &dummy) >= 0;
+  const bool ok =
+      H5Dread(ds.get(), stored != StoredAs::native ? words.get() : hdf5::native_type<T>(),
+              mspace.get(), fspace.get(), dxpl,
+              n > 0 ? static_cast<void*>(staging.data()) : &dummy) >= 0;
+  if (ok && n > 0 && stored != StoredAs::native) widen_in_place(staging.data(), n, stored);
   log.record(ok, name, what, !ok && checksum_failed(), ok ? std::string() : hdf5::error_text());
   hdf5::check(ds.close(), "H5Dclose '" + name + "'");
   if constexpr (in_place) {
@@ -443,8 +467,13 @@ inline DatasetProblem check_float_dataset(hid_t root, const std::string& name,
   if (!ds.valid()) return {where + " is not a dataset"};
   hdf5::Datatype type(H5Dget_type(ds.get()));
   hdf5::Dataspace space(H5Dget_space(ds.get()));
-  if (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT ||
-      (width != 0 && H5Tget_size(type.get()) != width)) {
+  // any width: also Keras' 16-bit storage (IEEE half, or bfloat16 as 2-byte opaque values)
+  const StoredAs stored = type.valid() ? stored_as(ds.get(), type.get()) : StoredAs::native;
+  const bool sixteen = width == 0 && ((stored == StoredAs::float16 && is_ieee_half(type.get())) ||
+                                      stored == StoredAs::bfloat16);
+  if (!sixteen &&
+      (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) < 4 ||
+       (width != 0 && H5Tget_size(type.get()) != width))) {
     return {where + " does not hold " +
             (width == 0   ? std::string("floating-point")
              : width == 4 ? "float32"

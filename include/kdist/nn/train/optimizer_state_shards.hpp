@@ -156,8 +156,7 @@ CollectiveRequest start_reduce_scatter_part(const T* summand, T* block, const St
 //! How many bfloat16 elements of scratch start_reduce_scatter_part_in_bfloat16 needs for the
 //! shard `s`: the whole block rounded, then every process's contribution to this part.
 inline std::size_t bfloat16_part_scratch(const StateShard& s) {
-  return static_cast<std::size_t>(s.offsets.back() + s.counts.back()) +
-         s.counts.size() * s.size();
+  return static_cast<std::size_t>(s.offsets.back() + s.counts.back()) + s.counts.size() * s.size();
 }
 
 //! start_reduce_scatter_part moving bfloat16 (GradientSyncOptions::bfloat16_sums): rounds the
