@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include <kdist/nn/dtype_policy.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/embedding.hpp>
 #include <kdist/nn/layers/layer_normalization.hpp>
@@ -60,6 +61,31 @@ TEST(Remat, FullScopeTrainsToBitIdenticalLossesAndWeightsOnEveryMesh) {
     kdist::test::expect_bitwise_equal(kdist::test::state_of(remat), kdist::test::state_of(plain),
                                       what);
     EXPECT_EQ(remat.evaluate(data).loss, plain.evaluate(data).loss) << what;
+  }
+}
+
+// Under "mixed_bfloat16" too: what a recomputed layer keeps is rounded to 16 bits in place just
+// before its backward pass, the values the shrunk and widened tensors of the plain run have.
+TEST(Remat, FullScopeUnderMixedBfloat16IsBitIdenticalToo) {
+  const auto data = tokens(16);
+  for (const Rules rules : {Rules::data_parallel, Rules::tensor, Rules::fsdp_sequence}) {
+    const auto under_policy = [&](std::optional<Remat> remat) {
+      const kdist::mixed_precision::PolicyScope policy("mixed_bfloat16");
+      auto m = gpt(std::move(remat));
+      m.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
+                kdist::Adam(0.01), 3);
+      return m;
+    };
+    auto plain = under_policy(std::nullopt);
+    auto remat = under_policy(Remat{"full"});
+    const auto want = plain.fit(data, fit);
+    const auto got = remat.fit(data, fit);
+    const std::string what = "rules " + std::to_string(static_cast<int>(rules));
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(got.epochs[e].loss, want.epochs[e].loss) << what << " epoch " << e;
+    }
+    kdist::test::expect_bitwise_equal(kdist::test::state_of(remat), kdist::test::state_of(plain),
+                                      what);
   }
 }
 

@@ -25,8 +25,10 @@
 //! the float32 variable, and weight gradients are summed in float32.
 //!
 //! A layer that lists nothing still computes under the policy (16-bit inputs and outputs, its
-//! working buffers from the pool); the tensors it keeps stay float32. A rematerialised layer (kdist::RematScope) keeps nothing to shrink:
-//! only its boundary is converted.
+//! working buffers from the pool); the tensors it keeps stay float32. A rematerialised layer
+//! (kdist::RematScope) keeps nothing to shrink: only its boundary is converted, and the tensors its
+//! recomputed forward pass keeps are rounded to 16 bits in place before its backward pass, so that
+//! it computes with the values a kept tensor would have had (the same gradients, bit for bit).
 
 #include <cstddef>
 #include <optional>
@@ -216,8 +218,9 @@ class SixteenBitCompute {
     return ActivationTensor<T>(y16);
   }
 
-  //! The backward pass of `layer`, whose own pass is `run(LayerTensor<T>) ->
-  //! std::optional<LayerTensor<T>>`: the kept tensors widened, the input gradient rounded to H.
+  //! The backward pass of `layer`, whose own pass is `run(LayerTensor<T>, prepare) ->
+  //! std::optional<LayerTensor<T>>` (calling `prepare()` just before the layer's backward, after
+  //! any recomputation): the kept tensors widened, the input gradient rounded to H.
   template <class L, class Run>
   std::optional<ActivationTensor<T>> backward(L& layer, const ActivationTensor<T>& dy, Run&& run) {
     std::optional<ViewArena::Use> use;
@@ -232,7 +235,15 @@ class SixteenBitCompute {
           layer.for_each_kept_activation([&](auto& member) { widen(member, k++); });
         }
       }
-      dx = run(dyf);
+      // Not shrunk (a rematerialised layer, whose forward pass `run` recomputes first): the kept
+      // tensors rounded as the shrunk ones are, just before the layer's own backward pass.
+      const auto prepare = [&] {
+        if constexpr (lists_kept_activations<L>) {
+          if (!pooled_)
+            layer.for_each_kept_activation([](auto& member) { round_in_place(member); });
+        }
+      };
+      dx = run(dyf, prepare);
       if constexpr (lists_kept_activations<L>) {
         if (pooled_) {
           std::size_t k = 0;
@@ -341,6 +352,22 @@ class SixteenBitCompute {
     HView<R> h = kept_[k].template of_rank<R>().get_like("kdist::autocast::kept", v);
     convert_block(v, h);
     return h;
+  }
+
+  //! A kept `member` the layer recomputed (not shrunk): each value rounded to H in place, the
+  //! values the shrunk and widened member would have; what shrink keeps as it is, likewise.
+  template <class M>
+  static void round_in_place(M& member) {
+    if constexpr (distributed_member<M>) {
+      if (member.is_partial() || member.local().data() == nullptr ||
+          !member.local().span_is_contiguous()) {
+        return;
+      }
+      convert_block<H>(member.local(), member.local());
+    } else {
+      if (member.data() == nullptr || !member.span_is_contiguous()) return;
+      convert_block<H>(member, member);
+    }
   }
 
   //! The kept `member` back in float32 (exact), in a View of the pool.

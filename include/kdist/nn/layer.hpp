@@ -277,14 +277,15 @@ class AnyLayer {
     }
     std::optional<ActivationTensor<T>> backward_autocast(const ActivationTensor<T>& dy, bool need,
                                                          Gradients<T>& gradients) override {
-      const auto run = [&](const LayerTensor<T>& d) {
-        return remat ? remat->backward(layer, d, need, gradients)
-                     : layer.backward(d, need, gradients);
+      const auto run = [&](const LayerTensor<T>& d, const auto& prepare) {
+        if (remat) return remat->backward(layer, d, need, gradients, prepare);
+        prepare();
+        return layer.backward(d, need, gradients);
       };
       return std::visit(
           [&](auto& s) -> std::optional<ActivationTensor<T>> {
             if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s)>, std::monostate>) {
-              auto dx = run(widened_gradients(dy));
+              auto dx = run(widened_gradients(dy), [] {});
               if (!dx) return std::nullopt;
               return ActivationTensor<T>(std::move(*dx));
             } else {

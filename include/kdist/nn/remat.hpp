@@ -159,10 +159,16 @@ class Rematerializer {
     return std::visit([&](const auto& t) { return Tensor(copy_out(t)); }, y);
   }
 
-  template <class L, class Gradients>
-  std::optional<Tensor> backward(L& layer, const Tensor& dy, bool need_input_grad,
-                                 Gradients& grads) {
-    if (!active_) return layer.backward(dy, need_input_grad, grads);
+  //! Recomputes the forward pass, calls `prepare()` (what the layer keeps is there again: the
+  //! autocast rounds it as it rounds what it keeps), then runs the backward pass.
+  template <class L, class Gradients, class Prepare = void (*)()>
+  std::optional<Tensor> backward(
+      L& layer, const Tensor& dy, bool need_input_grad, Gradients& grads,
+      const Prepare& prepare = [] {}) {
+    if (!active_) {
+      prepare();
+      return layer.backward(dy, need_input_grad, grads);
+    }
     if (!x_) {
       throw ValueError(
           "kdist: a rematerialised layer's backward pass came before its forward "
@@ -172,6 +178,7 @@ class Rematerializer {
       const ViewArena::Use use(settings_.arena.get(), ViewArena::Mode::replay);
       (void)layer.forward(*x_, context_);
     }
+    prepare();
     std::optional<Tensor> dx;
     {
       const ViewArena::Use use(settings_.arena.get(), ViewArena::Mode::shared);
