@@ -296,6 +296,32 @@ TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
   }
 }
 
+// small_model()'s weights as compiled for the SGD runs below (before any step).
+std::map<std::string, std::vector<float>> sgd_initial_state() {
+  auto initial = kdist::test::small_model();
+  initial.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                  kdist::SGD(0.1), 5);
+  return kdist::test::state_of(initial);
+}
+
+// SGD moves each weight by its summed gradients: the bfloat16 run's weights differ from the
+// float32 run's (from `w0`) by bfloat16's rounding of the sums, within 4% of the largest move,
+// and not at all would mean the option did not act.
+void expect_within_bfloat16_rounding(const Trained& bf16, const Trained& f32,
+                                     const std::map<std::string, std::vector<float>>& w0,
+                                     const std::string& what) {
+  double largest_move = 0, worst = 0;
+  for (const auto& [path, w] : f32.state) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      largest_move = std::max(largest_move, std::abs(double(w[i]) - w0.at(path)[i]));
+      worst = std::max(worst, std::abs(double(bf16.state.at(path)[i]) - w[i]));
+    }
+  }
+  EXPECT_GT(largest_move, 1e-3) << what << ": the model did train";
+  EXPECT_LT(worst, 0.04 * largest_move) << what;
+  EXPECT_GT(worst, 0.0) << what << ": the sums were not taken in bfloat16";
+}
+
 // GradientSyncOptions::bfloat16_sums: the same collectives' count and gradients, summed moving
 // bfloat16 (kdist::all_reduce_in_bfloat16). With SGD the weights move by the gradients, so each
 // weight's move differs from the float32 run's by bfloat16's rounding of the sums (about 2^-7 of
@@ -303,10 +329,7 @@ TEST(GradientSync, BucketsAndOverlapTrainToTheSameWeights) {
 // (the option did act), bucketed or not.
 TEST(GradientSync, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
   if (world_size() == 1) GTEST_SKIP() << "one process has no sums to take";
-  auto initial = kdist::test::small_model();
-  initial.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
-                  kdist::SGD(0.1), 5);
-  const auto w0 = kdist::test::state_of(initial);
+  const auto w0 = sgd_initial_state();
   for (const std::size_t bucket : {std::size_t{256} << 10, std::size_t{0}}) {
     const std::string what = "bucket_bytes " + std::to_string(bucket);
     const auto f32 = train_with({.overlap = true, .bucket_bytes = bucket}, kdist::SGD(0.1));
@@ -314,16 +337,7 @@ TEST(GradientSync, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
                                  kdist::SGD(0.1));
     EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << what;
     EXPECT_EQ(bf16.per_step.bytes, f32.per_step.bytes) << what;
-    double largest_move = 0, worst = 0;
-    for (const auto& [path, w] : f32.state) {
-      for (std::size_t i = 0; i < w.size(); ++i) {
-        largest_move = std::max(largest_move, std::abs(double(w[i]) - w0.at(path)[i]));
-        worst = std::max(worst, std::abs(double(bf16.state.at(path)[i]) - w[i]));
-      }
-    }
-    EXPECT_GT(largest_move, 1e-3) << what << ": the model did train";
-    EXPECT_LT(worst, 0.04 * largest_move) << what;
-    EXPECT_GT(worst, 0.0) << what << ": the sums were not taken in bfloat16";
+    expect_within_bfloat16_rounding(bf16, f32, w0, what);
   }
 }
 
@@ -411,10 +425,7 @@ TEST(ShardedOptimizerState, Bfloat16PartsAreRoundedOnceAndSummedInFloat32) {
 // parts alone (no buckets) and split parts beside a bucket all-reduced in bfloat16 (1 KiB).
 TEST(ShardedOptimizerState, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
   if (world_size() == 1) GTEST_SKIP() << "one process has no sums to take";
-  auto initial = kdist::test::small_model();
-  initial.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
-                  kdist::SGD(0.1), 5);
-  const auto w0 = kdist::test::state_of(initial);
+  const auto w0 = sgd_initial_state();
   for (const std::size_t bucket : {std::size_t{0}, std::size_t{1024}}) {
     const std::string what = "bucket_bytes " + std::to_string(bucket);
     const auto f32 = train_with(
@@ -428,16 +439,7 @@ TEST(ShardedOptimizerState, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
     EXPECT_GT(bf16.per_step.reduce_scatters, 0U) << what;
     EXPECT_EQ(bf16.per_step.all_gathers, f32.per_step.all_gathers) << what;
     EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << what;
-    double largest_move = 0, worst = 0;
-    for (const auto& [path, w] : f32.state) {
-      for (std::size_t i = 0; i < w.size(); ++i) {
-        largest_move = std::max(largest_move, std::abs(double(w[i]) - w0.at(path)[i]));
-        worst = std::max(worst, std::abs(double(bf16.state.at(path)[i]) - w[i]));
-      }
-    }
-    EXPECT_GT(largest_move, 1e-3) << what << ": the model did train";
-    EXPECT_LT(worst, 0.04 * largest_move) << what;
-    EXPECT_GT(worst, 0.0) << what << ": the sums were not taken in bfloat16";
+    expect_within_bfloat16_rounding(bf16, f32, w0, what);
   }
 }
 

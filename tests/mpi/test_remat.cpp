@@ -41,36 +41,13 @@ using namespace kdist::test::small_gpt;
 
 const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .shuffle = false, .verbose = 0};
 
-// The recomputed forward passes are the same arithmetic on the same inputs with the same dropout
-// keys, so nothing differs, not even in the last bit.
-TEST(Remat, FullScopeTrainsToBitIdenticalLossesAndWeightsOnEveryMesh) {
-  const auto data = tokens(16);
-  for (const Rules rules : {Rules::data_parallel, Rules::tensor, Rules::fsdp_sequence}) {
-    auto plain = gpt(std::nullopt);
-    plain.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
-                  kdist::Adam(0.01), 3);
-    const auto want = plain.fit(data, fit);
-    auto remat = gpt(Remat{"full"});
-    remat.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
-                  kdist::Adam(0.01), 3);
-    const auto got = remat.fit(data, fit);
-    const std::string what = "rules " + std::to_string(static_cast<int>(rules));
-    for (std::size_t e = 0; e < 2; ++e) {
-      EXPECT_EQ(got.epochs[e].loss, want.epochs[e].loss) << what << " epoch " << e;
-    }
-    kdist::test::expect_bitwise_equal(kdist::test::state_of(remat), kdist::test::state_of(plain),
-                                      what);
-    EXPECT_EQ(remat.evaluate(data).loss, plain.evaluate(data).loss) << what;
-  }
-}
-
-// Under "mixed_bfloat16" too: what a recomputed layer keeps is rounded to 16 bits in place just
-// before its backward pass, the values the shrunk and widened tensors of the plain run have.
-TEST(Remat, FullScopeUnderMixedBfloat16IsBitIdenticalToo) {
+// A GPT with and without RematScope "full" on its blocks, under the dtype policy `policy`, on each
+// rule set: the same losses, weights and evaluation, bit for bit.
+void expect_remat_bit_identical(const char* policy) {
   const auto data = tokens(16);
   for (const Rules rules : {Rules::data_parallel, Rules::tensor, Rules::fsdp_sequence}) {
     const auto under_policy = [&](std::optional<Remat> remat) {
-      const kdist::mixed_precision::PolicyScope policy("mixed_bfloat16");
+      const kdist::mixed_precision::PolicyScope scope(policy);
       auto m = gpt(std::move(remat));
       m.compile(distribution(rules), kdist::Loss::sparse_categorical_crossentropy,
                 kdist::Adam(0.01), 3);
@@ -80,13 +57,27 @@ TEST(Remat, FullScopeUnderMixedBfloat16IsBitIdenticalToo) {
     auto remat = under_policy(Remat{"full"});
     const auto want = plain.fit(data, fit);
     const auto got = remat.fit(data, fit);
-    const std::string what = "rules " + std::to_string(static_cast<int>(rules));
+    const std::string what =
+        std::string(policy) + ", rules " + std::to_string(static_cast<int>(rules));
     for (std::size_t e = 0; e < 2; ++e) {
       EXPECT_EQ(got.epochs[e].loss, want.epochs[e].loss) << what << " epoch " << e;
     }
     kdist::test::expect_bitwise_equal(kdist::test::state_of(remat), kdist::test::state_of(plain),
                                       what);
+    EXPECT_EQ(remat.evaluate(data).loss, plain.evaluate(data).loss) << what;
   }
+}
+
+// The recomputed forward passes are the same arithmetic on the same inputs with the same dropout
+// keys, so nothing differs, not even in the last bit.
+TEST(Remat, FullScopeTrainsToBitIdenticalLossesAndWeightsOnEveryMesh) {
+  expect_remat_bit_identical("float32");
+}
+
+// Under "mixed_bfloat16" too: what a recomputed layer keeps is rounded to 16 bits in place just
+// before its backward pass, the values the shrunk and widened tensors of the plain run have.
+TEST(Remat, FullScopeUnderMixedBfloat16IsBitIdenticalToo) {
+  expect_remat_bit_identical("mixed_bfloat16");
 }
 
 void recompute_attention(Model& m) {
