@@ -21,7 +21,10 @@
 //          rank every block is the whole variable, so the 1-rank figure is the global size);
 //          BM_data_parallel_sharded_state/256: DataParallel with the optimizer state sharded
 //          (ZeRO-1) and with all-reduced gradients, alternating step by step: median ms, speed-up
-//          and Adam's bytes per rank for both.
+//          and Adam's bytes per rank for both;
+//          BM_fsdp_bfloat16_sums/256: FSDP on mesh (N,) (both kernels' rows over "batch") with
+//          float32 gradient sums and with bfloat16 ones (the kernels' reduce-scatters moving
+//          bfloat16), alternating step by step: median ms of both and the speed-up.
 #include <benchmark/benchmark.h>
 
 #include <mpi.h>
@@ -104,6 +107,16 @@ std::shared_ptr<const kdist::Distribution> make_dist(bool model_parallel) {
   return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
 }
 
+//! FSDP on mesh (N,): both kernels' rows sharded over "batch" (gathered for compute, their
+//! gradients reduce-scattered), the batch too.
+std::shared_ptr<const kdist::Distribution> make_fsdp_dist() {
+  kdist::RuntimeDeviceMesh mesh({static_cast<std::size_t>(world_size())}, {"batch"},
+                                kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  map["d\\d/kernel"] = {"batch", kdist::replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "batch");
+}
+
 //! The kdist trainer's model and this process's rows of a global batch.
 struct KdistStep {
   kdist::Sequential model = kdist::examples::make_seed_model();
@@ -112,14 +125,20 @@ struct KdistStep {
   std::size_t global;
   //! `shard_state`: GradientSyncOptions::shard_optimizer_state (else the environment's setting).
   KdistStep(bool model_parallel, const Batch& batch, std::optional<bool> shard_state = {})
+      : KdistStep(make_dist(model_parallel), batch, [&]() -> std::optional<Options> {
+          if (!shard_state) return std::nullopt;
+          auto options = Options::from_environment();
+          options.shard_optimizer_state = *shard_state;
+          return options;
+        }()) {}
+  //! On `dist`, with `options` (none: the environment's).
+  using Options = kdist::GradientSyncOptions;
+  KdistStep(std::shared_ptr<const kdist::Distribution> dist, const Batch& batch,
+            std::optional<Options> options)
       : global(batch.rows) {
-    if (shard_state) {
-      auto options = kdist::GradientSyncOptions::from_environment();
-      options.shard_optimizer_state = *shard_state;
-      model.set_gradient_sync(options);
-    }
-    model.compile(make_dist(model_parallel), kdist::Loss::categorical_crossentropy,
-                  kdist::Adam(0.001), kSeed);
+    if (options) model.set_gradient_sync(*options);
+    model.compile(std::move(dist), kdist::Loss::categorical_crossentropy, kdist::Adam(0.001),
+                  kSeed);
     const auto layout = model.input_layout(global);
     const auto ext =
         layout.local_extents(std::vector<std::size_t>{global, kFeatures}, world_rank());
@@ -271,6 +290,25 @@ void model_parallel_memory(benchmark::State& state) {
   state.counters["ranks"] = world_size();
 }
 
+//! FSDP (make_fsdp_dist) with float32 gradient sums against bfloat16 ones
+//! (GradientSyncOptions::bfloat16_sums: the kernels' reduce-scatters move bfloat16, the weight
+//! gathers stay float32), steps alternating in one run: median per-step times (slowest rank),
+//! their ratio, and examples/s for both.
+void fsdp_bfloat16_sums(benchmark::State& state) {
+  const Batch batch(static_cast<std::size_t>(state.range(0)));
+  auto options = kdist::GradientSyncOptions::from_environment();
+  options.bfloat16_sums = false;
+  KdistStep float32(make_fsdp_dist(), batch, options);
+  options.bfloat16_sums = true;
+  KdistStep bfloat16(make_fsdp_dist(), batch, options);
+  const auto m = kdist::bench::paired_medians(state, float32, bfloat16);
+  state.counters["float32_ms"] = m.base * 1e3;
+  state.counters["bfloat16_ms"] = m.lib * 1e3;
+  state.counters["speedup"] = m.base / m.lib;
+  state.counters["float32_examples_per_s"] = static_cast<double>(state.range(0)) / m.base;
+  state.counters["bfloat16_examples_per_s"] = static_cast<double>(state.range(0)) / m.lib;
+}
+
 void register_all() {
   auto reg = [](const std::string& name, void (*fn)(benchmark::State&), std::int64_t batch,
                 int reps) {
@@ -294,6 +332,7 @@ void register_all() {
   reg("BM_model_parallel_memory", model_parallel_memory, 256, 1);
   if (world_size() > 1) {
     reg("BM_data_parallel_sharded_state", data_parallel_sharded_state, 256, 1);
+    reg("BM_fsdp_bfloat16_sums", fsdp_bfloat16_sums, 256, 1);
   }
 }
 

@@ -5,7 +5,8 @@
 // optimizer state sharded over the processes (ZeRO-1: large variables split in parts, small ones
 // owned whole by one process) or not, train to the same weights (bit for
 // bit where the summation order cannot change), start as many collectives as the buckets and
-// shards say, and bad settings are the same ValueError on every process. A user's layer, which
+// shards say, FSDP gradients are reduce-scattered by the sync (float32, or moving bfloat16), and
+// bad settings are the same ValueError on every process. A user's layer, which
 // hands its gradient back like the library's, gets all of it with no code of its own.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -18,6 +19,8 @@
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/world.hpp>
 #include <kdist/strategy/data_parallel.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/detail/started_reduce_scatter.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,10 +150,12 @@ struct Trained {
   kdist::GradientSyncCounts per_step;
 };
 Trained train_with(const kdist::GradientSyncOptions& options,
-                   kdist::Sequential::Optimizer adam = kdist::Adam(0.01)) {
+                   kdist::Sequential::Optimizer adam = kdist::Adam(0.01),
+                   std::shared_ptr<const kdist::Distribution> distribution =
+                       std::make_shared<kdist::DataParallel>()) {
   auto m = kdist::test::small_model();
   m.set_gradient_sync(options);
-  m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error, adam, 5);
+  m.compile(std::move(distribution), kdist::Loss::mean_squared_error, adam, 5);
   EXPECT_EQ(m.gradient_sync().bucket_bytes, options.bucket_bytes);
   EXPECT_EQ(m.gradient_sync().overlap, options.overlap);
   m.reset_gradient_sync_counts();
@@ -440,6 +445,102 @@ TEST(ShardedOptimizerState, Bfloat16SumsTrainWithinBfloat16RoundingOfFloat32) {
     EXPECT_EQ(bf16.per_step.all_gathers, f32.per_step.all_gathers) << what;
     EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << what;
     expect_within_bfloat16_rounding(bf16, f32, w0, what);
+  }
+}
+
+// FSDP over every process: both kernels' rows sharded over the batch axis (d1/kernel 64 rows,
+// d2/kernel 10: uneven on 4 and 8), biases replicated; their gradients resolve by reduce-scatters.
+std::shared_ptr<const kdist::Distribution> fsdp() {
+  kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{static_cast<std::size_t>(world_size())},
+                                {"batch"}, kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  map["d\\d/kernel"] = {"batch", kdist::replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "batch");
+}
+
+// A reduce_scatter step started without blocking (an FSDP gradient's), moving bfloat16 under
+// bfloat16_sums: process p
+// contributes (1 + p 2^-7 + 2^-10) 2^(i mod 5) at element i (the 2^-10 lost in the rounding, the
+// rest exact), so each element of this process's part must be exactly sum_p (1 + p 2^-7)
+// 2^(i mod 5), in float32 (not exact in bfloat16 for P > 1): a sum rounded again, a contribution
+// kept in float32 or an element out of place would all show. Rows (dimension 0, contiguous parts)
+// and columns (dimension 1, packed), 10 of them: uneven on 4 and 8 processes. In float32 the
+// started step sums as kdist::redistribute's blocking one does.
+TEST(GradientSync, FsdpReduceScattersStartedAndMovingBfloat16SumInFloat32) {
+  if (world_size() == 1) GTEST_SKIP() << "one process: a pending sum over one is no reduce-scatter";
+  using Matrix = kdist::DistributedTensor<float**>;
+  namespace d = kdist::detail;
+  const std::size_t n = static_cast<std::size_t>(world_size());
+  kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{n}, {"batch"}, kdist::list_devices());
+  const std::size_t rows = 10, cols = 6;
+  const auto value = [](std::size_t i, float p, bool rounded) {
+    const float base = 1.0F + p * 0x1p-7F + (rounded ? 0.0F : 0x1p-10F);
+    return std::ldexp(base, static_cast<int>(i % 5));
+  };
+  Kokkos::View<float**, Kokkos::HostSpace> summand("summand", rows, cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      summand(r, c) = value(r * cols + c, static_cast<float>(world_rank()), false);
+    }
+  }
+  const kdist::RuntimeTensorLayout replicated({kdist::DimAxes(), kdist::DimAxes()}, mesh);
+  const Matrix pending = Matrix::from_local(summand, {rows, cols}, replicated, {"batch"});
+  for (const std::size_t dim : {0, 1}) {
+    kdist::RuntimeTensorLayout target({dim == 0 ? kdist::DimAxes("batch") : kdist::DimAxes(),
+                                       dim == 1 ? kdist::DimAxes("batch") : kdist::DimAxes()},
+                                      mesh);
+    const auto plan = kdist::plan_redistribute(pending, target);
+    ASSERT_EQ(plan.steps.size(), 1U);
+    ASSERT_EQ(plan.steps[0].kind, kdist::RedistributeStep::Kind::reduce_scatter) << plan;
+    Matrix out = Matrix::zeros({rows, cols}, target, "out");
+    d::StartedReduceScatter<float> x;
+    auto request = d::start_reduce_scatter_in_bfloat16(plan.steps[0], pending, x);
+    request.wait();
+    d::finish_reduce_scatter_in_bfloat16(x, out.local().data());
+    // The same step in float32 (started, into a block of its own) is the blocking one's sum.
+    Matrix exact = Matrix::zeros({rows, cols}, target, "exact");
+    d::StartedReduceScatter<float> y;
+    d::start_reduce_scatter(plan.steps[0], pending, exact.local().data(), y).wait();
+    const Matrix blocking = kdist::redistribute(pending, target);
+    const auto block = out.block();
+    ASSERT_EQ(x.mine, out.local().size());
+    for (std::size_t r = 0; r < out.local().extent(0); ++r) {
+      for (std::size_t c = 0; c < out.local().extent(1); ++c) {
+        const std::size_t i = (block.lo[0] + r) * cols + block.lo[1] + c;
+        float want = 0.0F;
+        for (std::size_t p = 0; p < n; ++p) want += value(i, static_cast<float>(p), true);
+        ASSERT_EQ(out.local()(r, c), want) << "dimension " << dim << ", element " << i;
+        ASSERT_EQ(exact.local()(r, c), blocking.local()(r, c)) << "dimension " << dim << ", " << i;
+        ASSERT_NE(exact.local()(r, c), want) << "the float32 sum keeps the 2^-10";
+      }
+    }
+  }
+}
+
+// FSDP: the kernels' gradients are reduce-scattered by the gradient sync (2 a step), started
+// during the backward pass or after it, to the same weights bit for bit on 2 processes, and
+// within float32 rounding of DataParallel's; with bfloat16_sums the weights train within
+// bfloat16's rounding of the float32 run's (SGD) without equalling them, overlapped or not.
+TEST(GradientSync, FsdpGradientsAreReduceScatteredInTheSyncInFloat32OrBfloat16) {
+  if (world_size() == 1) GTEST_SKIP() << "one process has no sums to take";
+  auto initial = kdist::test::small_model();
+  initial.compile(fsdp(), kdist::Loss::mean_squared_error, kdist::SGD(0.1), 5);
+  const auto w0 = kdist::test::state_of(initial);
+  const auto f32 = train_with({.overlap = true}, kdist::SGD(0.1), fsdp());
+  EXPECT_EQ(f32.per_step.reduce_scatters, 2U);
+  const auto late = train_with({.overlap = false}, kdist::SGD(0.1), fsdp());
+  EXPECT_EQ(late.per_step.reduce_scatters, 2U);
+  expect_same_state(late, f32, "fsdp, overlap off");
+  const auto data_parallel = train_with({.overlap = true}, kdist::SGD(0.1));
+  for (const auto& [path, w] : data_parallel.state) {
+    EXPECT_LT(kdist::test::worst_relative(f32.state.at(path), w), 1e-5) << path;
+  }
+  for (const bool overlap : {true, false}) {
+    const auto bf16 =
+        train_with({.overlap = overlap, .bfloat16_sums = true}, kdist::SGD(0.1), fsdp());
+    EXPECT_EQ(bf16.per_step.reduce_scatters, 2U) << "overlap " << overlap;
+    EXPECT_EQ(bf16.per_step.all_reduces, f32.per_step.all_reduces) << "overlap " << overlap;
+    expect_within_bfloat16_rounding(bf16, f32, w0, overlap ? "fsdp" : "fsdp, overlap off");
   }
 }
 

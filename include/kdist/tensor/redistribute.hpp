@@ -69,22 +69,30 @@ RedistributePlan plan_for(const Tensor& t, const RuntimeTensorLayout& target) {
 //! otherwise each device's part is packed into a slot of ceil-division size on the host (the
 //! padding of trailing smaller blocks is zero and dropped on receipt). The host memory it packs in
 //! (and copies device blocks through) is host scratch, kept from call to call.
+//! The parts of `t`'s block that a reduce_scatter step sums into each of the `g` processes of its
+//! communicator (rank j's: the j-th chunk of dimension `step.dim`); the first is the largest.
+template <class Tensor>
+std::vector<Box<Tensor::rank>> reduce_scatter_parts(const RedistributeStep& step, const Tensor& t,
+                                                    std::size_t g) {
+  std::vector<Box<Tensor::rank>> parts(g, t.block());
+  for (std::size_t j = 0; j < g; ++j) {
+    const Block b = chunk_block(t.shape()[step.dim], g, j);
+    parts[j].lo[step.dim] = b.offset;
+    parts[j].ext[step.dim] = b.extent;
+  }
+  return parts;
+}
+
 template <class Tensor>
 void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& out) {
-  constexpr std::size_t R = Tensor::rank;
   using T = typename Tensor::value_type;
   using space = typename Tensor::memory_space::execution_space;
   const auto& comm = communicators(t.device_mesh()).comm(std::span<const std::string>(step.axes));
   const std::size_t g = static_cast<std::size_t>(comm.size());
   const std::size_t d = step.dim;
-  std::vector<Box<R>> parts(g, t.block());
+  const auto parts = reduce_scatter_parts(step, t, g);
   bool equal = true;
-  for (std::size_t j = 0; j < g; ++j) {
-    const Block b = chunk_block(t.shape()[d], g, j);
-    parts[j].lo[d] = b.offset;
-    parts[j].ext[d] = b.extent;
-    equal = equal && parts[j].volume() == parts[0].volume();
-  }
+  for (const auto& part : parts) equal = equal && part.volume() == parts[0].volume();
   if (equal && d == 0) {  // the parts are contiguous runs of the summand, of one size
     kdist::reduce_scatter(space(), t.local_summand(), out.local(), ReduceOp::sum, comm);
     return;

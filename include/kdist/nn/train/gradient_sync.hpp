@@ -22,9 +22,11 @@
 //! whole by one process keeps its place in a bucket, and its owner's update reaches the other
 //! processes in one all-gather of every owned variable (gather_owned, start_owned_gathers). Both
 //! are waited for at the step's end.
-//! With `overlap` off every all-reduce starts after the backward pass (the same buckets). Any
-//! other case (device memory, a reduce-scatter into a sharded gradient, a gradient already in the
-//! variable's layout) is the blocking kdist::redistribute_into. The sums are those of the blocking
+//! A pending sum that resolves into a sharded gradient on host memory (an FSDP variable's
+//! reduce-scatter) is started like the all-reduces (MPI_Ireduce_scatter; with `bfloat16_sums`
+//! moving bfloat16: kdist/tensor/detail/started_reduce_scatter.hpp). With `overlap` off every
+//! collective starts after the backward pass (the same buckets). Any other case (device memory, a
+//! gradient already in the variable's layout) is the blocking kdist::redistribute_into. The sums are those of the blocking
 //! path bit for bit on 2 processes; on more, MPI may add the summands in another order for another
 //! message size. The settings must be the same on every process (checked when Sequential
 //! compiles).
@@ -37,6 +39,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <kdist/core/error.hpp>
 #include <kdist/nn/gradients.hpp>
@@ -48,11 +51,13 @@
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
 #include <kdist/parallel/world.hpp>
+#include <kdist/tensor/detail/started_reduce_scatter.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -81,8 +86,10 @@ struct GradientSyncOptions {
   //! the backward pass like the float32 all-reduces), for slow links
   //! (`KDIST_GRADIENT_BFLOAT16=0|1|off|on`). With shard_optimizer_state the reduce-scatters of
   //! split variables move bfloat16 too (an all-to-all of the rounded parts, each part summed in
-  //! float32 at its owner and kept float32: one rounding per contribution). float64 gradients
-  //! stay float64; the all-gathers of updated variables stay exact.
+  //! float32 at its owner and kept float32: one rounding per contribution), and so do the
+  //! reduce-scatters of FSDP gradients (a variable sharded over the batch axis: the same
+  //! all-to-all, one rounding per contribution; kdist/tensor/detail/started_reduce_scatter.hpp).
+  //! float64 gradients stay float64; the all-gathers of updated variables stay exact.
   bool bfloat16_sums = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
@@ -141,8 +148,9 @@ struct GradientSyncCounts {
   std::size_t all_reduces = 0;         //!< non-blocking all-reduces started
   std::size_t bucketed_gradients = 0;  //!< gradients that went through a bucket
   std::size_t bytes = 0;               //!< bytes all-reduced
-  std::size_t reduce_scatters = 0;     //!< of gradients whose optimizer state is sharded
-  std::size_t all_gathers = 0;         //!< of the variables they update
+  //! of gradients whose optimizer state is sharded (ZeRO-1), and into sharded (FSDP) gradients
+  std::size_t reduce_scatters = 0;
+  std::size_t all_gathers = 0;  //!< of the variables they update
 };
 
 namespace detail {
@@ -443,6 +451,7 @@ class GradientSync {
     }
     pool_used_ = 0;
     bfloat16_used_ = 0;
+    reduce_scatters_used_ = 0;
   }
 
   //! What the steps since the last reset_counts() started.
@@ -601,6 +610,37 @@ class GradientSync {
                                                                                              n);
     return start_all_reduce_in_bfloat16(v, ReduceOp::sum, comm, scratch);
   }
+  //! A pending sum `pending` resolved into a sharded gradient's block `gradient` by the
+  //! reduce_scatter `step` (an FSDP variable's; kdist/tensor/detail/started_reduce_scatter.hpp),
+  //! started now or with the others; a float32 one moving bfloat16 with bfloat16_sums.
+  template <class Tensor, class GradientView>
+  void submit_reduce_scatter(const RedistributeStep& step, const Tensor& pending,
+                             const GradientView& gradient) {
+    using T = typename Tensor::value_type;
+    wait_for(gradient.data());
+    auto& buffers = std::get<std::deque<StartedReduceScatter<T>>>(reduce_scatters_);
+    if (reduce_scatters_used_ == buffers.size()) buffers.emplace_back();
+    StartedReduceScatter<T>* x = &buffers[reduce_scatters_used_++];  // kept from step to step
+    Launch launch;
+    launch.kind = Launch::Kind::reduce_scatter;
+    // The pending sum (its View) is held until the step ends: MPI reads it until completion, or
+    // (overlap off) it is read when the launch starts, at the end of the backward pass.
+    launch.start = [step, pending, g = gradient, x] {
+      return start_reduce_scatter(step, pending, g.data(), *x);
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (options_.bfloat16_sums) {
+        launch.start = [step, pending, x] {
+          return start_reduce_scatter_in_bfloat16(step, pending, *x);
+        };
+        launch.finish = [g = gradient, x] { finish_reduce_scatter_in_bfloat16(*x, g.data()); };
+      }
+    }
+    launches_.push_back(std::move(launch));
+    targets_.push_back({gradient.data(), launches_.size() - 1, 0, 0});
+    if (options_.overlap) start(launches_.back());
+  }
+
   //! The next bfloat16 scratch of the step, of at least `elements` (the i-th of a step is the
   //! i-th of the last step, grown if needed: no allocation once seen). Stable until wait_all.
   std::span<std::uint16_t> bfloat16_scratch(std::size_t elements) {
@@ -639,6 +679,12 @@ class GradientSync {
           submit(pending.local_summand(), gradient.local(), comm.get());
           return;
         }
+        if (plan.steps.size() == 1 &&
+            plan.steps.front().kind == RedistributeStep::Kind::reduce_scatter &&
+            gradient.local().span_is_contiguous()) {
+          submit_reduce_scatter(plan.steps.front(), pending, gradient.local());
+          return;
+        }
       }
     }
     wait_for(gradient.local().data());
@@ -656,6 +702,11 @@ class GradientSync {
   std::size_t pool_used_ = 0;
   std::vector<std::vector<std::uint16_t>> bfloat16_scratch_;  // bfloat16_scratch()'s, by order
   std::size_t bfloat16_used_ = 0;
+  //! The buffers of the step's reduce-scatters into sharded gradients, by order, per type
+  //! (submit_reduce_scatter); deques, so that a running one's never move.
+  std::tuple<std::deque<StartedReduceScatter<float>>, std::deque<StartedReduceScatter<double>>>
+      reduce_scatters_;
+  std::size_t reduce_scatters_used_ = 0;
   GradientSyncCounts counts_;
 };
 
