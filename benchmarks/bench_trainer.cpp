@@ -24,7 +24,9 @@
 //          and Adam's bytes per rank for both;
 //          BM_fsdp_bfloat16_sums/256: FSDP on mesh (N,) (both kernels' rows over "batch") with
 //          float32 gradient sums and with bfloat16 ones (the kernels' reduce-scatters moving
-//          bfloat16), alternating step by step: median ms of both and the speed-up.
+//          bfloat16), alternating step by step: median ms of both and the speed-up;
+//          BM_fsdp_bfloat16_sums_and_gathers/256: the same, the kernels' all-gathers moving
+//          bfloat16 too (GradientSyncOptions::bfloat16_gathers).
 #include <benchmark/benchmark.h>
 
 #include <mpi.h>
@@ -290,16 +292,18 @@ void model_parallel_memory(benchmark::State& state) {
   state.counters["ranks"] = world_size();
 }
 
-//! FSDP (make_fsdp_dist) with float32 gradient sums against bfloat16 ones
-//! (GradientSyncOptions::bfloat16_sums: the kernels' reduce-scatters move bfloat16, the weight
-//! gathers stay float32), steps alternating in one run: median per-step times (slowest rank),
-//! their ratio, and examples/s for both.
-void fsdp_bfloat16_sums(benchmark::State& state) {
+//! FSDP (make_fsdp_dist) with float32 collectives against bfloat16 ones, steps alternating in one
+//! run: median per-step times (slowest rank), their ratio, and examples/s for both. bfloat16:
+//! the kernels' gradient reduce-scatters (GradientSyncOptions::bfloat16_sums), and with `gathers`
+//! their all-gathers too (bfloat16_gathers).
+void fsdp_bfloat16(benchmark::State& state, bool gathers) {
   const Batch batch(static_cast<std::size_t>(state.range(0)));
   auto options = kdist::GradientSyncOptions::from_environment();
   options.bfloat16_sums = false;
+  options.bfloat16_gathers = false;
   KdistStep float32(make_fsdp_dist(), batch, options);
   options.bfloat16_sums = true;
+  options.bfloat16_gathers = gathers;
   KdistStep bfloat16(make_fsdp_dist(), batch, options);
   const auto m = kdist::bench::paired_medians(state, float32, bfloat16);
   state.counters["float32_ms"] = m.base * 1e3;
@@ -307,6 +311,12 @@ void fsdp_bfloat16_sums(benchmark::State& state) {
   state.counters["speedup"] = m.base / m.lib;
   state.counters["float32_examples_per_s"] = static_cast<double>(state.range(0)) / m.base;
   state.counters["bfloat16_examples_per_s"] = static_cast<double>(state.range(0)) / m.lib;
+}
+void fsdp_bfloat16_sums(benchmark::State& state) {
+  fsdp_bfloat16(state, false);
+}
+void fsdp_bfloat16_sums_and_gathers(benchmark::State& state) {
+  fsdp_bfloat16(state, true);
 }
 
 void register_all() {
@@ -333,6 +343,7 @@ void register_all() {
   if (world_size() > 1) {
     reg("BM_data_parallel_sharded_state", data_parallel_sharded_state, 256, 1);
     reg("BM_fsdp_bfloat16_sums", fsdp_bfloat16_sums, 256, 1);
+    reg("BM_fsdp_bfloat16_sums_and_gathers", fsdp_bfloat16_sums_and_gathers, 256, 1);
   }
 }
 

@@ -117,3 +117,4 @@
 #include <kdist/nn/train/step_graph.hpp>
 #include <kdist/nn/train/train_step.hpp>
 #include <kdist/nn/variable.hpp>
+#include <kdist/nn/weight_gather.hpp>

@@ -74,18 +74,22 @@ kdist::ArrayDataset<float> tokens(std::size_t n) {
   return kdist::ArrayDataset<float>(std::move(x), {seq}, std::move(y), seq);
 }
 
-enum class Rules { data_parallel, tensor, fsdp_sequence };
+//! fsdp_sequence: mesh (1, N), FSDP rules (a "data" axis of 1) with sequence parallelism;
+//! fsdp_over_data: mesh (N, 1), the same kernel and table rules, so every one is gathered.
+enum class Rules { data_parallel, tensor, fsdp_sequence, fsdp_over_data };
 
 std::shared_ptr<const kdist::Distribution> distribution(Rules rules) {
   const auto n = static_cast<std::size_t>(world_size());
   if (rules == Rules::data_parallel) {
     return std::make_shared<kdist::DataParallel>(kdist::list_devices());
   }
-  kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{1, n}, {"data", "model"},
-                                kdist::list_devices());
+  const bool over_data = rules == Rules::fsdp_over_data;
+  kdist::RuntimeDeviceMesh mesh(
+      over_data ? std::vector<std::size_t>{n, 1} : std::vector<std::size_t>{1, n},
+      {"data", "model"}, kdist::list_devices());
   kdist::LayoutMap map(mesh);
   using kdist::replicated;
-  const bool fsdp = rules == Rules::fsdp_sequence;
+  const bool fsdp = rules == Rules::fsdp_sequence || over_data;
   const kdist::DimAxes data = fsdp ? kdist::DimAxes("data") : kdist::DimAxes();
   map["token_embedding/embeddings"] = {"model", data};
   map[".*mha/(query|key|value)/kernel"] = {data, "model", replicated};
@@ -95,7 +99,7 @@ std::shared_ptr<const kdist::Distribution> distribution(Rules rules) {
   map[".*up/bias"] = {"model"};
   map[".*down/kernel"] = {"model", data};
   map["lm_head/kernel"] = {data, "model"};
-  if (fsdp)
+  if (rules == Rules::fsdp_sequence)
     map["block\\d+/(ln1|ln2|mha|down|dropout|attn|mlp)/output"] = {"data", "model", replicated};
   return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
 }

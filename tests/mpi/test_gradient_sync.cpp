@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/world.hpp>
 #include <kdist/strategy/data_parallel.hpp>
@@ -27,6 +28,7 @@
 
 #include "mpi/model_test_support.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "mpi/small_gpt.hpp"
 
 namespace {
 
@@ -544,6 +546,91 @@ TEST(GradientSync, FsdpGradientsAreReduceScatteredInTheSyncInFloat32OrBfloat16) 
   }
 }
 
+// kdist::WeightGather: a float32 weight sharded over "batch" (10 rows: uneven on 4 and 8)
+// gathered to replicated moving bfloat16 holds every value rounded to nearest bfloat16, this
+// process's own rows too (so every process computes with the same weights); in float32 the exact
+// values; a layout that does not change shares the block and rounds nothing.
+TEST(WeightGather, Bfloat16GathersRoundEveryValueOnceAndOnlyWhatMoves) {
+  using Matrix = kdist::DistributedTensor<float**>;
+  const std::size_t n = static_cast<std::size_t>(world_size());
+  kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{n}, {"batch"}, kdist::list_devices());
+  const kdist::RuntimeTensorLayout rows({kdist::DimAxes("batch"), kdist::DimAxes()}, mesh);
+  const kdist::RuntimeTensorLayout replicated({kdist::DimAxes(), kdist::DimAxes()}, mesh);
+  const auto value = [](std::size_t i, std::size_t j) {
+    return 1.0F + static_cast<float>(i * 6 + j) * 0x1p-12F;  // 12 bits: not bfloat16 values
+  };
+  const Matrix w = kdist::distribute_tensor<float**>(value, {10, 6}, rows);
+  kdist::WeightGather<Matrix> gather;
+  for (const bool in_bfloat16 : {true, false}) {
+    const Matrix g = gather(w, replicated, in_bfloat16);
+    ASSERT_EQ(g.layout(), replicated);
+    for (std::size_t i = 0; i < 10; ++i) {
+      for (std::size_t j = 0; j < 6; ++j) {
+        const float want =
+            in_bfloat16 && n > 1 ? static_cast<float>(kdist::bfloat16(value(i, j))) : value(i, j);
+        ASSERT_EQ(g.local()(i, j), want) << i << ", " << j << " in bfloat16 " << in_bfloat16;
+      }
+    }
+  }
+  const Matrix same = gather(w, rows, true);
+  EXPECT_EQ(same.local().data(), w.local().data());
+}
+
+// A model's weights already bfloat16 values: bfloat16 gathers change nothing, the step is the
+// same bit for bit (loss, every weight after the update) - on FSDP rules where every kernel and
+// table is gathered (the seeds-like MLP's 2-D Dense; the GPT's 3-D Dense, MultiHeadAttention and
+// Embedding) - while from weights that are not, the step differs (the option acted).
+TEST(WeightGather, Bfloat16GathersOfBfloat16WeightsGiveTheSameStep) {
+  if (world_size() == 1) GTEST_SKIP() << "one process gathers nothing";
+  namespace gpt = kdist::test::small_gpt;
+  const auto round_weights = [](kdist::Sequential& m) {
+    m.for_each_variable([](auto& v) {
+      float* data = v.value.local().data();
+      for (std::size_t i = 0; i < v.value.local().span(); ++i) {
+        data[i] = static_cast<float>(kdist::bfloat16(data[i]));
+      }
+    });
+  };
+  const auto step = [&](bool model_is_gpt, bool gathers, bool rounded) {
+    auto m = model_is_gpt ? gpt::gpt(std::nullopt) : kdist::test::small_model();
+    m.set_gradient_sync({.bfloat16_gathers = gathers});
+    m.compile(model_is_gpt ? gpt::distribution(gpt::Rules::fsdp_over_data) : fsdp(),
+              model_is_gpt ? kdist::Loss::sparse_categorical_crossentropy
+                           : kdist::Loss::mean_squared_error,
+              kdist::SGD(0.1), 5);
+    if (rounded) round_weights(m);
+    const auto fit = model_is_gpt
+                         ? m.fit(gpt::tokens(8), {.batch_size = 8, .verbose = 0})
+                         : m.fit(kdist::test::small_data(), {.batch_size = 48, .verbose = 0});
+    EXPECT_EQ(m.iterations(), 1);
+    return std::make_pair(fit.epochs.at(0).loss, kdist::test::state_of(m));
+  };
+  for (const bool model_is_gpt : {false, true}) {
+    const std::string what = model_is_gpt ? "GPT" : "MLP";
+    const auto f32 = step(model_is_gpt, false, true);
+    const auto bf16 = step(model_is_gpt, true, true);
+    EXPECT_EQ(bf16.first, f32.first) << what;
+    kdist::test::expect_bitwise_equal(bf16.second, f32.second, what);
+    const auto unrounded_f32 = step(model_is_gpt, false, false);
+    const auto unrounded_bf16 = step(model_is_gpt, true, false);
+    EXPECT_NE(unrounded_bf16.second, unrounded_f32.second) << what;
+    EXPECT_NEAR(unrounded_bf16.first, unrounded_f32.first, 1e-3 * unrounded_f32.first) << what;
+  }
+}
+
+// Training with bfloat16 gathers (FSDP MLP, SGD, 2 epochs): within bfloat16's rounding of the
+// float32 run and not equal to it.
+TEST(WeightGather, Bfloat16GathersTrainWithinBfloat16RoundingOfFloat32) {
+  if (world_size() == 1) GTEST_SKIP() << "one process gathers nothing";
+  auto initial = kdist::test::small_model();
+  initial.compile(fsdp(), kdist::Loss::mean_squared_error, kdist::SGD(0.1), 5);
+  const auto w0 = kdist::test::state_of(initial);
+  const auto f32 = train_with({}, kdist::SGD(0.1), fsdp());
+  const auto bf16 = train_with({.bfloat16_gathers = true}, kdist::SGD(0.1), fsdp());
+  EXPECT_EQ(bf16.per_step.reduce_scatters, f32.per_step.reduce_scatters);
+  expect_within_bfloat16_rounding(bf16, f32, w0, "bfloat16 gathers");
+}
+
 TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {
   auto m = kdist::test::small_model();
   m.set_gradient_sync({.bucket_bytes = 1024, .shard_optimizer_state = true});
@@ -694,6 +781,11 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
       << overlap;
   const auto bf16 = env_error("KDIST_GRADIENT_BFLOAT16", "half");
   EXPECT_TRUE(contains(bf16, "KDIST_GRADIENT_BFLOAT16 is 'half', not 0, 1, off or on")) << bf16;
+  const auto gathers = env_error("KDIST_GATHER_BFLOAT16", "2");
+  EXPECT_TRUE(contains(gathers,
+                       "KDIST_GATHER_BFLOAT16 is '2', not 0, 1, off or on (whether FSDP weights "
+                       "are all-gathered moving bfloat16)"))
+      << gathers;
   const auto shard = env_error("KDIST_SHARD_OPTIMIZER_STATE", "yes");
   EXPECT_TRUE(contains(shard,
                        "KDIST_SHARD_OPTIMIZER_STATE is 'yes', not 0, 1, off or on (whether the "
@@ -704,6 +796,7 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   ::setenv("KDIST_GRADIENT_BUCKET_KB", "2", 1);
   ::setenv("KDIST_GRADIENT_OVERLAP", "off", 1);
   ::setenv("KDIST_SHARD_OPTIMIZER_STATE", "on", 1);
+  ::setenv("KDIST_GATHER_BFLOAT16", "1", 1);
   {
     auto m = kdist::test::small_model();
     m.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
@@ -711,6 +804,7 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
     EXPECT_EQ(m.gradient_sync().bucket_bytes, 2048U);
     EXPECT_FALSE(m.gradient_sync().overlap);
     EXPECT_TRUE(m.gradient_sync().shard_optimizer_state);
+    EXPECT_TRUE(m.gradient_sync().bfloat16_gathers);
     EXPECT_EQ(m.optimizer_state_part("d1/kernel").has_value(), world_size() > 1);  // 2560 bytes
     EXPECT_EQ(m.optimizer_state_part("d1/bias").has_value(), world_size() > 1);    // owned whole
     m.set_gradient_sync({.overlap = true, .bucket_bytes = 0});
@@ -722,6 +816,7 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   ::unsetenv("KDIST_GRADIENT_BUCKET_KB");
   ::unsetenv("KDIST_GRADIENT_OVERLAP");
   ::unsetenv("KDIST_SHARD_OPTIMIZER_STATE");
+  ::unsetenv("KDIST_GATHER_BFLOAT16");
 
   if (world_size() == 1) return;
   // Settings that differ between processes: their all-reduces would not match.
@@ -730,26 +825,33 @@ TEST(GradientSync, BadSettingsAreTheSameValueErrorOnEveryProcess) {
   EXPECT_TRUE(
       contains(differ,
                "kdist::GradientSyncOptions differ between processes (bucket_bytes "
-               "from 0 to 4096, overlap on and off, shard_optimizer_state off, bfloat16_sums off)"))
+               "from 0 to 4096, overlap on and off, shard_optimizer_state off, bfloat16_sums off, "
+               "bfloat16_gathers off)"))
       << differ;
   const auto shard_differs = compile_error(
       kdist::GradientSyncOptions{.bucket_bytes = 0, .shard_optimizer_state = world_rank() == 1});
   EXPECT_TRUE(contains(shard_differs,
                        "(bucket_bytes from 0 to 0, overlap on, shard_optimizer_state on and off, "
-                       "bfloat16_sums off)"))
+                       "bfloat16_sums off, bfloat16_gathers off)"))
       << shard_differs;
   const auto bf16_differs = compile_error(
       kdist::GradientSyncOptions{.bucket_bytes = 0, .bfloat16_sums = world_rank() == 1});
-  EXPECT_TRUE(contains(bf16_differs, "shard_optimizer_state off, bfloat16_sums on and off)"))
+  EXPECT_TRUE(contains(
+      bf16_differs, "shard_optimizer_state off, bfloat16_sums on and off, bfloat16_gathers off)"))
       << bf16_differs;
+  const auto gathers_differ = compile_error(
+      kdist::GradientSyncOptions{.bucket_bytes = 0, .bfloat16_gathers = world_rank() == 1});
+  EXPECT_TRUE(contains(gathers_differ, "bfloat16_sums off, bfloat16_gathers on and off)"))
+      << gathers_differ;
   if (world_rank() == 1) ::setenv("KDIST_GRADIENT_OVERLAP", "0", 1);
   const auto one_env = compile_error(std::nullopt);
   ::unsetenv("KDIST_GRADIENT_OVERLAP");
   EXPECT_TRUE(contains(one_env, "differ between processes")) << one_env;
   EXPECT_TRUE(contains(one_env,
                        "set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, "
-                       "KDIST_SHARD_OPTIMIZER_STATE, KDIST_GRADIENT_BFLOAT16 or "
-                       "Sequential::set_gradient_sync alike on every process"))
+                       "KDIST_SHARD_OPTIMIZER_STATE, KDIST_GRADIENT_BFLOAT16, "
+                       "KDIST_GATHER_BFLOAT16 or Sequential::set_gradient_sync alike on every "
+                       "process"))
       << one_env;
 }
 

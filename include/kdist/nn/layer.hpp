@@ -67,6 +67,9 @@ struct StepContext {
   //! Where a step kept on the device checks its inputs (kdist::DeviceChecks): layers that check
   //! ids (an Embedding's) record failures there instead of reading them back; nullptr: on the host.
   DeviceChecks* checks = nullptr;
+  //! FSDP weights gathered moving bfloat16 (GradientSyncOptions::bfloat16_gathers): layers pass
+  //! it to their kdist::WeightGather.
+  bool bfloat16_gathers = false;
 };
 
 //! The requirements on a layer on scalars `T`.

@@ -27,6 +27,7 @@
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/random.hpp>
@@ -110,7 +111,7 @@ class BasicConv2D {
     return {input_shape[0] - kh + 1, input_shape[1] - kw + 1, filters_};
   }
 
-  LayerTensor<T> forward(const LayerTensor<T>& in, const StepContext&) {
+  LayerTensor<T> forward(const LayerTensor<T>& in, const StepContext& context) {
     const auto& x0 = kdist::detail::layer_input_as<Images>(
         in, "Conv2D '" + name_ + "'", "give it (batch, height, width, channels) tensors");
     const auto& mesh = x0.layout().device_mesh();
@@ -123,7 +124,8 @@ class BasicConv2D {
         RuntimeTensorLayout({DimAxes(), DimAxes(), DimAxes(), out_channels}, mesh);
     k_ = kernel_.value.layout() == *compute_kernel_layout_
              ? kernel_.value
-             : contiguous(redistribute(kernel_.value, *compute_kernel_layout_, kernel_moved_));
+             : contiguous(
+                   kernel_moved_(kernel_.value, *compute_kernel_layout_, context.bfloat16_gathers));
     const auto& s = x0.shape();
     const std::array<std::size_t, 4> yshape{s[0], s[1] - kernel_size_[0] + 1,
                                             s[2] - kernel_size_[1] + 1, filters_};
@@ -239,7 +241,8 @@ class BasicConv2D {
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step): the
   // output, the gradients, the patch matrix, packed copies and what the redistributions write.
   ReusableViews<typename Images::view_type> y_views_, dy_views_, dk_views_, dx_views_,
-      packed_views_, x_moved_, kernel_moved_, y_moved_, dy_moved_, dx_moved_;
+      packed_views_, x_moved_, y_moved_, dy_moved_, dx_moved_;
+  WeightGather<Images> kernel_moved_;  // the kernel in its compute layout (FSDP: gathered)
   ReusableViews<typename Vector::view_type> db_views_, bias_moved_;
   ReusableViews<Kokkos::View<T**, Kokkos::LayoutRight, typename Images::memory_space>>
       scratch_views_;

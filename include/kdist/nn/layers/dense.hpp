@@ -34,6 +34,7 @@
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/activation.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/random.hpp>
@@ -86,6 +87,7 @@ class BasicDense {
     return {input_shape[0], units_};
   }
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    bfloat16_gathers_ = context.bfloat16_gathers;
     if (const auto* t3 = std::get_if<Tensor3>(&x)) return forward(*t3, context.output_logits);
     return forward(kdist::detail::layer_input_as<Matrix>(
                        x, "Dense '" + name_ + "'",
@@ -158,7 +160,7 @@ class BasicDense {
   Matrix forward(const Matrix& x, bool logits_only = false) {
     x_ = x;
     skip_softmax_ = logits_only;
-    Matrix z = matmul(x, kernel_.value, ops::Op::none, ops::Op::none, z_views_);
+    Matrix z = matmul(x, kernel_for(x.layout().axes()[0]), ops::Op::none, ops::Op::none, z_views_);
     RuntimeTensorLayout target = output_layout_ ? *output_layout_ : z.layout();
     if (activation_ == Activation::softmax && !target.axes()[1].is_replicated()) {
       target = RuntimeTensorLayout({target.axes()[0], DimAxes()}, target.device_mesh());
@@ -221,7 +223,8 @@ class BasicDense {
       grads.add(*bias_, Vector::from_local(*db, {units_}, col_layout, partial));
     }
     if (!need_input_grad) return std::nullopt;
-    auto dx = matmul(dz, kernel_.value, ops::Op::none, ops::Op::transpose, dx_views_);
+    auto dx =
+        matmul(dz, kernel_for(x_.layout().axes()[0]), ops::Op::none, ops::Op::transpose, dx_views_);
     return redistribute(dx, x_.layout(), dx_moved_);
   }
 
@@ -251,7 +254,7 @@ class BasicDense {
     kc_layout_ = RuntimeTensorLayout({k0, k1}, mesh);
     zc_layout_ = RuntimeTensorLayout({b, s, k1}, mesh);
     x3c_ = redistribute(x, RuntimeTensorLayout({b, s, k0}, mesh), x3c_moved_);
-    const Matrix kc = redistribute(kernel_.value, *kc_layout_, kc_moved_);
+    const Matrix kc = kc_moved_(kernel_.value, *kc_layout_, bfloat16_gathers_);
     const auto& xl = x3c_.local();
     const auto zv = z3_views_.get(name_ + "/z", xl.extent(0), xl.extent(1), kc.local().extent(1));
     const auto xcl = contiguous(xl);
@@ -305,7 +308,7 @@ class BasicDense {
     const Tensor3 dzc = redistribute(dz, *zc_layout_, dzc_moved_);
     const auto dzcl = contiguous(dzc.local());
     const auto dzm = rows_of(dzcl);
-    const Matrix kc = redistribute(kernel_.value, *kc_layout_, kc_moved_);
+    const Matrix kc = kc_moved_(kernel_.value, *kc_layout_, bfloat16_gathers_);
     // Pending over the rows' axes: each process summed its own (batch, sequence) rows.
     std::vector<std::string> row_axes = zc_layout_->axes()[0].names();
     for (const auto& a : zc_layout_->axes()[1].names()) row_axes.push_back(a);
@@ -330,6 +333,18 @@ class BasicDense {
   }
 
  private:
+  //! The kernel as the (batch, features) product takes it: itself (kdist::matmul gathers an FSDP
+  //! kernel's batch axes in float32), or with bfloat16 gathers on, gathered over the batch axes
+  //! `batch` moving bfloat16 (kdist/nn/weight_gather.hpp).
+  Matrix kernel_for(const DimAxes& batch) {
+    if (!bfloat16_gathers_) return kernel_.value;
+    const auto& ka = kernel_.value.layout().axes();
+    const RuntimeTensorLayout compute(
+        {without(ka[0], batch.names()), without(ka[1], batch.names())},
+        kernel_.value.device_mesh());
+    return kc_moved_(kernel_.value, compute, true);
+  }
+
   //! The bias entries matching z's column block, as a local View.
   typename Vector::view_type bias_block(const Matrix& z) {
     return bias_block(z.layout().axes()[1], z.device_mesh());
@@ -390,7 +405,9 @@ class BasicDense {
   // What the redistributions write (the resolved sums, the gathered kernel and bias, the moved
   // inputs and gradients), kept likewise; the forward's gathered kernel is free again by the
   // time the backward gathers it.
-  ReusableViews<typename Matrix::view_type> z_moved_, dx_moved_, kc_moved_;
+  ReusableViews<typename Matrix::view_type> z_moved_, dx_moved_;
+  WeightGather<Matrix> kc_moved_;  // the kernel in its compute layout (an FSDP kernel gathered)
+  bool bfloat16_gathers_ = false;  // StepContext::bfloat16_gathers of the last forward pass
   ReusableViews<typename Vector::view_type> bias_moved_;
   ReusableViews<typename Tensor3::view_type> x3c_moved_, z3_moved_, dy3_moved_, dzc_moved_,
       dx3_moved_;

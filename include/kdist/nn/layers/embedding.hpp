@@ -31,6 +31,7 @@
 #include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/ops/embedding.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -86,6 +87,7 @@ class BasicEmbedding {
     return {input_shape[0], output_dim_};
   }
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    bfloat16_gathers_ = context.bfloat16_gathers;
     return forward(
         kdist::detail::layer_input_as<Tokens>(x, "Embedding '" + name_ + "'",
                                               "give it token ids of shape (batch, sequence)"),
@@ -153,7 +155,7 @@ class BasicEmbedding {
     compute_layout_ = RuntimeTensorLayout({vocab, features}, mesh);
     const Table table = table_.value.layout() == *compute_layout_
                             ? table_.value
-                            : redistribute(table_.value, *compute_layout_, table_moved_);
+                            : table_moved_(table_.value, *compute_layout_, bfloat16_gathers_);
     tokens_ = seq == s ? tokens
                        : redistribute(tokens, RuntimeTensorLayout({b, seq}, mesh), tokens_moved_);
     row_offset_ = table.offsets()[0];
@@ -275,7 +277,8 @@ class BasicEmbedding {
   ReusableViews<typename Table::view_type> dtable_views_;
   // What the redistributions write (the gathered table and tokens, the resolved output, the moved
   // gradient), kept likewise.
-  ReusableViews<typename Table::view_type> table_moved_;
+  WeightGather<Table> table_moved_;  // the table in its compute layout (FSDP: gathered)
+  bool bfloat16_gathers_ = false;    // StepContext::bfloat16_gathers of the last forward pass
   ReusableViews<typename Tokens::view_type> tokens_moved_;
   ReusableViews<typename Sequence::view_type> y_moved_, dy_moved_;
   Kokkos::View<double*, Kokkos::HostSpace> bad_count_;  //!< check_tokens' count, all-reduced

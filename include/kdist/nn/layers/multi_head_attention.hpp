@@ -51,6 +51,7 @@
 #include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
 #include <kdist/ops/attention_tiled.hpp>
@@ -156,7 +157,8 @@ class BasicMultiHeadAttention {
     build(input_shape[1], dist, seed);
     return input_shape;
   }
-  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext&) {
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    bfloat16_gathers_ = context.bfloat16_gathers;
     return forward(kdist::detail::layer_input_as<Tensor3>(
         x, "MultiHeadAttention '" + name_ + "'", "give it (batch, sequence, features) tensors"));
   }
@@ -234,9 +236,9 @@ class BasicMultiHeadAttention {
     const std::size_t rows = bl * seq;
     auto xm = matrix(x_.local(), rows, d);
     for (std::size_t p = 0; p < 3; ++p) {
-      w_c_[p] = redistribute(kernels_[p].value,
-                             RuntimeTensorLayout({DimAxes(), head_axes_, DimAxes()}, mesh),
-                             kernel_moved_[p]);
+      w_c_[p] = kernel_moved_[p](kernels_[p].value,
+                                 RuntimeTensorLayout({DimAxes(), head_axes_, DimAxes()}, mesh),
+                                 bfloat16_gathers_);
       hl_ = w_c_[p].local_extents()[1];
       proj_[p] = proj_views_[p].get("kdist::MHA::projection", bl, seq, hl_, k);
       auto pm = matrix(proj_[p], rows, hl_ * k);
@@ -261,9 +263,9 @@ class BasicMultiHeadAttention {
       probs_ = probs_views_.get("kdist::MHA::probs", bl, hl_, seq, seq);
       ops::attention_forward(proj_[0], proj_[1], proj_[2], probs_, attn_, scale(), causal_);
     }
-    wo_c_ = redistribute(output_kernel_.value,
-                         RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh),
-                         output_kernel_moved_);
+    wo_c_ = output_kernel_moved_(output_kernel_.value,
+                                 RuntimeTensorLayout({head_axes_, DimAxes(), DimAxes()}, mesh),
+                                 bfloat16_gathers_);
     const auto y = y_views_.get("kdist::MHA::output", bl, seq, d);
     ops::matmul(matrix(attn_, rows, hl_ * k), matrix(wo_c_.local(), hl_ * k, d),
                 matrix(y, rows, d));
@@ -505,9 +507,10 @@ class BasicMultiHeadAttention {
   ReusableViews<typename Tensor1::view_type> dbias_out_views_;
   // What each redistribution writes (the moved input and gradients, the resolved output, the
   // gathered kernels and biases), kept likewise.
-  ReusableViews<typename Tensor3::view_type> x_moved_, y_moved_, dy_moved_, dx_moved_,
-      output_kernel_moved_;
-  std::array<ReusableViews<typename Tensor3::view_type>, 3> kernel_moved_;
+  ReusableViews<typename Tensor3::view_type> x_moved_, y_moved_, dy_moved_, dx_moved_;
+  WeightGather<Tensor3> output_kernel_moved_;
+  std::array<WeightGather<Tensor3>, 3> kernel_moved_;
+  bool bfloat16_gathers_ = false;  // StepContext::bfloat16_gathers of the last forward pass
   ReusableViews<typename Tensor2::view_type> bias_moved_;
   ReusableViews<typename Tensor1::view_type> output_bias_moved_;
 };

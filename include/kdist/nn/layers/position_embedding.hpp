@@ -24,6 +24,7 @@
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/nn/weight_gather.hpp>
 #include <kdist/ops/elementwise.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/strategy/distribution.hpp>
@@ -81,7 +82,8 @@ class BasicPositionEmbedding {
     output_layout_ = dist.get_tensor_layout(name_ + "/output");
     return input_shape;
   }
-  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext&) {
+  LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext& context) {
+    bfloat16_gathers_ = context.bfloat16_gathers;
     return forward(kdist::detail::layer_input_as<Tensor3>(x, "PositionEmbedding '" + name_ + "'",
                                                           "put it after an Embedding"));
   }
@@ -101,7 +103,7 @@ class BasicPositionEmbedding {
   Tensor3 forward(const Tensor3& x) {
     const auto& axes = x.layout().axes();
     const RuntimeTensorLayout table_layout({axes[1], axes[2]}, x.layout().device_mesh());
-    const Table p = redistribute(table_.value, table_layout, table_moved_);
+    const Table p = table_moved_(table_.value, table_layout, bfloat16_gathers_);
     auto out =
         Tensor3::from_local(y_views_.get_like(name_ + "/y", x.local()), x.shape(), x.layout());
     ops::add_broadcast(x.local(), p.local(), out.local());
@@ -145,7 +147,8 @@ class BasicPositionEmbedding {
   ReusableViews<typename Tensor3::view_type> y_views_;
   ReusableViews<typename Table::view_type> dp_views_;
   // What the redistributions write (the table in x's layout, the output, the moved gradient).
-  ReusableViews<typename Table::view_type> table_moved_;
+  WeightGather<Table> table_moved_;  // the table laid out like the input's last two dimensions
+  bool bfloat16_gathers_ = false;    // StepContext::bfloat16_gathers of the last forward pass
   ReusableViews<typename Tensor3::view_type> y_moved_, dy_moved_;
 };
 

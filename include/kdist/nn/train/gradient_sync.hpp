@@ -91,11 +91,18 @@ struct GradientSyncOptions {
   //! all-to-all, one rounding per contribution; kdist/tensor/detail/started_reduce_scatter.hpp).
   //! float64 gradients stay float64; the all-gathers of updated variables stay exact.
   bool bfloat16_sums = false;
+  //! All-gather float32 FSDP weights (a kernel or table sharded over the batch axes) moving
+  //! bfloat16 for each step's compute (kdist::WeightGather, kdist/nn/weight_gather.hpp: half the
+  //! bytes; the layers then compute with the weights rounded to bfloat16, relative error at most
+  //! 2^-9, as Keras' "mixed_bfloat16" casts them; variables, gradients and optimizer stay
+  //! float32), for slow links (`KDIST_GATHER_BFLOAT16=0|1|off|on`).
+  bool bfloat16_gathers = false;
 
   //! The largest bucket_bytes accepted (1 GiB).
   static constexpr std::size_t max_bucket_bytes = std::size_t{1} << 30;
 
-  //! The defaults with `KDIST_GRADIENT_OVERLAP`, `KDIST_SHARD_OPTIMIZER_STATE` (0/1, off/on) and
+  //! The defaults with `KDIST_GRADIENT_OVERLAP`, `KDIST_SHARD_OPTIMIZER_STATE`,
+  //! `KDIST_GRADIENT_BFLOAT16`, `KDIST_GATHER_BFLOAT16` (0/1, off/on) and
   //! `KDIST_GRADIENT_BUCKET_KB` (0 to 1048576) applied. Errors: kdist::ValueError for a value
   //! that is not one of those.
   static GradientSyncOptions from_environment() {
@@ -110,6 +117,9 @@ struct GradientSyncOptions {
     switch_from_environment("KDIST_GRADIENT_BFLOAT16",
                             "whether data-parallel gradients are summed moving bfloat16",
                             o.bfloat16_sums);
+    switch_from_environment("KDIST_GATHER_BFLOAT16",
+                            "whether FSDP weights are all-gathered moving bfloat16",
+                            o.bfloat16_gathers);
     if (const char* v = std::getenv("KDIST_GRADIENT_BUCKET_KB"); v != nullptr && *v != '\0') {
       const std::string s(v);
       char* end = nullptr;
@@ -195,9 +205,10 @@ class GradientSync {
                 ", more than the limit of 1 GiB";
     }
     mpi::agree(kdist::communicator(), problem.empty(), problem);
-    constexpr int k = 4;  // the options, then their negations: one all-reduce finds min and max
+    constexpr int k = 5;  // the options, then their negations: one all-reduce finds min and max
     long long v[2 * k] = {static_cast<long long>(o.bucket_bytes), o.overlap ? 1 : 0,
-                          o.shard_optimizer_state ? 1 : 0, o.bfloat16_sums ? 1 : 0};
+                          o.shard_optimizer_state ? 1 : 0, o.bfloat16_sums ? 1 : 0,
+                          o.bfloat16_gathers ? 1 : 0};
     for (int i = 0; i < k; ++i) v[k + i] = -v[i];
     kdist::all_reduce(
         Kokkos::DefaultHostExecutionSpace(),
@@ -207,14 +218,17 @@ class GradientSync {
     const auto on_off = [&](int i) {
       return v[i] == -v[k + i] ? std::string(v[i] ? "on" : "off") : std::string("on and off");
     };
-    if (v[0] != -v[k] || v[1] != -v[k + 1] || v[2] != -v[k + 2] || v[3] != -v[k + 3]) {
+    bool alike = true;
+    for (int i = 0; i < k; ++i) alike = alike && v[i] == -v[k + i];
+    if (!alike) {
       throw ValueError(
           "kdist::GradientSyncOptions differ between processes (bucket_bytes from " +
           std::to_string(v[0]) + " to " + std::to_string(-v[k]) + ", overlap " + on_off(1) +
           ", shard_optimizer_state " + on_off(2) + ", bfloat16_sums " + on_off(3) +
+          ", bfloat16_gathers " + on_off(4) +
           "): set KDIST_GRADIENT_BUCKET_KB, KDIST_GRADIENT_OVERLAP, KDIST_SHARD_OPTIMIZER_STATE, "
-          "KDIST_GRADIENT_BFLOAT16 or Sequential::set_gradient_sync alike on every process, or "
-          "their collectives would not match");
+          "KDIST_GRADIENT_BFLOAT16, KDIST_GATHER_BFLOAT16 or Sequential::set_gradient_sync alike "
+          "on every process, or their collectives would not match");
     }
     options_ = o;
   }

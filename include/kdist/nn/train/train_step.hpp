@@ -144,6 +144,7 @@ class TrainStep {
   //! take their inputs in float32.
   LayerTensor<T> forward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
                          StepContext context) {
+    context.bfloat16_gathers = sync_.options().bfloat16_gathers;
     ActivationTensor<T> h = input;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       context.output_logits = output_loss_.fused_softmax() && i + 1 == layers.size();
