@@ -633,7 +633,7 @@ class GradientSync {
     using T = typename Tensor::value_type;
     wait_for(gradient.data());
     auto& buffers = std::get<std::deque<StartedReduceScatter<T>>>(reduce_scatters_);
-    if (reduce_scatters_used_ == buffers.size()) buffers.emplace_back();
+    while (buffers.size() <= reduce_scatters_used_) buffers.emplace_back();  // one count, 2 types
     StartedReduceScatter<T>* x = &buffers[reduce_scatters_used_++];  // kept from step to step
     Launch launch;
     launch.kind = Launch::Kind::reduce_scatter;
