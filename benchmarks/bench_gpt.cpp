@@ -23,9 +23,10 @@
 //   (peak bytes of two steps above weights, gradients and slots, kdist::AllocationCounters; the
 //   largest rank's), time_ratio_<variant> and act_ratio_<variant> (over plain; targets: full
 //   act <= 0.3, time <= 1.4; selective time <= 1.1).
-// BM_gpt_mixed_precision/<config>: the GPT under "float32" and "mixed_bfloat16", measured as
-//   BM_gpt_remat's variants: ms_, act_bytes_, time_ratio_mixed_bfloat16 and
-//   act_ratio_mixed_bfloat16 (target <= 0.55).
+// BM_gpt_mixed_precision/<config>: the GPT under "float32", "mixed_bfloat16" and "bfloat16",
+//   measured as BM_gpt_remat's variants: ms_, act_bytes_, state_bytes_ (weights, gradients and
+//   the slots as stored), time_ratio_, act_ratio_ (mixed_bfloat16: target <= 0.55) and
+//   state_ratio_ (bfloat16: its slots in 16 bits).
 // BM_gpt_save_every_10_steps/<config>: ms per step with a checkpoint every 10 steps, none /
 //   kdist::save_checkpoint / kdist::AsyncCheckpointer in the same run; counters sync_cost and
 //   async_cost (per-step time over the no-save time, less 1; target for async: <= 0.05),
@@ -342,14 +343,17 @@ StateBytes state_bytes(Model& model) {
   StateBytes b;
   model.for_each_variable_with_slots([&](auto& v, auto& slots) {
     const double sz = sizeof(typename std::decay_t<decltype(v.value)>::value_type);
+    // the slots of a 16-bit variable ("bfloat16" policy) are stored in 16 bits
+    const double slot_sz = kdist::is_sixteen_bit(v.dtype) ? 2.0 : sz;
     b.weights += sz * static_cast<double>(v.value.local().size());
     b.grads += sz * static_cast<double>(v.grad.local().size());
     // A sharded optimizer state (ZeRO-1) holds this process's part; the slots here are gathered.
     const auto part = model.optimizer_state_part(v.path);
     for (const auto& s : slots) {
-      b.slots += sz * static_cast<double>(part ? part->second : s.local().size());
+      b.slots += slot_sz * static_cast<double>(part ? part->second : s.local().size());
     }
-    b.global += sz * static_cast<double>(v.value.global_size() * (1 + slots.size()));
+    b.global += (sz + slot_sz * static_cast<double>(slots.size())) *
+                static_cast<double>(v.value.global_size());
   });
   return b;
 }
@@ -431,7 +435,8 @@ std::unique_ptr<GptStep> built_and_measured(const Config& c, const RematVariant&
 }
 
 //! Each variant built and measured, then a step of each in turn per iteration; counters ms_,
-//! act_bytes_, and time_ratio_ / act_ratio_ over the first variant.
+//! act_bytes_, state_bytes_ (weights, gradients and slots) and time_ratio_ / act_ratio_ /
+//! state_ratio_ over the first variant.
 template <std::size_t n>
 void gpt_variants(benchmark::State& state, const Config& c, const RematVariant (&variants)[n]) {
   const double load_begin = load_average();
@@ -449,13 +454,20 @@ void gpt_variants(benchmark::State& state, const Config& c, const RematVariant (
     }
   }
   const double iterations = static_cast<double>(state.iterations());
+  std::array<double, n> held{};
+  for (std::size_t i = 0; i < n; ++i) {
+    const StateBytes b = state_bytes(ops[i]->model);
+    held[i] = max_over_ranks(b.weights + b.grads + b.slots);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const std::string name = variants[i].name;
     state.counters["ms_" + name] = seconds[i] / iterations * 1e3;
     state.counters["act_bytes_" + name] = bytes[i];
+    state.counters["state_bytes_" + name] = held[i];
     if (i > 0) {
       state.counters["time_ratio_" + name] = seconds[i] / seconds[0];
       state.counters["act_ratio_" + name] = bytes[i] / bytes[0];
+      state.counters["state_ratio_" + name] = held[i] / held[0];
     }
   }
   state.counters["load_begin"] = load_begin;
@@ -466,10 +478,12 @@ void gpt_remat(benchmark::State& state, const Config& c) {
   gpt_variants(state, c, kRematVariants);
 }
 
-// Mixed precision (issue 37): the GPT under Keras' "float32" and "mixed_bfloat16" policies
-// (kdist/nn/autocast.hpp: 16-bit activations kept and flowing, float32 variables and slots).
+// Mixed precision (issue 37): the GPT under Keras' "float32", "mixed_bfloat16" and "bfloat16"
+// policies (kdist/nn/autocast.hpp: 16-bit activations kept and flowing, float32 variables and
+// slots; kdist/nn/sixteen_bit_variables.hpp: bfloat16 variables, their slots stored in 16 bits).
 constexpr RematVariant kPolicyVariants[] = {{"float32", "", 0, "float32"},
-                                            {"mixed_bfloat16", "", 0, "mixed_bfloat16"}};
+                                            {"mixed_bfloat16", "", 0, "mixed_bfloat16"},
+                                            {"bfloat16", "", 0, "bfloat16"}};
 void gpt_mixed_precision(benchmark::State& state, const Config& c) {
   gpt_variants(state, c, kPolicyVariants);
 }

@@ -140,7 +140,8 @@ std::optional<GptOptions> parse(int argc, char** argv, bool root) {
       ->check(CLI::IsMember({"full", "activations", "larger_than"}));
   app.add_option("--dtype-policy", o.model.dtype_policy,
                  "Keras' dtype policy: float32 (default), mixed_bfloat16, mixed_float16 (16-bit "
-                 "activations, float32 variables; mixed_float16 wants --loss-scale)")
+                 "activations, float32 variables; mixed_float16 wants --loss-scale), bfloat16, "
+                 "float16 (16-bit variables and optimizer slots too)")
       ->check(kdist::examples::dtype_policy_check);
   app.add_flag("--loss-scale", o.loss_scale,
                "wrap AdamW in Keras' LossScaleOptimizer (dynamic scaling, for mixed_float16)");

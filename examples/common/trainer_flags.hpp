@@ -36,7 +36,7 @@ struct TrainerOptions {
   bool resume = false;              // start from <checkpoint_dir>/checkpoint.h5
   std::string load_keras_weights;   // start from a Keras .weights.h5 file (empty: no)
   std::string save_keras_weights;   // after training, write a Keras .weights.h5 file (empty: no)
-  std::string keras_weights_dtype;  // its variables' dtype: "" (float32), bfloat16, float16
+  std::string keras_weights_dtype;  // its variables' dtype: "" (each its own), float32, ...
   bool evaluate_only = false;       // no training: evaluate the loaded weights
   std::string layout_map;           // LayoutMap rules from this JSON file (empty: the trainer's)
   std::string dtype_policy;         // Keras' dtype policy of the layers (empty: float32)
@@ -165,13 +165,15 @@ inline std::optional<TrainerOptions> parse_options(int argc, char** argv, const 
                  "(Keras: model.load_weights)");
   app.add_option("--keras-weights-dtype", o.keras_weights_dtype,
                  "the dtype --save-keras-weights writes the variables in, as Keras does under "
-                 "that dtype policy: float32 (default), bfloat16, float16")
+                 "that dtype policy: float32, bfloat16, float16 (default: each variable's own, "
+                 "16 bits under --dtype-policy bfloat16 or float16)")
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   app.add_flag("--evaluate-only", o.evaluate_only,
                "do not train: evaluate the weights of --load-keras-weights or --resume");
   app.add_option("--dtype-policy", o.dtype_policy,
                  "Keras' dtype policy of the layers: float32 (default), mixed_bfloat16, "
-                 "mixed_float16 (16-bit activations, float32 variables)")
+                 "mixed_float16 (16-bit activations, float32 variables), bfloat16, float16 "
+                 "(16-bit variables and optimizer slots too)")
       ->check(dtype_policy_check);
   app.add_flag("--drop-remainder", o.drop_remainder,
                "drop each epoch's partial last batch (default: train on it, as Keras)");

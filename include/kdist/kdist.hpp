@@ -105,6 +105,7 @@
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/remat.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/nn/sixteen_bit_variables.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/nn/train/device_iterations.hpp>
 #include <kdist/nn/train/epoch_loop.hpp>

@@ -13,6 +13,7 @@
 //! Relative rounding error of one conversion: at most 2^-8 (half a unit in the last of 8
 //! significant bits), for every normal value.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -70,6 +71,19 @@ struct bfloat16 {
   }
 };
 static_assert(sizeof(bfloat16) == 2, "kdist::bfloat16 is two bytes");
+
+//! `out[i]` (i < count) = the float32 sum, in order, of `blocks` runs of `count` bfloat16 values
+//! (as bits) lying one after another at `runs`: each value widened exactly, the sum rounded as
+//! float32 addition rounds. How a process adds the bfloat16 contributions it received from every
+//! process (rank order) of a reduce-scatter moving bfloat16 (host memory).
+inline void sum_bfloat16_runs(const std::uint16_t* runs, std::size_t blocks, std::size_t count,
+                              float* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = blocks > 0 ? from_bfloat16_bits(runs[i]) : 0.0F;
+  for (std::size_t p = 1; p < blocks; ++p) {
+    const std::uint16_t* from = runs + p * count;
+    for (std::size_t i = 0; i < count; ++i) out[i] += from_bfloat16_bits(from[i]);
+  }
+}
 
 struct float16;  // kdist/core/float16.hpp
 

@@ -109,8 +109,10 @@ class AsyncCheckpointer {
     std::size_t buffer = 0;
     model.for_each_variable_with_slots([&](auto& v, auto& slots) {
       snapshot->blocks.push_back(copy_block(ck::variable_dataset(v.path), v.value, buffer++));
+      snapshot->stored.push_back(ck::stored_as(v.dtype));  // as save_checkpoint's
       for (std::size_t k = 0; k < slot_count; ++k) {
         snapshot->blocks.push_back(copy_block(ck::slot_dataset(v.path, k), slots.at(k), buffer++));
+        snapshot->stored.push_back(ck::stored_as(v.dtype));
       }
     });
     Kokkos::fence();  // the copies are complete (deep_copy from device memory)
@@ -128,8 +130,9 @@ class AsyncCheckpointer {
           [&](hid_t file) {
             ck::write_metadata(file, snapshot->metadata);
             auto dxpl = detail::hdf5::collective_transfer();
-            for (const auto& [name, block] : snapshot->blocks) {
-              ck::write_block(file, name, block, dxpl.get(), comm);
+            for (std::size_t i = 0; i < snapshot->blocks.size(); ++i) {
+              const auto& [name, block] = snapshot->blocks[i];
+              ck::write_block(file, name, block, dxpl.get(), comm, true, snapshot->stored[i]);
             }
           },
           when);
@@ -172,6 +175,7 @@ class AsyncCheckpointer {
   struct Snapshot {
     detail::checkpoint::Metadata metadata;
     std::vector<std::pair<std::string, detail::checkpoint::HostBlock<T>>> blocks;
+    std::vector<detail::checkpoint::StoredAs> stored;  //!< how each block is written
   };
 
   //! `t`'s block described, and copied into kept buffer number `index` when this process

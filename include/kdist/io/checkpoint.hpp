@@ -18,9 +18,13 @@
 //! The format, its guarantees and the resharding rules: docs/checkpoints.md. In short, under the
 //! root group of one HDF5 file:
 //!  - `/variables/<path>`: one dataset per variable at its Keras path ("d1/kernel" is dataset
-//!    `kernel` in group `/variables/d1`), of the variable's global shape, float32 or float64;
+//!    `kernel` in group `/variables/d1`), of the variable's global shape, in its dtype: float32 or
+//!    float64, or for a variable of the "bfloat16" and "float16" policies (its value exactly)
+//!    bfloat16 as Keras writes it (2-byte opaque values, attribute `dtype` = "bfloat16") or IEEE
+//!    half; a float32 model loads any of them (16-bit values widened, and rounded to a 16-bit
+//!    variable's dtype);
 //!  - `/optimizer/<path>/slot<k>`: the optimizer's state of that variable, k = 0 .. slots - 1,
-//!    shaped like it, in the order the optimizer declares its slots (`slots()`; Adam: momentum,
+//!    shaped like it and in its dtype, in the order the optimizer declares its slots (`slots()`; Adam: momentum,
 //!    velocity; RMSprop: velocity, [average_gradient], [momentum]; SGD with momentum: momentum;
 //!    the user's optimizer: its own);
 //!  - attributes: `format` = "kdist-checkpoint 1", `dtype`, `step`, `epoch`, `seed`, `loss`,
@@ -214,8 +218,9 @@ inline std::string check_file(const std::string& path, const Expected& want,
            " (another momentum, centered or nesterov setting); compile the model with the "
            "checkpoint's optimizer settings";
   }
-  // every dataset: present, a float of the model's width, the model's shape
-  const std::size_t width = want.dtype == "float32" ? 4 : 8;
+  // every dataset: present, a float of the model's width (a float32 model's also 16 bits: its
+  // 16-bit variables and their slots, or values that load widened), the model's shape
+  const std::size_t width = want.dtype == "float32" ? 0 : 8;
   for (const auto& e : want.entries) {
     const auto p = check_float_dataset(root, e.dataset, e.what, e.shape, width, "checkpoint");
     if (!p.empty()) {
@@ -325,9 +330,10 @@ template <class Model>
 void write_state(hid_t root, Model& model, std::size_t slots, MPI_Comm comm) {
   auto dxpl = hdf5::collective_transfer();
   model.for_each_variable_with_slots([&](auto& v, auto& s) {
-    write_tensor(root, variable_dataset(v.path), v.value, dxpl.get(), comm);
+    const StoredAs stored = stored_as(v.dtype);  // a 16-bit variable and its slots: exact
+    write_tensor(root, variable_dataset(v.path), v.value, dxpl.get(), comm, true, stored);
     for (std::size_t k = 0; k < slots; ++k) {
-      write_tensor(root, slot_dataset(v.path, k), s.at(k), dxpl.get(), comm);
+      write_tensor(root, slot_dataset(v.path, k), s.at(k), dxpl.get(), comm, true, stored);
     }
   });
 }
@@ -360,10 +366,12 @@ std::vector<std::function<void()>> read_state(hid_t file, Model& model, std::siz
   model.for_each_variable_with_slots([&](auto& v, auto& s) {
     commit.push_back(read_tensor(file, variable_dataset(v.path), "variable '" + v.path + "'",
                                  v.value, dxpl.get(), log));
+    // a slot may be a copy (sharded or 16-bit state) that goes back into the state when f
+    // returns: its values are in it by then
     for (std::size_t k = 0; k < slots; ++k) {
-      commit.push_back(read_tensor(file, slot_dataset(v.path, k),
-                                   "optimizer slot " + std::to_string(k) + " of '" + v.path + "'",
-                                   s.at(k), dxpl.get(), log));
+      read_tensor(file, slot_dataset(v.path, k),
+                  "optimizer slot " + std::to_string(k) + " of '" + v.path + "'", s.at(k),
+                  dxpl.get(), log)();
     }
   });
   return commit;
@@ -481,6 +489,7 @@ LoadedCheckpoint load_checkpoint(BasicSequential<T>& model, const std::string& p
     h5::check(file.close(), "kdist::load_checkpoint: closing '" + path + "'");
   }
   for (auto& c : commit) c();
+  detail::round_variables_to_their_dtypes(model.layers());  // values saved wider: as Keras assigns
   Kokkos::fence();
   model.set_iterations(out.step);
   if (auto* scaling = model.loss_scaling()) {

@@ -44,6 +44,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -73,12 +74,14 @@ struct KerasWeightsOptions {
   //! with `LoadedKerasWeights::optimizer_note` saying why). false: weights only.
   bool optimizer = true;
   //! save_keras_weights: the dtype the variables and optimizer slots are written in, as Keras'
-  //! save_weights writes them under the dtype policy of that name: "" or the model's own
-  //! ("float32", "float64"), "bfloat16" (2-byte opaque values with the attribute dtype =
-  //! "bfloat16") or "float16" (IEEE half), each value rounded to nearest, ties to even. A Keras
-  //! model under "bfloat16" loads either file. The step counter and learning rate stay int32 and
-  //! float32, as in Keras. load_keras_weights ignores it: it reads whatever the file holds, 16-bit
-  //! datasets widened exactly.
+  //! save_weights writes them under the dtype policy of that name: "" for each variable's own
+  //! (the model's scalars; 16 bits for the variables of layers under "bfloat16" or "float16"),
+  //! the model's own ("float32", "float64") for all, "bfloat16" (2-byte opaque values with the
+  //! attribute dtype = "bfloat16") or "float16" (IEEE half) for all, each value rounded to
+  //! nearest, ties to even. A Keras model under "bfloat16" loads either file. The step counter and
+  //! learning rate stay int32 and float32, as in Keras. load_keras_weights ignores it: it reads
+  //! whatever the file holds, 16-bit datasets widened exactly (and values rounded to a 16-bit
+  //! variable's dtype).
   std::string dtype{};
 };
 
@@ -593,7 +596,10 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
   const auto& opt = entries.optimizer;
   const double lr = opt.learning_rate;
   const bool functional = kw::is_functional(model);
-  const io::StoredAs stored = kw::stored_as<T>(options.dtype);
+  // each variable's own dtype (a 16-bit policy's variables in 16 bits), or the one asked for
+  const std::optional<io::StoredAs> asked =
+      options.dtype.empty() ? std::nullopt : std::optional(kw::stored_as<T>(options.dtype));
+  const auto stored = [&](DType d) { return asked ? *asked : io::stored_as(d); };
   Kokkos::fence();  // the model's last step is complete before its blocks are read
   io::write_atomically(path, who, kdist::communicator(), [&](hid_t file) {
     auto dxpl = h5::collective_transfer();
@@ -611,7 +617,7 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
     std::size_t v = 0;
     model.for_each_variable([&](auto& var) {
       io::write_tensor(file, names.at(v++), var.value, dxpl.get(), kdist::communicator(),
-                       /*annotate=*/false, stored);
+                       /*annotate=*/false, stored(var.dtype));
     });
     if (options.optimizer) {
       auto og = kw::make_group(file, "optimizer");
@@ -627,10 +633,10 @@ void save_keras_weights(BasicSequential<T>& model, const std::string& path,
         kw::write_scalar_dataset<float>(file, dataset(1), H5T_IEEE_F32LE, static_cast<float>(lr),
                                         dxpl.get());
         std::size_t i = 0;
-        model.for_each_variable_with_slots([&](auto&, auto& s) {
+        model.for_each_variable_with_slots([&](auto& var, auto& s) {
           for (std::size_t k = 0; k < opt.slot_count; ++k) {
             io::write_tensor(file, dataset(slot_index.at({i, k})), s.at(k), dxpl.get(),
-                             kdist::communicator(), /*annotate=*/false, stored);
+                             kdist::communicator(), /*annotate=*/false, stored(var.dtype));
           }
           ++i;
         });
@@ -714,11 +720,12 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
       model.for_each_variable_with_slots([&](auto& var, auto& s) {
         commit.push_back(io::read_tensor(file.get(), names.at(v), "variable '" + var.path + "'",
                                          var.value, dxpl.get(), log));
+        // a slot may be a copy (sharded or 16-bit state) that goes back into the state when
+        // this returns: its values are in it by then
         for (std::size_t k = 0; plan.load_optimizer && k < opt.slot_count; ++k) {
-          commit.push_back(
-              io::read_tensor(file.get(), kw::optimizer_dataset(at + slot_index.at({v, k})),
-                              "optimizer slot " + std::to_string(k) + " of '" + var.path + "'",
-                              s.at(k), dxpl.get(), log));
+          io::read_tensor(file.get(), kw::optimizer_dataset(at + slot_index.at({v, k})),
+                          "optimizer slot " + std::to_string(k) + " of '" + var.path + "'", s.at(k),
+                          dxpl.get(), log)();
         }
         ++v;
       });
@@ -750,6 +757,7 @@ LoadedKerasWeights load_keras_weights(BasicSequential<T>& model, const std::stri
     h5::check(file.close(), std::string(who) + ": closing '" + path + "'");
   }
   for (auto& c : commit) c();
+  detail::round_variables_to_their_dtypes(model.layers());  // as Keras' assign casts
   Kokkos::fence();
   LoadedKerasWeights out;
   if (plan.load_optimizer) {

@@ -46,6 +46,7 @@
 #include <kdist/nn/layer_tensor.hpp>
 #include <kdist/nn/remat.hpp>
 #include <kdist/nn/shape.hpp>
+#include <kdist/nn/sixteen_bit_variables.hpp>
 #include <kdist/nn/variable.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/tensor.hpp>
@@ -183,9 +184,9 @@ class AnyLayer {
   std::string_view variable_dtype() const { return dtype_policy().variable_dtype(); }
   //! Gives the layer `policy` (Keras' `dtype=` argument; kdist::with_dtype_policy). A full-precision
   //! policy means the model's scalars: "float32" (the default) on a model of double computes in
-  //! float64. Errors (kdist::ValueError): a policy whose variables are not the model's scalar
-  //! type (kdist trains 16-bit variables in no model: "bfloat16" and "float16" are for
-  //! "mixed_bfloat16" and "mixed_float16"), "float64" on a float32 model.
+  //! float64. Under "bfloat16" and "float16" the layer's variables are 16 bits wide
+  //! (kdist/nn/sixteen_bit_variables.hpp). Errors (kdist::ValueError): a 16-bit policy on a model
+  //! of double, "float64" on a float32 model.
   void set_dtype_policy(const DTypePolicy& policy) {
     self_->set_dtype_policy(policy_for_model(policy, self_->name()));
   }
@@ -246,6 +247,10 @@ class AnyLayer {
     std::string name() const override { return std::string(layer.name()); }
     Shape build(const Shape& s, const Distribution& d, std::uint64_t seed) override {
       Shape out = layer.build(s, d, seed);
+      // a layer holding layers (Residual): each of them gave its own variables their dtype
+      if constexpr (!requires(L & l) { l.layers(); }) {
+        detail::give_variable_dtype<T>(layer.variables(), policy.variable());
+      }
       if (remat) remat->built(out);
       return out;
     }
@@ -368,13 +373,11 @@ class AnyLayer {
       throw ValueError(who + "but the model computes in " + std::string(dtype_name(model)) +
                        " (its scalar type): a float64 model is kdist::BasicSequential<double>");
     }
-    if (policy.variable() != model) {
-      throw ValueError(who + "which keeps variables in " + std::string(policy.variable_dtype()) +
-                       ", but kdist keeps a model's variables in its scalar type (" +
-                       std::string(dtype_name(model)) + " here): train in 16 bits with \"mixed_" +
-                       std::string(policy.compute_dtype()) + "\" (" +
-                       std::string(policy.compute_dtype()) +
-                       " compute, float32 variables), as Keras' mixed precision guide does");
+    if (model != DType::float32) {
+      throw ValueError(who + "which computes in " + std::string(policy.compute_dtype()) +
+                       ", but the model is of " + std::string(dtype_name(model)) +
+                       ": kdist computes in 16 bits in float32 models "
+                       "(kdist::Sequential, kdist::BasicSequential<float>)");
     }
     return policy;
   }
@@ -409,5 +412,14 @@ void for_each_variable(std::vector<AnyLayer<T>>& layers, F&& f) {
     for (auto& ref : l.variables()) std::visit([&](auto* v) { f(*v); }, ref);
   }
 }
+
+namespace detail {
+//! Rounds every 16-bit variable of `layers` to its dtype (after values were written into it: a
+//! load; kdist/nn/sixteen_bit_variables.hpp).
+template <class T>
+void round_variables_to_their_dtypes(std::vector<AnyLayer<T>>& layers) {
+  for_each_variable(layers, [](auto& v) { round_to_dtype(v.value.local(), v.dtype); });
+}
+}  // namespace detail
 
 }  // namespace kdist

@@ -252,7 +252,10 @@ void write_block(hid_t file, const std::string& name, const HostBlock<T>& block,
   if (annotate) {
     hdf5::write_array(ds.get(), "shape",
                       std::vector<std::uint64_t>(block.shape.begin(), block.shape.end()));
-    hdf5::write_string(ds.get(), "dtype", dtype_name<T>());
+    // (a bfloat16 dataset's `dtype` is Keras' attribute above)
+    if (stored != StoredAs::bfloat16) {
+      hdf5::write_string(ds.get(), "dtype", sixteen ? dtype_of(stored) : dtype_name<T>());
+    }
     hdf5::write_string(ds.get(), "layout", block.layout);
   }
   auto [fspace, mspace] = block_selection(dims, block.offsets, block.extents, block.writes);

@@ -22,6 +22,7 @@
 #include <kdist/core/bfloat16.hpp>
 #include <kdist/core/float16.hpp>
 #include <kdist/io/detail/hdf5.hpp>
+#include <kdist/nn/dtype_policy.hpp>
 
 namespace kdist::detail::checkpoint {
 
@@ -32,6 +33,14 @@ enum class StoredAs { native, float16, bfloat16 };
 //! The Keras dtype name of a storage ("float16", "bfloat16"; "" for native).
 inline const char* dtype_of(StoredAs s) {
   return s == StoredAs::float16 ? "float16" : s == StoredAs::bfloat16 ? "bfloat16" : "";
+}
+
+//! The storage of a variable of dtype `d` (kdist/nn/sixteen_bit_variables.hpp): its own 16 bits,
+//! else native.
+inline StoredAs stored_as(DType d) {
+  return d == DType::bfloat16  ? StoredAs::bfloat16
+         : d == DType::float16 ? StoredAs::float16
+                               : StoredAs::native;
 }
 
 //! The HDF5 file type of a 16-bit storage: h5py's IEEE half, or a 2-byte opaque type.

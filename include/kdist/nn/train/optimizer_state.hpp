@@ -22,7 +22,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/bfloat16.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/core/float16.hpp>
+#include <kdist/nn/autocast.hpp>
 #include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/optimizer.hpp>
@@ -54,30 +57,67 @@ class OptimizerState {
     std::size_t k = 0;
     for_each_variable(layers, [&](auto& v) {
       std::vector<SlotView> s;
+      const auto& shard = shards_[k];
       for (const auto& name : declared.names) {
         const std::string label = v.path + "/" + name;
-        if (const auto& shard = shards_[k]) {
-          s.push_back(typename DistributedTensor<T*>::view_type(label, shard->size()));
-        } else {
-          s.push_back(make_slot(v.value.local(), label));
-        }
+        s.push_back(new_storage(v.dtype, v.value.local(), label, shard));
       }
       slots_.push_back(std::move(s));
       ++k;
     });
+    size_scratch();
   }
 
   //! Variable k's part when its state is sharded, else nullopt (k in variable order).
   const std::optional<StateShard>& shard(std::size_t k) const { return shards_.at(k); }
 
-  //! Variable k's slots as the optimizer's update_step takes them (views kept: no allocation).
-  std::span<const OptimizerView<T>> slot_views(std::size_t k) {
-    slot_views_.clear();
-    for (const auto& s : slots_.at(k)) {
-      slot_views_.push_back(std::visit([](const auto& view) { return flat<T>(view); }, s));
+  //! Calls `update(begin, count, slots)` over the `n` elements of variable k's block (its part
+  //! when its state is sharded), `slots` its slots' elements begin .. begin + count as the
+  //! optimizer's update_step takes them (views kept: no allocation): once over all of them when
+  //! its slots are of T; when they are 16 bits wide, in chunks of at most
+  //! `sixteen_bit_chunk` elements widened (exactly) into the scratch blocks and rounded back after
+  //! (optimizers are elementwise: a chunk's update is the whole update's on those elements).
+  template <class F>
+  void for_each_update_chunk(std::size_t k, std::size_t n, F&& update) {
+    const auto& slots = slots_.at(k);
+    const bool narrow = std::any_of(slots.begin(), slots.end(), is_narrow);
+    const std::size_t chunk = narrow ? sixteen_bit_chunk : std::max<std::size_t>(n, 1);
+    for (std::size_t begin = 0; begin < n || begin == 0; begin += chunk) {
+      const std::size_t count = std::min(chunk, n - begin);
+      slot_views_.clear();
+      for (std::size_t i = 0; i < slots.size(); ++i) {
+        slot_views_.push_back(std::visit(
+            [&](const auto& view) {
+              using V = std::decay_t<decltype(view)>;
+              if constexpr (is_sixteen_bit_float_v<typename V::value_type>) {
+                const OptimizerView<T> wide(scratch_.at(i).data(), count);
+                convert_block(Kokkos::subview(view, std::pair{begin, begin + count}), wide);
+                return wide;
+              } else {
+                return OptimizerView<T>(flat<T>(view).data() + begin, count);
+              }
+            },
+            slots[i]));
+      }
+      update(begin, count, std::span<const OptimizerView<T>>(slot_views_));
+      for (std::size_t i = 0; i < slots.size(); ++i) {
+        std::visit(
+            [&](const auto& view) {
+              using V = std::decay_t<decltype(view)>;
+              if constexpr (is_sixteen_bit_float_v<typename V::value_type>) {
+                convert_block(slot_views_[i],
+                              Kokkos::subview(view, std::pair{begin, begin + count}));
+              }
+            },
+            slots[i]);
+      }
+      if (n == 0) break;
     }
-    return slot_views_;
   }
+  //! The elements of a 16-bit slot widened at once for an update (a scratch block of float32 per
+  //! slot: 128 KiB each, however large the variable; a chunk's update is still many elements per
+  //! kernel launch).
+  static constexpr std::size_t sixteen_bit_chunk = std::size_t{1} << 15;
 
   //! Which variables' optimizer state is sharded, and how (GradientSyncOptions::
   //! shard_optimizer_state): those replicated over the batch axis, in host memory; split in parts
@@ -169,19 +209,21 @@ class OptimizerState {
         using View = typename std::decay_t<decltype(v.value)>::view_type;
         for (std::size_t i = 0; i < slots_[k].size(); ++i) {
           View whole = whole_slot(v.value.local(), k, i);
-          if (then) {
-            typename DistributedTensor<T*>::view_type part(std::string(whole.label()),
-                                                           then->size());
-            copy_part(flat<T>(whole), flat<T>(part), *then, true);
-            slots_[k][i] = part;
-          } else {
+          if (!then && !is_narrow(slots_[k][i])) {
             slots_[k][i] = whole;
+            continue;
           }
+          slots_[k][i] = new_storage(v.dtype, v.value.local(), std::string(whole.label()), then);
+          const auto values = flat<T>(whole);
+          write_storage(
+              slots_[k][i],
+              then ? OptimizerView<T>(values.data() + then->begin(), then->size()) : values);
         }
       }
       ++k;
     });
     shards_ = std::move(next);
+    size_scratch();
   }
 
   //! Calls f(variable, slots) for every variable, in layer order, its slots as distributed tensors
@@ -199,9 +241,12 @@ class OptimizerState {
                                            v.value.layout()));
       }
       f(v, slots);
-      if (shards_[k]) {
-        for (std::size_t i = 0; i < slots.size(); ++i) {
-          copy_part(flat<T>(slots[i].local()), slot_part(k, i), *shards_[k], true);
+      for (std::size_t i = 0; i < slots.size(); ++i) {  // a copy goes back
+        const auto values = flat<T>(slots[i].local());
+        if (const auto& shard = shards_[k]) {
+          write_part(k, i, OptimizerView<T>(values.data() + shard->begin(), shard->size()));
+        } else if (is_narrow(slots_[k][i])) {
+          write_part(k, i, values);
         }
       }
       ++k;
@@ -209,33 +254,102 @@ class OptimizerState {
   }
 
  private:
+  using Memory = typename DistributedTensor<T*>::view_type::memory_space;
   using SlotView = std::variant<
       typename DistributedTensor<T*>::view_type, typename DistributedTensor<T**>::view_type,
-      typename DistributedTensor<T***>::view_type, typename DistributedTensor<T****>::view_type>;
+      typename DistributedTensor<T***>::view_type, typename DistributedTensor<T****>::view_type,
+      Kokkos::View<bfloat16*, Kokkos::LayoutRight, Memory>,
+      Kokkos::View<float16*, Kokkos::LayoutRight, Memory>>;
 
-  //! Slot `i` of variable `k` when its state is sharded: its part.
-  OptimizerView<T> slot_part(std::size_t k, std::size_t i) {
-    return std::visit([](const auto& view) { return flat<T>(view); }, slots_[k][i]);
+  //! Whether slot storage `s` is 16 bits wide (a variable of the "bfloat16" or "float16" policy).
+  static bool is_narrow(const SlotView& s) { return s.index() >= 4; }
+
+  //! New storage for a slot of a variable of `dtype` with block `local`: 16-bit elements for a
+  //! 16-bit variable, else the block's shape; `shard`'s part only when given.
+  template <class View>
+  static SlotView new_storage(DType dtype, const View& local, const std::string& label,
+                              const std::optional<StateShard>& shard) {
+    const std::size_t n = shard ? shard->size() : local.size();
+    if constexpr (std::is_same_v<T, float>) {
+      if (dtype == DType::bfloat16) {
+        return Kokkos::View<bfloat16*, Kokkos::LayoutRight, Memory>(label, n);
+      }
+      if (dtype == DType::float16) {
+        return Kokkos::View<float16*, Kokkos::LayoutRight, Memory>(label, n);
+      }
+    }
+    if (shard) return typename DistributedTensor<T*>::view_type(label, n);
+    return make_slot(local, label);
   }
-  //! Copies the part `shard` says between a whole block and a part: into the part (to_part), or
-  //! out of it into its place in the block.
-  static void copy_part(const OptimizerView<T>& block, const OptimizerView<T>& part,
-                        const StateShard& shard, bool to_part) {
-    const auto range = std::pair{shard.begin(), shard.begin() + shard.size()};
-    if (to_part) {
-      Kokkos::deep_copy(part, Kokkos::subview(block, range));
-    } else {
-      Kokkos::deep_copy(Kokkos::subview(block, range), part);
+
+  //! One scratch block per slot for the updates of 16-bit slots: sixteen_bit_chunk elements, or
+  //! the most a 16-bit slot holds when fewer (none without one).
+  void size_scratch() {
+    std::vector<std::size_t> most;
+    for (const auto& s : slots_) {
+      if (most.size() < s.size()) most.resize(s.size(), 0);
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (is_narrow(s[i])) {
+          const std::size_t n = std::visit([](const auto& v) { return v.size(); }, s[i]);
+          most[i] = std::max(most[i], std::min(n, sixteen_bit_chunk));
+        }
+      }
+    }
+    scratch_.resize(most.size());
+    for (std::size_t i = 0; i < most.size(); ++i) {
+      if (scratch_[i].size() != most[i]) {
+        scratch_[i] = typename DistributedTensor<T*>::view_type(
+            "kdist::optimizer/16-bit slot " + std::to_string(i) + " widened", most[i]);
+      }
     }
   }
-  //! Slot `i` of variable `k` (block `local`) as a whole block: the slot itself, or when its
-  //! state is sharded a new block gathered from every process's part (collective).
+
+  //! Copies the values of slot `i` of variable `k` (its part when its state is sharded) into
+  //! `out`, widened (exactly) when the slot is 16 bits wide.
+  void read_part(std::size_t k, std::size_t i, const OptimizerView<T>& out) {
+    std::visit(
+        [&](const auto& view) {
+          using V = std::decay_t<decltype(view)>;
+          if constexpr (is_sixteen_bit_float_v<typename V::value_type>) {
+            convert_block(view, out);
+          } else {
+            Kokkos::deep_copy(out, flat<T>(view));
+          }
+        },
+        slots_[k][i]);
+  }
+  //! Writes `values` into the storage of slot `i` of variable `k` (its part when sharded),
+  //! rounded when it is 16 bits wide.
+  void write_part(std::size_t k, std::size_t i, const OptimizerView<T>& values) {
+    write_storage(slots_[k][i], values);
+  }
+  static void write_storage(const SlotView& storage, const OptimizerView<T>& values) {
+    std::visit(
+        [&](const auto& view) {
+          using V = std::decay_t<decltype(view)>;
+          if constexpr (is_sixteen_bit_float_v<typename V::value_type>) {
+            convert_block(values, view);
+          } else {
+            const auto to = flat<T>(view);
+            if (to.data() != values.data()) Kokkos::deep_copy(to, values);
+          }
+        },
+        storage);
+  }
+  //! Slot `i` of variable `k` (block `local`) as a whole block of T: the slot itself, or a new
+  //! block of its values: widened from 16 bits, or when its state is sharded gathered from every
+  //! process's part (collective).
   template <class View>
   View whole_slot(const View& local, std::size_t k, std::size_t i) {
     const auto& shard = shards_[k];
-    if (!shard) return std::get<View>(slots_[k][i]);
+    if (!shard && !is_narrow(slots_[k][i])) return std::get<View>(slots_[k][i]);
     View whole = make_slot(local, std::string(local.label()) + "/slot");
-    copy_part(flat<T>(whole), slot_part(k, i), *shard, false);
+    const auto values = flat<T>(whole);
+    if (!shard) {
+      read_part(k, i, values);
+      return whole;
+    }
+    read_part(k, i, OptimizerView<T>(values.data() + shard->begin(), shard->size()));
     start_all_gather_parts(whole.data(), *shard).wait();
     return whole;
   }
@@ -246,6 +360,8 @@ class OptimizerState {
   //! Each variable's part when its optimizer state is sharded (ZeRO-1), in variable order.
   std::vector<std::optional<StateShard>> shards_;
   std::vector<OptimizerView<T>> slot_views_;
+  //! Where 16-bit slots are widened for an update (size_scratch).
+  std::vector<typename DistributedTensor<T*>::view_type> scratch_;
 };
 
 }  // namespace kdist::detail

@@ -182,14 +182,7 @@ inline CollectiveRequest start_reduce_scatter_part_in_bfloat16(const float* summ
 inline void add_bfloat16_part(float* block, const StateShard& s,
                               std::span<const std::uint16_t> scratch) {
   const auto n = static_cast<std::size_t>(s.offsets.back() + s.counts.back());
-  const std::size_t count = s.size();
-  const std::uint16_t* received = scratch.data() + n;
-  float* part = block + s.begin();
-  for (std::size_t i = 0; i < count; ++i) part[i] = from_bfloat16_bits(received[i]);
-  for (std::size_t p = 1; p < s.counts.size(); ++p) {
-    const std::uint16_t* from = received + p * count;
-    for (std::size_t i = 0; i < count; ++i) part[i] += from_bfloat16_bits(from[i]);
-  }
+  sum_bfloat16_runs(scratch.data() + n, s.counts.size(), s.size(), block + s.begin());
 }
 
 //! After an in-place start_reduce_scatter_part: the part's sum moves from the block's start to

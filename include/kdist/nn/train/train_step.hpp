@@ -354,13 +354,22 @@ class TrainStep {
     sync_.wait_for(v.grad.local().data());
     check_gradient_for(v.value, v.grad);
     auto param = State::template flat<T>(v.value.local());
-    auto grad = State::template flat<const T>(v.grad.local());
+    auto grad = State::template flat<T>(v.grad.local());
     const auto& shard = state_.shard(k);
     if (shard) {  // this process's part only; the parts are gathered below
       param = OptimizerView<T>(param.data() + shard->begin(), shard->size());
-      grad = OptimizerView<const T>(grad.data() + shard->begin(), shard->size());
+      grad = OptimizerView<T>(grad.data() + shard->begin(), shard->size());
     }
-    optimizer_.update_step(param, grad, state_.slot_views(k), v.path);
+    // a 16-bit variable (kdist/nn/sixteen_bit_variables.hpp): its gradient rounded to its dtype,
+    // its slots widened from it, the updated value and slots rounded back to it
+    round_to_dtype(grad, v.dtype);
+    state_.for_each_update_chunk(
+        k, param.size(),
+        [&](std::size_t begin, std::size_t count, std::span<const OptimizerView<T>> slots) {
+          optimizer_.update_step(OptimizerView<T>(param.data() + begin, count),
+                                 OptimizerView<const T>(grad.data() + begin, count), slots, v.path);
+        });
+    round_to_dtype(param, v.dtype);
     if (shard && shard->owned_whole) {
       sync_.gather_owned(v.value.local().data(), *shard);
     } else if (shard) {

@@ -119,12 +119,7 @@ CollectiveRequest start_reduce_scatter_in_bfloat16(const RedistributeStep& step,
 //! After start_reduce_scatter_in_bfloat16's request: `out` (x.mine elements, this process's block
 //! of the target layout) is the float32 sum, in rank order, of the contributions to it.
 inline void finish_reduce_scatter_in_bfloat16(const StartedReduceScatter<float>& x, float* out) {
-  const std::size_t g = x.received_counts.size();
-  for (std::size_t i = 0; i < x.mine; ++i) out[i] = from_bfloat16_bits(x.received[i]);
-  for (std::size_t p = 1; p < g; ++p) {
-    const std::uint16_t* from = x.received.data() + p * x.mine;
-    for (std::size_t i = 0; i < x.mine; ++i) out[i] += from_bfloat16_bits(from[i]);
-  }
+  sum_bfloat16_runs(x.received.data(), x.received_counts.size(), x.mine, out);
 }
 
 }  // namespace kdist::detail
