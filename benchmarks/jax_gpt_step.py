@@ -8,7 +8,11 @@
 # logits against the next tokens; AdamW(1e-3, weight_decay 0.004, Keras' epsilon 1e-7); global
 # batch 16 x 128 tokens. The whole step (dropout keys, forward, backward, AdamW) is one jax.jit
 # call, timed after warm-up steps with block_until_ready; also the same steps under lax.scan (no
-# per-step dispatch: a lower bound). Not used by the tests or the README commands.
+# per-step dispatch: a lower bound). `--policy mixed_bfloat16` computes as Keras' "mixed_bfloat16"
+# does: float32 variables cast to bfloat16 where they are used, matrix products, GELU, dropout and
+# the residual stream in bfloat16, layer normalisation, softmax and the loss in float32 (the
+# figure beside kdist's "mixed_bfloat16" on a GPU, issue 37). Not used by the tests or the README
+# commands.
 #
 #   python3 -m venv /tmp/jaxvenv && /tmp/jaxvenv/bin/pip install "jax[cpu]"
 #   # one core, as kdist's single-process figure:
@@ -31,11 +35,15 @@ ap.add_argument("--blocks", type=int, default=4)
 ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--dropout", type=float, default=0.1)
 ap.add_argument("--precision", default="default", help="jax.default_matmul_precision")
+ap.add_argument("--policy", default="float32", choices=["float32", "mixed_bfloat16"],
+                help="Keras' dtype policy the step computes under")
 a = ap.parse_args()
+CD = jnp.bfloat16 if a.policy == "mixed_bfloat16" else jnp.float32  # the compute dtype
 V, T, D, H, L, B = a.vocab, a.sequence, a.d_model, a.heads, a.blocks, a.batch
 K = D // H
 jax.config.update("jax_default_matmul_precision", a.precision)
-print(f"jax {jax.__version__}, devices {jax.devices()}, precision {a.precision}", flush=True)
+print(f"jax {jax.__version__}, devices {jax.devices()}, precision {a.precision}, "
+      f"policy {a.policy}", flush=True)
 
 
 def glorot(k, shape, fan_in, fan_out):
@@ -60,35 +68,40 @@ def init(key):
     return p
 
 
-def layer_norm(x, gb, eps=1e-3):  # Keras' epsilon
+def layer_norm(x, gb, eps=1e-3):  # Keras' epsilon; float32 inside, the result in CD
+    x = x.astype(jnp.float32)
     m = x.mean(-1, keepdims=True)
     v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) * jax.lax.rsqrt(v + eps) * gb[0] + gb[1]
+    return ((x - m) * jax.lax.rsqrt(v + eps) * gb[0] + gb[1]).astype(CD)
+
+
+def c(w):  # a variable as the layer computes with it (Keras' autocast)
+    return w.astype(CD)
 
 
 MASK = jnp.tril(jnp.ones((T, T), bool))
 
 
 def forward(p, tokens, key):
-    h = p["tok"][tokens] + p["pos"][None]
+    h = (c(p["tok"])[tokens] + c(p["pos"])[None]).astype(CD)
     keys = jax.random.split(key, L)
     for blk, kd in zip(p["blocks"], keys):
         x = layer_norm(h, blk["ln1"])
-        q = jnp.einsum("btd,dhk->bthk", x, blk["q"]) + blk["bq"]
-        k = jnp.einsum("btd,dhk->bthk", x, blk["k"]) + blk["bk"]
-        v = jnp.einsum("btd,dhk->bthk", x, blk["v"]) + blk["bv"]
-        s = jnp.einsum("bthk,bshk->bhts", q / np.sqrt(K), k)
+        q = jnp.einsum("btd,dhk->bthk", x, c(blk["q"])) + c(blk["bq"])
+        k = jnp.einsum("btd,dhk->bthk", x, c(blk["k"])) + c(blk["bk"])
+        v = jnp.einsum("btd,dhk->bthk", x, c(blk["v"])) + c(blk["bv"])
+        s = jnp.einsum("bthk,bshk->bhts", q / np.sqrt(K).astype(CD), k).astype(jnp.float32)
         s = jnp.where(MASK, s, -1e9)
-        att = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(s, axis=-1), v)
-        h = h + jnp.einsum("bthk,hkd->btd", att, blk["o"]) + blk["bo"]
+        att = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(s, axis=-1).astype(CD), v)
+        h = h + jnp.einsum("bthk,hkd->btd", att, c(blk["o"])) + c(blk["bo"])
         x = layer_norm(h, blk["ln2"])
-        u = jax.nn.gelu(x @ blk["up"] + blk["bup"], approximate=False)
-        y = u @ blk["down"] + blk["bdown"]
+        u = jax.nn.gelu(x @ c(blk["up"]) + c(blk["bup"]), approximate=False)
+        y = u @ c(blk["down"]) + c(blk["bdown"])
         if a.dropout > 0:
             keep = jax.random.bernoulli(kd, 1 - a.dropout, y.shape)
-            y = jnp.where(keep, y / (1 - a.dropout), 0.0)
+            y = jnp.where(keep, y / jnp.asarray(1 - a.dropout, CD), jnp.zeros((), CD))
         h = h + y
-    return layer_norm(h, p["lnf"]) @ p["head"]
+    return (layer_norm(h, p["lnf"]) @ c(p["head"])).astype(jnp.float32)
 
 
 def loss_fn(p, x, y, key):
@@ -145,6 +158,6 @@ t0 = time.perf_counter()
 state2, losses = scanned(state, xs, ys)
 losses.block_until_ready()
 ds = (time.perf_counter() - t0) / a.steps
-print(f"GPT vocab {V} seq {T} d_model {D} heads {H} blocks {L} batch {B}: jitted step "
+print(f"GPT vocab {V} seq {T} d_model {D} heads {H} blocks {L} batch {B} {a.policy}: jitted step "
       f"{dt * 1e3:.2f} ms ({B * T / dt:,.0f} tokens/s), lax.scan {ds * 1e3:.2f} ms/step, "
       f"loss {float(loss):.4f}", flush=True)

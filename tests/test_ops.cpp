@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <kdist/core/bfloat16.hpp>
+#include <kdist/core/float16.hpp>
 #include <kdist/ops/activations.hpp>
 #include <kdist/ops/attention.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -1446,6 +1448,58 @@ TEST(MatmulPrecision, TheProgramThenTheEnvironmentThenHighest) {
   ::unsetenv("KDIST_MATMUL_PRECISION");
   EXPECT_EQ(kdist::ops::to_string(kdist::ops::matmul_precision()), "highest");
   EXPECT_THROW(kdist::ops::parse_matmul_precision("bf16"), kdist::ValueError);
+}
+
+// Under a GemmInputsScope (a layer computing under a 16-bit dtype policy) a float32 product in CUDA
+// memory takes its inputs in bfloat16 or float16 with float32 accumulation (cuBLAS' tensor cores):
+// the product of the rounded inputs, not of the float32 ones. Elsewhere (the host, the Kokkos
+// kernel) the product is float32's, bit for bit.
+TEST(GemmInputs, SixteenBitInputsOnTheGpuFloat32Elsewhere) {
+  using V =
+      Kokkos::View<float**, Kokkos::LayoutRight>;  // the default memory space: the GPU's there
+  constexpr std::size_t m = 8, k = 64, n = 8;
+  Mat<float> a("a", m, k), b("b", k, n);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t l = 0; l < k; ++l) a(i, l) = 1.0F + 0.001F * static_cast<float>(i * k + l);
+  for (std::size_t l = 0; l < k; ++l)
+    for (std::size_t j = 0; j < n; ++j) b(l, j) = 0.5F + 0.0007F * static_cast<float>(l * n + j);
+  V A("A", m, k), B("B", k, n), C32("C32", m, n), C16("C16", m, n);
+  Kokkos::deep_copy(A, a);
+  Kokkos::deep_copy(B, b);
+  ops::matmul(A, B, C32);
+  for (const auto inputs : {ops::GemmInputs::bfloat16, ops::GemmInputs::float16}) {
+    {
+      const ops::GemmInputsScope scope(inputs);
+      ops::matmul(A, B, C16);
+    }
+    auto c32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C32);
+    auto c16 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C16);
+    const auto round = [&](float x) {
+      return inputs == ops::GemmInputs::bfloat16 ? static_cast<float>(kdist::bfloat16(x))
+                                                 : static_cast<float>(kdist::float16(x));
+    };
+    double worst_to_rounded = 0, worst_to_float32 = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        double exact = 0, of_rounded = 0;
+        for (std::size_t l = 0; l < k; ++l) {
+          exact += static_cast<double>(a(i, l)) * b(l, j);
+          of_rounded += static_cast<double>(round(a(i, l))) * round(b(l, j));
+        }
+        worst_to_rounded = std::max(worst_to_rounded, std::abs(c16(i, j) - of_rounded) / exact);
+        worst_to_float32 = std::max(worst_to_float32, std::abs(c16(i, j) - exact) / exact);
+        if (!(ops::detail::cublas_enabled && ops::detail::in_cuda_memory_v<V>)) {
+          EXPECT_EQ(c16(i, j), c32(i, j)) << i << "," << j;  // the host: float32's product
+        }
+      }
+    }
+    if constexpr (ops::detail::cublas_enabled && ops::detail::in_cuda_memory_v<V>) {
+      // float32 accumulation of the rounded inputs (k = 64 terms), and visibly not float32's
+      // (an H200: 7.9e-5 from the float32 product with bfloat16 inputs)
+      EXPECT_LT(worst_to_rounded, 1e-5);
+      EXPECT_GT(worst_to_float32, inputs == ops::GemmInputs::bfloat16 ? 2e-5 : 1e-6);
+    }
+  }
 }
 
 }  // namespace

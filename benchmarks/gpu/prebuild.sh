@@ -2,7 +2,7 @@
 # Packs kdist CUDA binaries built here (../shared/gpu/build-kdist-cuda.sh, nvcc + Kokkos CUDA, no
 # GPU needed) into a staged folder, so a device call runs them at once instead of spending minutes
 # of its device time on the build. Also packs the fortunes text the GPT trainer reads (the device
-# image has no /usr/share/games/fortunes). issue36_figures.sh uses the pack when it is there and
+# image has no /usr/share/games/fortunes). gpu_figures.sh uses the pack when it is there and
 # its binaries load; else it builds on the device as before.
 #   bash benchmarks/gpu/prebuild.sh BUILD_DIR STAGED_DIR [target...]
 # BUILD_DIR: what build-kdist-cuda.sh built against MPICH, as the staged deps carry it
@@ -13,7 +13,7 @@
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,10p' "$0"; exit 2; }
 B=$(realpath "$1"); S=$(realpath "$2"); shift 2
-targets=${*:-bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph}
+targets=${*:-bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 mkdir "$T/prebuilt"
 grep -q '^MPI_CXX_LIB_NAMES:STRING=.*mpich' "$B/CMakeCache.txt" || {

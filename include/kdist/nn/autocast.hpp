@@ -22,7 +22,9 @@
 //!   kept tensor that is the layer's input or output is not copied: the 16-bit block that flows
 //!   between the layers is kept once.
 //! Variables and their gradients stay in the variable dtype (float32): a GEMM's weight operand is
-//! the float32 variable, and weight gradients are summed in float32.
+//! the float32 variable, and weight gradients are summed in float32. On a GPU the layer's passes
+//! run inside an ops::GemmInputsScope: cuBLAS takes every float32 product's inputs in H with
+//! float32 accumulation (tensor cores), the kernel operand rounded to H as Keras' autocast does.
 //!
 //! A layer that lists nothing still computes under the policy (16-bit inputs and outputs, its
 //! working buffers from the pool); the tensors it keeps stay float32. A rematerialised layer
@@ -46,6 +48,7 @@
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layer_tensor.hpp>
+#include <kdist/ops/matmul_precision.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/tensor.hpp>
 #include <kdist/tensor/view_arena.hpp>
@@ -74,10 +77,13 @@ void convert_block(const FromView& from, const ToView& to) {
   Kokkos::parallel_for(
       "kdist::autocast::convert", Kokkos::RangePolicy<Space>(0, from.span()),
       KOKKOS_LAMBDA(const std::size_t i) {
+        // read before the constexpr-if: nvcc's extended lambdas may not first-capture inside one
+        const From x = src[i];
+        To& out = dst[i];
         if constexpr (std::is_void_v<Through>) {
-          dst[i] = convert_value<To>(src[i]);
+          out = convert_value<To>(x);
         } else {
-          dst[i] = convert_value<To>(convert_value<Through>(src[i]));
+          out = convert_value<To>(convert_value<Through>(x));
         }
       });
 }
@@ -163,6 +169,9 @@ LayerTensor<T> to_compute_tensor(const ActivationTensor<T>& x, Make&& make) {
 template <class T, class H>
 class SixteenBitCompute {
   static_assert(is_sixteen_bit_float_v<H>, "kdist: a 16-bit compute dtype is bfloat16 or float16");
+  //! What the layer's float32 products on a GPU take their inputs in (ops/matmul_precision.hpp).
+  static constexpr ops::GemmInputs gemm_inputs =
+      std::is_same_v<H, bfloat16> ? ops::GemmInputs::bfloat16 : ops::GemmInputs::float16;
 
   template <std::size_t R>
   using HView = typename DistributedTensor<typename dynamic_data_type<H, R>::type>::view_type;
@@ -193,7 +202,10 @@ class SixteenBitCompute {
     const auto make = [&](const auto& like) { return compute_view(like, inputs_); };
     const LayerTensor<T> xf =
         autocasts_inputs<L>() ? to_compute_tensor<H>(x, make) : to_compute_tensor<void>(x, make);
-    const LayerTensor<T> y = run(xf);
+    const LayerTensor<T> y = [&] {
+      const ops::GemmInputsScope gemms(gemm_inputs);
+      return run(xf);
+    }();
     use.reset();
     const LayerTensor<H> y16 = std::visit(
         [&](const auto& t) -> LayerTensor<H> {
@@ -243,7 +255,10 @@ class SixteenBitCompute {
             layer.for_each_kept_activation([](auto& member) { round_in_place(member); });
         }
       };
-      dx = run(dyf, prepare);
+      {
+        const ops::GemmInputsScope gemms(gemm_inputs);
+        dx = run(dyf, prepare);
+      }
       if constexpr (lists_kept_activations<L>) {
         if (pooled_) {
           std::size_t k = 0;

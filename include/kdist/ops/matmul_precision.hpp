@@ -16,6 +16,15 @@
 //! \code
 //! kdist::ops::set_matmul_precision(kdist::ops::MatmulPrecision::high);  // TF32 on the GPU
 //! \endcode
+//!
+//! Inside a layer that computes under a 16-bit dtype policy ("mixed_bfloat16", "mixed_float16")
+//! the layer's compute dtype decides instead: kdist::AnyLayer opens a GemmInputsScope around the
+//! layer's forward and backward passes, and float32 products on a GPU then take their inputs in
+//! that type with float32 accumulation (cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF / _16F: bf16 or fp16
+//! tensor cores), as Keras' products of a bf16 activation and a bf16-cast kernel do. The layer's
+//! activations are 16-bit values already (nn/autocast.hpp); its float32 kernel is rounded as
+//! Keras' autocast rounds it. On the host nothing changes (this CPU has no 16-bit arithmetic:
+//! the product stays float32, with the float32 kernel).
 
 #include <atomic>
 #include <cstdlib>
@@ -63,6 +72,42 @@ inline void set_matmul_precision(MatmulPrecision p) {
 inline void reset_matmul_precision() {
   detail::matmul_precision_setting().store(-1);
 }
+
+//! The inputs of float32 products on a GPU: as given (the matmul precision decides), or rounded to
+//! a 16-bit type with float32 accumulation (a layer computing under a 16-bit dtype policy).
+enum class GemmInputs {
+  as_given,  //!< float32 (or TensorFloat-32 at the "high" matmul precision)
+  bfloat16,  //!< bfloat16 tensor cores, float32 accumulation
+  float16,   //!< float16 tensor cores, float32 accumulation
+};
+
+namespace detail {
+//! This thread's setting: each thread (kdist::parallel::run's ranks among them) runs its own layers.
+inline GemmInputs& gemm_inputs_setting() {
+  static thread_local GemmInputs inputs = GemmInputs::as_given;
+  return inputs;
+}
+}  // namespace detail
+
+//! The GemmInputs in force on this thread.
+inline GemmInputs gemm_inputs() {
+  return detail::gemm_inputs_setting();
+}
+
+//! Float32 products on a GPU take 16-bit inputs while it lives (on this thread), then the setting
+//! before it is back: what kdist::AnyLayer opens around a layer's passes under a 16-bit policy.
+class GemmInputsScope {
+ public:
+  explicit GemmInputsScope(GemmInputs inputs) : before_(detail::gemm_inputs_setting()) {
+    detail::gemm_inputs_setting() = inputs;
+  }
+  ~GemmInputsScope() { detail::gemm_inputs_setting() = before_; }
+  GemmInputsScope(const GemmInputsScope&) = delete;
+  GemmInputsScope& operator=(const GemmInputsScope&) = delete;
+
+ private:
+  GemmInputs before_;
+};
 
 //! The precision in force: the program's, else KDIST_MATMUL_PRECISION's, else highest.
 //! Errors: kdist::ValueError for a KDIST_MATMUL_PRECISION that is not a precision.

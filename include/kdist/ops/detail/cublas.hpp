@@ -2,8 +2,10 @@
 //! \file ops/detail/cublas.hpp
 //! The vendor BLAS behind `kdist::ops::matmul` on CUDA device memory: cuBLAS sgemm/dgemm on the
 //! stream of the Kokkos::Cuda instance (and their strided-batched forms, attention's per-head
-//! products), sgemm on TensorFloat-32 tensor cores when the matmul precision is "high"
-//! (ops/matmul_precision.hpp). The only file of kdist that calls a CUDA library.
+//! products), sgemm on TensorFloat-32 tensor cores when the matmul precision is "high", and
+//! float32 products on bf16/fp16 tensor cores (cublasGemmEx, float32 accumulation) inside a layer
+//! computing under a 16-bit dtype policy (ops::GemmInputs; ops/matmul_precision.hpp). The only
+//! file of kdist that calls a CUDA library.
 //!
 //! On when Kokkos has the CUDA backend and `KDIST_ENABLE_CUBLAS` is defined (kdist's CMake target
 //! defines it and links CUDA::cublas when it finds Kokkos CUDA); otherwise `cublas_enabled` is
@@ -63,6 +65,17 @@ cublasHandle_t cublas_handle_for(const Kokkos::Cuda& exec) {
   return h;
 }
 
+//! The cuBLAS compute type of a float32 product whose inputs are rounded to 16 bits (the layer's
+//! compute dtype, ops::gemm_inputs()), or false: the product is sgemm's.
+inline bool sixteen_bit_compute_type(cublasComputeType_t& type) {
+  switch (gemm_inputs()) {
+    case GemmInputs::bfloat16: type = CUBLAS_COMPUTE_32F_FAST_16BF; return true;
+    case GemmInputs::float16: type = CUBLAS_COMPUTE_32F_FAST_16F; return true;
+    case GemmInputs::as_given: break;
+  }
+  return false;
+}
+
 template <class T>
 void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, int n, int k, T alpha,
                  const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
@@ -70,6 +83,13 @@ void gemm_cublas(const Kokkos::Cuda& exec, bool trans_a, bool trans_b, int m, in
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>) {
+    cublasComputeType_t sixteen_bit = CUBLAS_COMPUTE_32F;
+    if (sixteen_bit_compute_type(sixteen_bit)) {
+      check_cublas(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
+                                lda, &beta, c, CUDA_R_32F, ldc, sixteen_bit, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (16-bit inputs)");
+      return;
+    }
     check_cublas(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
                  "cublasSgemm");
   } else {
@@ -90,6 +110,15 @@ void gemm_strided_batched_cublas(const Kokkos::Cuda& exec, bool trans_a, bool tr
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>) {
+    cublasComputeType_t sixteen_bit = CUBLAS_COMPUTE_32F;
+    if (sixteen_bit_compute_type(sixteen_bit)) {
+      check_cublas(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb,
+                                              stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c,
+                                              CUDA_R_32F, ldc, stride_c, count, sixteen_bit,
+                                              CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx (16-bit inputs)");
+      return;
+    }
     check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a, lda,
                                            stride_a, &beta, c, ldc, stride_c, count),
                  "cublasSgemmStridedBatched");
