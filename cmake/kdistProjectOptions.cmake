@@ -12,10 +12,27 @@ if(Kokkos_ENABLE_CUDA)
   target_compile_options(kdist_warnings INTERFACE "SHELL:-Xcudafe --diag_error=20013")
 endif()
 
-# Examples and benchmarks run optimised for this machine (Eigen is 3-4x faster with it);
-# -DKDIST_NATIVE=OFF builds portable binaries.
+# How the examples and benchmarks are compiled:
+# - "optimised" (the default): the build type's flags (Release: -O3) and -march=native (Eigen is
+#   3-4x faster with it; -DKDIST_NATIVE=OFF builds portable binaries), with model classes of their
+#   own compiled likewise. What the main job runs and every figure of docs/benchmarks.md comes from.
+# - "checked" (the test command's build, scripts/run-tests.sh): at the flags of the tests' model
+#   classes (-O1), linking those same classes. They are compiled, linked and run by their tests
+#   exactly as optimised ones, only slower; their six optimised instance files alone cost ~45
+#   minutes of CPU cold (~450 s each at -O3), which CI cannot afford (docs/benchmarks.md, "CI time").
+set(KDIST_PROGRAMS "optimised" CACHE STRING
+    "How examples and benchmarks are compiled: optimised (-O3, native) or checked (the tests' flags)")
+set_property(CACHE KDIST_PROGRAMS PROPERTY STRINGS optimised checked)
+if(NOT KDIST_PROGRAMS MATCHES "^(optimised|checked)$")
+  message(FATAL_ERROR "KDIST_PROGRAMS is '${KDIST_PROGRAMS}': give optimised or checked")
+endif()
+if(KDIST_PROGRAMS STREQUAL "checked" AND (KDIST_ENABLE_EXAMPLES OR KDIST_ENABLE_BENCHMARKS)
+   AND NOT KDIST_ENABLE_TESTS)
+  message(FATAL_ERROR "KDIST_PROGRAMS=checked compiles the examples and benchmarks at the tests' "
+                      "flags and needs the tests (KDIST_ENABLE_TESTS=ON), or use optimised")
+endif()
 add_library(kdist_native INTERFACE)
-if(KDIST_NATIVE)
+if(KDIST_NATIVE AND KDIST_PROGRAMS STREQUAL "optimised")
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag(-march=native KDIST_HAVE_MARCH_NATIVE)
   if(KDIST_HAVE_MARCH_NATIVE)
@@ -24,10 +41,16 @@ if(KDIST_NATIVE)
 endif()
 
 # kdist's model classes compiled once for the examples and benchmarks, optimised as they are
-# (cmake/kdistInstances.cmake; float only: they train float models).
+# (cmake/kdistInstances.cmake; float only: they train float models); checked: the tests' own
+# (kdist_test_instances, tests/CMakeLists.txt, whose flags come with them).
 if(KDIST_ENABLE_EXAMPLES OR KDIST_ENABLE_BENCHMARKS)
-  kdist_add_instances(kdist_native_instances FLOAT_ONLY LIBRARIES kdist::io kdist_native
-                      kdist_warnings)
+  if(KDIST_PROGRAMS STREQUAL "checked")
+    add_library(kdist_native_instances INTERFACE)
+    target_link_libraries(kdist_native_instances INTERFACE kdist_test_instances)
+  else()
+    kdist_add_instances(kdist_native_instances FLOAT_ONLY LIBRARIES kdist::io kdist_native
+                        kdist_warnings)
+  endif()
 endif()
 
 # MPI launch used by tests and scripts.

@@ -69,9 +69,14 @@ cublasHandle_t cublas_handle_for(const Kokkos::Cuda& exec) {
 //! compute dtype, ops::gemm_inputs()), or false: the product is sgemm's.
 inline bool sixteen_bit_compute_type(cublasComputeType_t& type) {
   switch (gemm_inputs()) {
-    case GemmInputs::bfloat16: type = CUBLAS_COMPUTE_32F_FAST_16BF; return true;
-    case GemmInputs::float16: type = CUBLAS_COMPUTE_32F_FAST_16F; return true;
-    case GemmInputs::as_given: break;
+    case GemmInputs::bfloat16:
+      type = CUBLAS_COMPUTE_32F_FAST_16BF;
+      return true;
+    case GemmInputs::float16:
+      type = CUBLAS_COMPUTE_32F_FAST_16F;
+      return true;
+    case GemmInputs::as_given:
+      break;
   }
   return false;
 }
@@ -112,11 +117,11 @@ void gemm_strided_batched_cublas(const Kokkos::Cuda& exec, bool trans_a, bool tr
   if constexpr (std::is_same_v<T, float>) {
     cublasComputeType_t sixteen_bit = CUBLAS_COMPUTE_32F;
     if (sixteen_bit_compute_type(sixteen_bit)) {
-      check_cublas(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb,
-                                              stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c,
-                                              CUDA_R_32F, ldc, stride_c, count, sixteen_bit,
-                                              CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmStridedBatchedEx (16-bit inputs)");
+      check_cublas(
+          cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, stride_b,
+                                     a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc,
+                                     stride_c, count, sixteen_bit, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx (16-bit inputs)");
       return;
     }
     check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a, lda,
