@@ -1,6 +1,7 @@
 # Flags for kdist's own targets (tests, examples, benchmarks); never put on the kdist interface.
 include_guard(GLOBAL)
 include(kdistInstances)
+include(kdistBundles)
 
 add_library(kdist_warnings INTERFACE)
 target_compile_options(kdist_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion

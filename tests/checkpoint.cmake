@@ -1,17 +1,20 @@
 # Checkpoints and Keras weights files (issue 11, docs/checkpoints.md). tests/mpi/test_checkpoint.cpp
 # and test_keras_weights.cpp are registered with the other MPI tests; here: the HDF5 tools they
 # compare the file's tree with, the Keras-written file in tests/data, and the crash-safety test.
+# The definitions go to the program that holds each file (tests/bundles.cmake).
 find_program(KDIST_H5LS h5ls DOC "HDF5's h5ls (Debian: hdf5-tools), for the checkpoint tests")
+get_property(_checkpoint_program GLOBAL PROPERTY KDIST_TEST_PROGRAM_mpi_test_checkpoint)
+get_property(_keras_program GLOBAL PROPERTY KDIST_TEST_PROGRAM_mpi_test_keras_weights)
 if(KDIST_H5LS)
-  if(TARGET mpi_test_checkpoint)  # not in CI's sanitizer job (KDIST_TEST_KERNEL_REFERENCES)
-    target_compile_definitions(mpi_test_checkpoint PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
+  if(_checkpoint_program)  # not in CI's sanitizer job (KDIST_TEST_KERNEL_REFERENCES)
+    target_compile_definitions(${_checkpoint_program} PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
   endif()
-  if(TARGET mpi_test_keras_weights)  # not in CI's sanitizer job (KDIST_TEST_RUNTIME_PATHS_ONLY)
-    target_compile_definitions(mpi_test_keras_weights PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
+  if(_keras_program AND NOT _keras_program STREQUAL _checkpoint_program)
+    target_compile_definitions(${_keras_program} PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
   endif()
 endif()
-if(TARGET mpi_test_keras_weights)
-  target_compile_definitions(mpi_test_keras_weights
+if(_keras_program)  # not in CI's sanitizer job (KDIST_TEST_RUNTIME_PATHS_ONLY)
+  target_compile_definitions(${_keras_program}
                              PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
 endif()
 

@@ -74,9 +74,11 @@ set_tests_properties(reliability.watchdog.off_on_one_process.np2 PROPERTIES
 # With the watchdog off the collectives are MPI's blocking calls: the collective tests again.
 foreach(_np 2 3)
   foreach(_t mpi_test_collectives mpi_test_collectives_checked)
+    string(REGEX REPLACE "^mpi_" "" _file ${_t})
+    kdist_test_program(${_t} ${CMAKE_CURRENT_SOURCE_DIR}/mpi/${_file}.cpp _program _filter)
     add_test(NAME reliability.watchdog.off.${_t}.np${_np}
              COMMAND env KDIST_COLLECTIVE_TIMEOUT=off ${MPIEXEC_EXECUTABLE}
-                     ${MPIEXEC_NUMPROC_FLAG} ${_np} $<TARGET_FILE:${_t}>)
+                     ${MPIEXEC_NUMPROC_FLAG} ${_np} $<TARGET_FILE:${_program}> ${_filter})
     set_tests_properties(reliability.watchdog.off.${_t}.np${_np} PROPERTIES
                          PROCESSORS ${_np} RESOURCE_LOCK mpi TIMEOUT 300)
   endforeach()

@@ -148,7 +148,8 @@ endif()
 
 # ---- threads per rank (issue 21): OMP_NUM_THREADS=2 gives a rank's host GEMMs two threads -------
 if(TARGET test_ops)  # not in CI's sanitizer job (KDIST_TEST_KERNEL_REFERENCES)
-  add_test(NAME test_ops.threads_per_rank COMMAND test_ops --gtest_filter=ThreadsPerRank.*)
+  get_property(_ops_program GLOBAL PROPERTY KDIST_TEST_PROGRAM_test_ops)  # tests/bundles.cmake
+  add_test(NAME test_ops.threads_per_rank COMMAND ${_ops_program} --gtest_filter=ThreadsPerRank.*)
   set_tests_properties(test_ops.threads_per_rank PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2"
     PROCESSORS 2 SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" TIMEOUT 60)
 endif()
