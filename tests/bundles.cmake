@@ -61,6 +61,31 @@ function(kdist_test_filter src np bundled out)
   endif()
 endfunction()
 
+# kdist_split_test_files(KIND OUT_BUNDLED OUT_ALONE SRC...): the SRCs this build wants
+# (kdist_test_wanted of <KIND><name>), split into those a bundle takes and those that stay programs
+# of their own: a file that defines or undefines a macro (it would reach the files after it:
+# KDIST_CHECK_COLLECTIVES, NDEBUG) or sets up a GoogleTest environment itself (MPI or kdist's
+# runtime: it would meet another file's Kokkos environment in one program).
+function(kdist_split_test_files kind out_bundled out_alone)
+  set(_bundled "")
+  set(_alone "")
+  foreach(_src IN LISTS ARGN)
+    get_filename_component(_name ${_src} NAME_WE)
+    kdist_test_wanted(${kind}${_name} _wanted)
+    if(NOT _wanted)
+      continue()
+    endif()
+    file(STRINGS ${_src} _own REGEX "^#(define|undef) |AddGlobalTestEnvironment")
+    if(_own)
+      list(APPEND _alone ${_src})
+    else()
+      list(APPEND _bundled ${_src})
+    endif()
+  endforeach()
+  set(${out_bundled} ${_bundled} PARENT_SCOPE)
+  set(${out_alone} ${_alone} PARENT_SCOPE)
+endfunction()
+
 # kdist_add_test_bundles(KIND BUNDLE LINK SRC...): the programs of the SRCs, KDIST_TEST_BUNDLE_SIZE
 # files each (in sorted order, so that neighbours such as test_checkpoint and
 # test_checkpoint_checksums share one; <BUNDLE><number>), linked to LINK. Sets for each SRC, by its program name <KIND><name>:
