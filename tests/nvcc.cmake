@@ -1,6 +1,5 @@
-# Plain nvcc (no Kokkos CUDA): every public header compiles in one .cu file, and so
-# do the static_assert translation units and a static mesh/layout program, which is also linked
-# and run.
+# Plain nvcc (no Kokkos CUDA): every public header and the static_assert translation units
+# compile in one .cu file, and a static mesh/layout program compiles, links and runs.
 # A user's GPU code includes kdist; these tests keep any header from breaking under nvcc's front
 # end unnoticed where no Kokkos CUDA is at hand (CI). The extended-lambda rules need Kokkos CUDA:
 # ../shared/gpu/build-kdist-cuda.sh checks those (docs/gpu.md).
@@ -24,26 +23,22 @@ set(_nvcc ${KDIST_NVCC} -std=c++20 -x cu "-I$<JOIN:${_incs},$<SEMICOLON>-I>")
 set(_dir ${CMAKE_CURRENT_BINARY_DIR}/nvcc)
 file(MAKE_DIRECTORY ${_dir})
 
-# One .cu holding every public header (each twice: the include guards work). A header on its own
-# is checked by the header_alone objects (tests/CMakeLists.txt). nvcc's own fixed cost dominates a
-# run: one run per header cost CI about 6 minutes of its 90, one per folder about 5 (16 runs), one
-# for all under 1, for the same front-end coverage; nvcc's messages name the header either way.
+# One .cu holding every public header (each twice: the include guards work) and then the
+# static_assert translation units (tests/static/*.cpp), each in a namespace of its own after the
+# headers it includes. A header on its own is checked by the header_alone objects
+# (tests/CMakeLists.txt). nvcc's own fixed cost and parsing kdist dominate a run: one run per
+# header cost CI about 6 minutes of its 90, one per folder about 5 (16 runs), the headers and the
+# static units as two runs about 5 (150 s each), one run for both about half that.
 set(_all_includes "")
 foreach(_h IN LISTS _headers)  # _headers: the public headers, from tests/CMakeLists.txt
   string(APPEND _all_includes "#include <${_h}>\n#include <${_h}> // include guard works\n")
 endforeach()
-file(CONFIGURE OUTPUT ${_dir}/all_headers.cu CONTENT "${_all_includes}")
+kdist_write_namespaced_sources(${_dir}/all_static.cu kdist_static_ ${_static})  # tests/CMakeLists.txt
+file(CONFIGURE OUTPUT ${_dir}/all_headers.cu
+     CONTENT "${_all_includes}#include \"${_dir}/all_static.cu\"\n")
 add_test(NAME nvcc.headers COMMAND ${_nvcc} -c ${_dir}/all_headers.cu -o ${_dir}/all_headers.o
          COMMAND_EXPAND_LISTS)
 set_tests_properties(nvcc.headers PROPERTIES LABELS nvcc TIMEOUT 600)
-
-# The static_assert translation units (tests/static/*.cpp) in one .cu as well, each in a namespace
-# of its own after the headers they include: nine nvcc runs cost a minute of CI, most of it nvcc's
-# fixed cost.
-kdist_write_namespaced_sources(${_dir}/all_static.cu kdist_static_ ${_static})  # tests/CMakeLists.txt
-add_test(NAME nvcc.static COMMAND ${_nvcc} -c ${_dir}/all_static.cu -o ${_dir}/all_static.o
-         COMMAND_EXPAND_LISTS)
-set_tests_properties(nvcc.static PROPERTIES LABELS nvcc TIMEOUT 600)
 
 add_test(NAME nvcc.program.build
          COMMAND ${_nvcc} ${CMAKE_CURRENT_SOURCE_DIR}/nvcc/static_mesh_layout.cu -o

@@ -8,6 +8,9 @@
 # (core/runtime_*): the value types convert from the static ones in their constructors.
 # kdist/kdist.hpp (the umbrella) includes everything but io/ (io needs HDF5, an optional component).
 # Outside parallel/ and io/detail/, no header calls MPI itself.
+# A header that names Kokkos:: or Eigen:: includes <Kokkos_Core.hpp> / an Eigen header itself: the
+# headers-alone build precompiles those two (tests/CMakeLists.txt), so it would not notice one that
+# only got them by accident.
 #   cmake -DKDIST_INCLUDE_DIR=<repo>/include -P check_layers.cmake
 # Prints every include that points up (file, line, what it includes, what it may include) and fails.
 cmake_minimum_required(VERSION 3.20)
@@ -53,7 +56,33 @@ foreach(_h IN LISTS _headers)
   if(_h MATCHES "^parallel/" OR _h MATCHES "^io/detail/")
     set(_calls_mpi_checked FALSE)
   endif()
-  file(STRINGS ${KDIST_INCLUDE_DIR}/kdist/${_h} _lines)
+  # One list element per line: ';', '[' and ']' would split or join CMake list elements.
+  file(READ ${KDIST_INCLUDE_DIR}/kdist/${_h} _text)
+  string(REGEX REPLACE "[];[]" "_" _text "${_text}")
+  string(REPLACE "\n" ";" _lines "${_text}")
+  foreach(_library IN ITEMS "Kokkos|Kokkos_Core.hpp|Kokkos_" "Eigen|an Eigen header|(unsupported/)?Eigen/")
+    string(REPLACE "|" ";" _library "${_library}")
+    list(GET _library 0 _namespace)
+    list(GET _library 1 _wanted)
+    list(GET _library 2 _prefix)
+    set(_first_use 0)
+    set(_included FALSE)
+    set(_n 0)
+    foreach(_line IN LISTS _lines)
+      math(EXPR _n "${_n} + 1")
+      string(REGEX REPLACE "//.*" "" _code "${_line}")
+      if(_code MATCHES "^[ \t]*#[ \t]*include[ \t]*<${_prefix}")
+        set(_included TRUE)
+      elseif(NOT _first_use AND _code MATCHES "(^|[^A-Za-z_:])${_namespace}::")
+        set(_first_use ${_n})
+      endif()
+    endforeach()
+    if(_first_use AND NOT _included)
+      message(SEND_ERROR "include/kdist/${_h}:${_first_use}: names ${_namespace}:: but does not "
+                         "include ${_wanted} itself; include it (what a header uses, it includes)")
+      math(EXPR _violations "${_violations} + 1")
+    endif()
+  endforeach()
   set(_n 0)
   foreach(_line IN LISTS _lines)
     math(EXPR _n "${_n} + 1")

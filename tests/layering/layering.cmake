@@ -4,6 +4,7 @@
 #   layering.rejects_upward      the checker fails on a tree with an upward include (it can fail)
 #   layering.rejects_raw_mpi     ... and on a header above parallel/ that calls MPI itself
 #   layering.rejects_layer_reaching_into_the_step  ... and on a layer that includes nn/train/
+#   layering.rejects_library_not_included  ... and on a header naming Kokkos:: without including it
 #   layering.core_alone.<h>      each core/ header compiles with nothing but include/ on the path:
 #                                no MPI, Kokkos, Eigen, RE2 (core is std only)
 #   layering.core_nvcc           all of core/ in one .cu under plain nvcc, include/ only
@@ -25,6 +26,11 @@ add_test(NAME layering.rejects_layer_reaching_into_the_step
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_layers.cmake)
 set_tests_properties(layering.rejects_layer_reaching_into_the_step PROPERTIES
                      PASS_REGULAR_EXPRESSION "nn/layers/dense.hpp:3: includes.*nn/train/gradient_sync.hpp.*a layer does not.*kdist layering: 1 include\\(s\\) or MPI call\\(s\\) break the layer rule")
+add_test(NAME layering.rejects_library_not_included
+         COMMAND ${CMAKE_COMMAND} -DKDIST_INCLUDE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/layering/library_not_included/include
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_layers.cmake)
+set_tests_properties(layering.rejects_library_not_included PROPERTIES
+                     PASS_REGULAR_EXPRESSION "tensor/block.hpp:6: names Kokkos:: but does not.*kdist layering: 1 include\\(s\\) or MPI call\\(s\\) break the layer rule")
 
 file(GLOB_RECURSE _core_headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include
      ${PROJECT_SOURCE_DIR}/include/kdist/core/*.hpp)

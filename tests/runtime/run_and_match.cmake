@@ -1,6 +1,6 @@
-# Runs `MPIEXEC NP_FLAG NP PROGRAM` and checks that it exits with 0 and that its output matches every regular
+# Runs `MPIEXEC NP_FLAG NP PROGRAM ARGS` (ARGS: a ;-list, may be empty) and checks that it exits with 0 and that its output matches every regular
 # expression in EXPECT_FILE (one per line). Used by the guide example tests (runtime_extra.cmake).
-execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} ${PROGRAM} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} ${PROGRAM} ${ARGS} OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
 message("${_out}${_err}")
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "exit status ${_rc}")

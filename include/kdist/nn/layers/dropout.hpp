@@ -12,6 +12,8 @@
 #include <string_view>
 #include <variant>
 
+#include <Kokkos_Core.hpp>
+
 #include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layer_buffers.hpp>

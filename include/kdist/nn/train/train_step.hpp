@@ -20,6 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include <Kokkos_Core.hpp>
+
 #include <kdist/core/error.hpp>
 #include <kdist/nn/apply_gradient.hpp>
 #include <kdist/nn/explicit_instantiation.hpp>
