@@ -36,9 +36,14 @@ function(kdist_write_bundle output)
 endfunction()
 
 # kdist_bundle_options(TARGET): what a bundle's target needs: its files are #included, so GCC takes
-# each file's own anonymous-namespace types for a header's (-Wsubobject-linkage on every TEST_F).
+# each file's own anonymous-namespace types for a header's (-Wsubobject-linkage on every TEST_F);
+# a file's `main` is no longer the global one, which alone may end without a return
+# (-Werror=return-type; not through nvcc_wrapper, which passes host -W flags by -Xcompiler).
 function(kdist_bundle_options target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$" AND NOT Kokkos_ENABLE_CUDA)
+    target_compile_options(${target} PRIVATE -Werror=return-type)
   endif()
 endfunction()
