@@ -2,6 +2,7 @@
 include_guard(GLOBAL)
 include(kdistInstances)
 include(kdistBundles)
+include(kdistCompileOnly)
 
 add_library(kdist_warnings INTERFACE)
 target_compile_options(kdist_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion

@@ -8,11 +8,11 @@ set -euo pipefail
 KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export KDIST_MPI=openmpi
 export KDIST_BUILD="${KDIST_OPENMPI_BUILD:-$KDIST_ROOT/build-openmpi}"
-# One program per test file (KDIST_TEST_BUNDLE_SIZE=1, tests/bundles.cmake): this job builds seven
-# of the MPI test files, and a bundle would bring the others of its eight.
-export KDIST_CMAKE_ARGS="-DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_ENABLE_EXAMPLES=OFF -DKDIST_TEST_BUNDLE_SIZE=1"
+# One program per test file (KDIST_TEST_BUNDLE_SIZE=1 and KDIST_MPI_TEST_BUNDLE_SIZE=1,
+# tests/bundles.cmake): this job builds seven of the MPI test files, and a bundle would bring the others.
+export KDIST_CMAKE_ARGS="-DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_ENABLE_EXAMPLES=OFF -DKDIST_TEST_BUNDLE_SIZE=1 -DKDIST_MPI_TEST_BUNDLE_SIZE=1"
 source "$KDIST_ROOT/scripts/setup.sh"
-cmake "$KDIST_BUILD" -DKDIST_TEST_BUNDLE_SIZE=1 > /dev/null  # also in a directory configured before
+cmake "$KDIST_BUILD" -DKDIST_TEST_BUNDLE_SIZE=1 -DKDIST_MPI_TEST_BUNDLE_SIZE=1 > /dev/null  # also in a directory configured before
 # Parallel HDF5 through mpi_test_checkpoint_checksums and the kill-during-save tests; training
 # through the reliability tests. mpi_test_checkpoint and mpi_test_model (the longest compiles, the
 # same calls) are left to the MPICH build for CI's time. mpi_test_gradient_sync: the non-blocking

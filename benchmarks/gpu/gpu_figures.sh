@@ -31,7 +31,7 @@ cap() {  # cap SECONDS: that, or what the call has left less a margin (0: skip)
   local l=$(( $(left) - 15 )); [ "$l" -lt "$1" ] && { [ "$l" -gt 10 ] && echo "$l" || echo 0; } || echo "$1"
 }
 log() { echo "[$(date +%T)] $*"; }
-export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision"
+export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer mpi_test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision"
 
 # ---- the binaries: prebuilt here, or built on the device ------------------------------------------
 D=$W/deps/usr
@@ -70,7 +70,7 @@ cat "$O/gpu-info.log"
 t=$(cap 90)
 log "tests (at most $t s)"
 rm -rf "$W/t"; mkdir -p "$W/t"
-( cd "$W/t" && timeout "$t" "$MPIEXEC" -n 1 "$(bin test_attention_grad)" > attention.log 2>&1; echo "rc $?" >> attention.log ) &
+( cd "$W/t" && timeout "$t" "$MPIEXEC" -n 1 "$(bin mpi_test_attention_grad)" > attention.log 2>&1; echo "rc $?" >> attention.log ) &
 ( cd "$W/t" && timeout "$t" "$MPIEXEC" -n 1 "$(bin test_ops)" > test_ops.log 2>&1; echo "rc $?" >> test_ops.log ) &
 for name in mpi_test_device_graph mpi_test_step_launches mpi_test_metrics_on_device mpi_test_gpt mpi_test_mixed_precision; do
   for np in 1 2; do

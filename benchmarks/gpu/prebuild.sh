@@ -13,7 +13,7 @@
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,10p' "$0"; exit 2; }
 B=$(realpath "$1"); S=$(realpath "$2"); shift 2
-targets=${*:-bench_gpt bench_trainer gpt_trainer test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision}
+targets=${*:-bench_gpt bench_trainer gpt_trainer mpi_test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 mkdir "$T/prebuilt"
 grep -q '^MPI_CXX_LIB_NAMES:STRING=.*mpich' "$B/CMakeCache.txt" || {

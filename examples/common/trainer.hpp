@@ -2,7 +2,8 @@
 // The seeds' model trained on Fashion-MNIST under a Keras distribution: shared by the trainers.
 // The training itself is the library's (kdist::Sequential::fit / evaluate); this adds the flags,
 // the dataset and the summary lines. The functions declared here are compiled once, in
-// common/trainer.cpp (the library kdist_example_trainer), not in every trainer (CI time).
+// common/trainer.cpp (the library kdist_example_trainer; in a checked build, the programs' one
+// unit: examples/CMakeLists.txt), not in every trainer (CI time).
 
 #include <functional>
 #include <memory>

@@ -1,3 +1,4 @@
+// kdist-mpi-ranks: 1
 // One process, double: GELU (exact form) against its formula and its derivative against finite
 // differences; the sparse categorical cross-entropy from logits against a naive log-softmax, its
 // gradient against finite differences, its errors; Dense on (batch, sequence, features) against a
@@ -17,7 +18,6 @@
 #include <kdist/nn/layers/flatten.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/ops/activations.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
@@ -30,24 +30,6 @@ using kdist::test::edit_on_host;
 using kdist::test::host_copy;
 using Tensor3 = kdist::DistributedTensor<double***>;
 using Space = Kokkos::DefaultExecutionSpace::memory_space;
-
-// MPI (one process) and Kokkos for the whole program: the tensors need a mesh of the processes.
-class MpiKokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    static int argc = 1;
-    static char name[] = "test_vocab_ce_gelu";
-    static char* args[] = {name, nullptr};
-    static char** argv = args;
-    guard_ = std::make_unique<kdist::ScopeGuard>(argc, argv);
-  }
-  void TearDown() override { guard_.reset(); }
-
- private:
-  std::unique_ptr<kdist::ScopeGuard> guard_;
-};
-[[maybe_unused]] ::testing::Environment* const environment =
-    ::testing::AddGlobalTestEnvironment(new MpiKokkosEnvironment);
 
 kdist::RuntimeDeviceMesh one_mesh() {
   return kdist::RuntimeDeviceMesh({1, 1}, {"data", "model"}, kdist::list_devices());
@@ -300,15 +282,15 @@ void check_dense_rank3_gradients(kdist::layers::Activation act) {
   }
 }
 
-TEST(DenseOnSequences, GeluGradientsMatchFiniteDifferences) {
+TEST(DenseOnSequencesOneProcess, GeluGradientsMatchFiniteDifferences) {
   check_dense_rank3_gradients(kdist::layers::Activation::gelu);
 }
-TEST(DenseOnSequences, LinearAndSoftmaxGradientsMatchFiniteDifferences) {
+TEST(DenseOnSequencesOneProcess, LinearAndSoftmaxGradientsMatchFiniteDifferences) {
   check_dense_rank3_gradients(kdist::layers::Activation::linear);
   check_dense_rank3_gradients(kdist::layers::Activation::softmax);
 }
 
-TEST(DenseOnSequences, RankTwoGeluGradientMatchesFiniteDifferences) {
+TEST(DenseOnSequencesOneProcess, RankTwoGeluGradientMatchesFiniteDifferences) {
   using Matrix = kdist::DistributedTensor<double**>;
   const std::size_t B = 3, F = 4, U = 2;
   auto dist = one_process_distribution();
@@ -349,7 +331,7 @@ TEST(DenseOnSequences, RankTwoGeluGradientMatchesFiniteDifferences) {
   }
 }
 
-TEST(DenseOnSequences, ErrorsNameTheShapes) {
+TEST(DenseOnSequencesOneProcess, ErrorsNameTheShapes) {
   auto dist = one_process_distribution();
   kdist::layers::BasicDense<double> d(4, kdist::layers::Activation::linear, true, "d");
   auto msg = message_of([&] { d.build(kdist::Shape{2, 3, 4}, *dist, 0); });
@@ -373,7 +355,7 @@ TEST(DenseOnSequences, ErrorsNameTheShapes) {
       << msg;
 }
 
-TEST(DenseOnSequences, AnOutputRuleOfRankTwoIsAValueError) {
+TEST(DenseOnSequencesOneProcess, AnOutputRuleOfRankTwoIsAValueError) {
   kdist::LayoutMap map(one_mesh());
   map["d/output"] = {"data", kdist::replicated};
   const auto dist = std::make_shared<kdist::ModelParallel>(std::move(map), "data");
@@ -408,7 +390,7 @@ TEST(DropoutBlock, ErrorsNameTheBlockAndTheRate) {
 
 // ---- Dropout and Flatten on rank 3 --------------------------------------------------------------
 
-TEST(DropoutOnSequences, MaskIsKeyedByTheGlobalFlatIndex) {
+TEST(DropoutOnSequencesOneProcess, MaskIsKeyedByTheGlobalFlatIndex) {
   const std::size_t B = 3, S = 4, F = 5;
   kdist::layers::BasicDropout<double> drop(0.4, "drop");
   Tensor3 x = kdist::distribute_tensor<double***>(

@@ -1,3 +1,4 @@
+// kdist-mpi-ranks: 1
 // Embedding and LayerNormalization on one process, in double: forward values against naive
 // loops, gradients against central finite differences of L = sum(y * w) for a fixed random w.
 #include <gtest/gtest.h>
@@ -15,7 +16,6 @@
 #include <kdist/nn/layer.hpp>
 #include <kdist/nn/layers/embedding.hpp>
 #include <kdist/nn/layers/layer_normalization.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
@@ -23,17 +23,6 @@
 #include "host_views.hpp"
 
 namespace {
-
-class RuntimeEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { guard_ = std::make_unique<kdist::ScopeGuard>(); }
-  void TearDown() override { guard_.reset(); }
-
- private:
-  std::unique_ptr<kdist::ScopeGuard> guard_;
-};
-[[maybe_unused]] auto* const runtime_environment =
-    ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
 
 using Embedding = kdist::layers::BasicEmbedding<double>;
 using LayerNorm = kdist::layers::BasicLayerNormalization<double>;

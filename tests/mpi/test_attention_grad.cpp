@@ -1,3 +1,4 @@
+// kdist-mpi-ranks: 1
 // MultiHeadAttention on one process in double (issue 20): the attention kernels against a naive
 // loop (softmax rows, causal mask, large scores), the layer's output against a naive Keras-style
 // MultiHeadAttention written here from its variables, the causal mask (the output at position i
@@ -20,24 +21,11 @@
 #include <kdist/ops/attention.hpp>
 #include <kdist/ops/attention_tiled.hpp>
 #include <kdist/parallel/devices.hpp>
-#include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
 
 namespace {
-
-// MPI and Kokkos for the whole program (one process).
-class RuntimeEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { guard_ = std::make_unique<kdist::ScopeGuard>(); }
-  void TearDown() override { guard_.reset(); }
-
- private:
-  std::unique_ptr<kdist::ScopeGuard> guard_;
-};
-[[maybe_unused]] auto* const runtime_environment =
-    ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
 
 using MHA = kdist::layers::BasicMultiHeadAttention<double>;
 using Tensor3 = kdist::DistributedTensor<double***>;
@@ -203,7 +191,7 @@ TEST(AttentionOps, TeamCountsBeyondKokkosIntAreValueErrors) {
 
 // ---- the layer ----------------------------------------------------------------------------------
 
-TEST(MultiHeadAttention, VariablesHaveKerasPathsShapesAndInitialisers) {
+TEST(MultiHeadAttentionOneProcess, VariablesHaveKerasPathsShapesAndInitialisers) {
   auto dist = one_device();
   MHA mha(H, K, "mha");
   EXPECT_EQ(mha.build({S, D}, *dist, 5), (kdist::Shape{S, D}));
@@ -240,7 +228,7 @@ TEST(MultiHeadAttention, VariablesHaveKerasPathsShapesAndInitialisers) {
   EXPECT_EQ(no_bias.variables().size(), 4u);
 }
 
-TEST(MultiHeadAttention, ForwardMatchesANaiveKerasStyleComputation) {
+TEST(MultiHeadAttentionOneProcess, ForwardMatchesANaiveKerasStyleComputation) {
   auto dist = one_device();
   for (bool causal : {true, false}) {
     MHA mha = built_layer(*dist, causal);
@@ -272,7 +260,7 @@ TEST(MultiHeadAttention, ForwardMatchesANaiveKerasStyleComputation) {
   }
 }
 
-TEST(MultiHeadAttention, TheCausalMaskHidesLaterPositions) {
+TEST(MultiHeadAttentionOneProcess, TheCausalMaskHidesLaterPositions) {
   auto dist = one_device();
   MHA causal = built_layer(*dist, true);
   MHA full = built_layer(*dist, false);
@@ -332,7 +320,7 @@ void check_variable_gradient(MHA& mha, kdist::TrainableVariable<DT>& v, const Te
   set_values(v, base);
 }
 
-TEST(MultiHeadAttention, GradientsOfEveryVariableAndTheInputMatchFiniteDifferences) {
+TEST(MultiHeadAttentionOneProcess, GradientsOfEveryVariableAndTheInputMatchFiniteDifferences) {
   auto dist = one_device();
   for (bool causal : {true, false}) {
     const std::string what = causal ? "causal" : "not causal";
@@ -525,7 +513,7 @@ TEST(AttentionOps, TiledKernelsCheckTheirExtents) {
 
 // The layer on the tiled kernels (the default on a GPU; forced here on the host) gives the
 // matrix kernels' output, input gradient and variable gradients, and keeps no (seq, seq) buffer.
-TEST(MultiHeadAttention, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
+TEST(MultiHeadAttentionOneProcess, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
   auto dist = one_device();
   for (bool causal : {true, false}) {
     std::vector<std::vector<double>> got[2];
@@ -557,7 +545,7 @@ TEST(MultiHeadAttention, TiledAttentionKernelsGiveTheMatrixKernelsResults) {
 // KDIST_ATTENTION_KERNEL overrides `automatic` (the GPU runs compare the two this way): tiled on
 // the host here, the same results; a bad value is a ValueError naming it; an explicit setting
 // wins over the environment.
-TEST(MultiHeadAttention, KdistAttentionKernelChoosesTheKernelsOfAutomatic) {
+TEST(MultiHeadAttentionOneProcess, KdistAttentionKernelChoosesTheKernelsOfAutomatic) {
   auto dist = one_device();
   const Tensor3 x = tensor(normal(B * S * D, 1), *dist);
   MHA plain = built_layer(*dist, true);
