@@ -323,7 +323,7 @@ class GradientSync {
   template <class T>
   void resolve(Gradients<T>& gradients) {
     gradients.for_each(
-        [this](const auto& gradient, auto& variable) { resolve_into(gradient, variable); });
+        [this](const auto& gradient, auto& variable) { this->resolve_into(gradient, variable); });
     gradients.clear();
   }
 

@@ -145,8 +145,8 @@ class OptimizerState {
       const std::size_t n = v.value.local().size();
       if (o.shard_optimizer_state && axis && mesh.shape()[*axis] > 1 &&
           std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end()) {
-        using Memory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
-        if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
+        using VariableMemory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
+        if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, VariableMemory>::accessible) {
           const MPI_Comm comm = communicators(mesh).comm(*batch).get();
           if (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes) {
             shard = make_state_shard(n, sizeof(T), comm, {*axis});
