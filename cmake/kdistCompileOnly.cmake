@@ -1,5 +1,6 @@
-# Targets whose translation units are compiled to be checked, never linked or run: the header-alone
-# objects, the compile-fail good twins, the static_assert units, the test command's benchmarks.
+# Targets whose translation units are compiled to be checked, never linked or run: the compile-fail
+# good twins, the static_assert units, the test command's benchmarks. (Not the header-alone units:
+# parsing is their time, ~700 s of CPU with or without code generation.)
 # Code generation was most of their time (benchmarks 87 s against ~220 s at -O1, the good twins
 # 46 s against ~120 s): GCC and clang check them with -fsyntax-only, which still instantiates every
 # template a unit uses (and so every static_assert and concept in it). nvcc (Kokkos CUDA) compiles

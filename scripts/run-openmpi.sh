@@ -9,7 +9,8 @@ KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export KDIST_MPI=openmpi
 export KDIST_BUILD="${KDIST_OPENMPI_BUILD:-$KDIST_ROOT/build-openmpi}"
 # One program per test file (KDIST_TEST_BUNDLE_SIZE=1 and KDIST_MPI_TEST_BUNDLE_SIZE=1,
-# tests/bundles.cmake): this job builds seven of the MPI test files, and a bundle would bring the others.
+# tests/bundles.cmake): this job builds seven of the MPI test files, and a bundle would bring the
+# others.
 export KDIST_CMAKE_ARGS="-DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_ENABLE_EXAMPLES=OFF -DKDIST_TEST_BUNDLE_SIZE=1 -DKDIST_MPI_TEST_BUNDLE_SIZE=1"
 source "$KDIST_ROOT/scripts/setup.sh"
 cmake "$KDIST_BUILD" -DKDIST_TEST_BUNDLE_SIZE=1 -DKDIST_MPI_TEST_BUNDLE_SIZE=1 > /dev/null  # also in a directory configured before
