@@ -218,8 +218,8 @@ void all_reduce_watchdog_paired(benchmark::State& state) {
 // paired runs: raw_us is float32, kdist_us bfloat16; ratio < 1 where the link is the bottleneck.
 // Across two network-namespace hosts at 1 Gbit/s (docs/benchmarks.md):
 //   scripts/netns/cluster.sh up 2 1gbit 50us
-//   scripts/netns/cluster.sh run 2 -n 2 -ppn 1 build/benchmarks/bench_collectives \
-//     --benchmark_filter=bfloat16
+//   scripts/netns/cluster.sh run 2 -n 2 -ppn 1 build/benchmarks/bench_collectives
+//     --benchmark_filter=bfloat16   (one command line)
 void all_reduce_bfloat16_paired(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0)) / sizeof(float);
   Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace> f32("f32", n), bf16("bf16", n);

@@ -9,8 +9,8 @@
 // it is computed; mesh extents are compile-time constants only where the mesh type says so
 // ("static mesh").
 //
-//   build/benchmarks/bench_layout_math --benchmark_repetitions=5 \
-//       --benchmark_report_aggregates_only=true
+//   build/benchmarks/bench_layout_math --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true   (one command line)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // dropout), a batch split in row blocks with global row offsets gives the same gradients, the kdist
 // ops composed into the same model reproduce it, and training on real Fashion-MNIST reduces the
 // loss with SGD and Adam.
+// kdist-build-compiler: its Eigen reference trains for minutes unoptimised (tests/bundles.cmake)
 #include <gtest/gtest.h>
 
 #include "kokkos_environment.hpp"

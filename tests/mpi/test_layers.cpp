@@ -360,7 +360,7 @@ TEST(CustomLayer, TrainsInsideASequentialLikeScaledInputs) {
   kdist::Sequential a({8, 7, 2}, std::move(with));
   std::vector<kdist::Sequential::Layer> without;
   without.emplace_back(Dense(10, Activation::softmax, true, "d2"));
-  kdist::Sequential b({8 * 7 * 2}, std::move(without));
+  kdist::Sequential b(8 * 7 * 2, std::move(without));
   const auto dist = guide_model_parallel(meshes().back());
   a.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 3);
   b.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(0.1), 3);
@@ -425,7 +425,7 @@ TEST(LayerErrors, ConstructorsRejectWhatKerasRejects) {
                        "input shape (4, 4) is neither (features,) nor (height, width, "
                        "channels)"))
       << msg;
-  msg = message_of<kdist::ValueError>([] { kdist::Sequential({4}, {}); });
+  msg = message_of<kdist::ValueError>([] { kdist::Sequential(4, {}); });
   EXPECT_TRUE(contains(msg, "needs at least one layer")) << msg;
   const auto dist = guide_model_parallel(meshes().back());
   msg = message_of<kdist::ValueError>([&] { Flatten("f").build({2, 3}, *dist, 0); });
