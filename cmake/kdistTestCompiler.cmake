@@ -68,22 +68,32 @@ if(KDIST_TEST_PROGRAM_COMPILER)
   endif()
 endif()
 
-# kdist_test_compiled_by_other(<out>): TRUE when the test programs are compiled by another compiler.
-function(kdist_test_compiled_by_other out)
-  if(_kdist_test_launcher)
-    set(${out} TRUE PARENT_SCOPE)
-  else()
-    set(${out} FALSE PARENT_SCOPE)
+# kdist_test_program_source(<target> <source>): what <source> says of how its program <target> is
+# compiled, as properties kdist_test_program_compiler reads: KDIST_OWN_MACROS when it defines or
+# undefines a macro (KDIST_CHECK_COLLECTIVES, NDEBUG) that changes what kdist's headers compile:
+# such a program keeps its own copies of kdist's inline code and never gets the instances first;
+# KDIST_BUILD_COMPILER when it has a line "// kdist-build-compiler: <why>": it stays on the build's
+# compiler, flags and precompiled header (its own code runs too long unoptimised:
+# test_reference_mlp's Eigen reference trained for 7 minutes at -O0).
+function(kdist_test_program_source target src)
+  file(STRINGS ${src} _macros REGEX "^#(define|undef) ")
+  kdist_test_keeps_build_compiler(${src} _keeps)
+  set(_own FALSE)
+  if(_macros)
+    set(_own TRUE)
   endif()
+  set_target_properties(${target} PROPERTIES KDIST_OWN_MACROS ${_own} KDIST_BUILD_COMPILER ${_keeps})
 endfunction()
 
-# kdist_test_own_macros(<target> <source>): marks <target> when <source> defines or undefines a
-# macro (KDIST_CHECK_COLLECTIVES, NDEBUG) that changes what kdist's headers compile; such a program
-# must keep its own copies of kdist's inline code, so it never gets the instances first (below).
-function(kdist_test_own_macros target src)
-  file(STRINGS ${src} _macros REGEX "^#(define|undef) ")
-  if(_macros)
-    set_target_properties(${target} PROPERTIES KDIST_OWN_MACROS TRUE)
+# kdist_test_keeps_build_compiler(<source> <out>): TRUE when <source> has a line
+# "// kdist-build-compiler: <why>" and the test programs are compiled by another compiler.
+function(kdist_test_keeps_build_compiler src out)
+  set(${out} FALSE PARENT_SCOPE)
+  if(_kdist_test_launcher)
+    file(STRINGS ${src} _line REGEX "^// kdist-build-compiler: ")
+    if(_line)
+      set(${out} TRUE PARENT_SCOPE)
+    endif()
   endif()
 endfunction()
 
@@ -94,7 +104,7 @@ endfunction()
 # linker keeps the first copy of each inline function and template instance it meets, and the
 # program's own -O0 copies of the kernels both call would otherwise win: the MPI tests ran 7.2x
 # longer than at GCC's -O1 so (193 s against 27 s for one process), 1.5x with the library first.
-# Not for a program of kdist_test_own_macros: the library's copies would replace its own (with the
+# Not for a program of KDIST_OWN_MACROS (kdist_test_program_source): the library's copies would replace its own (with the
 # library first, mpi_test_collectives_checked lost its checks on one process and hung).
 function(kdist_test_program_compiler instances)
   if(NOT _kdist_test_launcher)
@@ -108,6 +118,10 @@ function(kdist_test_program_compiler instances)
     endif()
   endif()
   foreach(_target IN LISTS ARGN)
+    get_target_property(_keeps ${_target} KDIST_BUILD_COMPILER)
+    if(_keeps)
+      continue()
+    endif()
     set_target_properties(${_target} PROPERTIES CXX_COMPILER_LAUNCHER "${_kdist_test_launcher}")
     get_target_property(_type ${_target} TYPE)
     if(NOT _type STREQUAL "EXECUTABLE")

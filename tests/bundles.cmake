@@ -78,20 +78,6 @@ endfunction()
 # of their own: a file that defines or undefines a macro (it would reach the files after it:
 # KDIST_CHECK_COLLECTIVES, NDEBUG) or sets up a GoogleTest environment itself (MPI or kdist's
 # runtime: it would meet another file's Kokkos environment in one program).
-# kdist_test_keeps_build_compiler(SRC OUT): TRUE when the test file SRC has a line
-# "// kdist-build-compiler: <why>": where the test programs are compiled by another compiler at -O0
-# (cmake/kdistTestCompiler.cmake), it is a program of its own on the build's compiler and flags,
-# because its own code runs too long unoptimised (test_reference_mlp's Eigen reference trains for
-# minutes at -O0).
-function(kdist_test_keeps_build_compiler src out)
-  file(STRINGS ${src} _line REGEX "^// kdist-build-compiler: ")
-  if(_line)
-    set(${out} TRUE PARENT_SCOPE)
-  else()
-    set(${out} FALSE PARENT_SCOPE)
-  endif()
-endfunction()
-
 function(kdist_split_test_files kind out_bundled out_alone)
   set(_bundled "")
   set(_alone "")
@@ -102,8 +88,8 @@ function(kdist_split_test_files kind out_bundled out_alone)
       continue()
     endif()
     file(STRINGS ${_src} _own REGEX "^#(define|undef) |AddGlobalTestEnvironment")
-    kdist_test_keeps_build_compiler(${_src} _keeps)
-    if(_own OR (_keeps AND _kdist_programs_by_other))
+    kdist_test_keeps_build_compiler(${_src} _keeps)  # cmake/kdistTestCompiler.cmake
+    if(_own OR _keeps)
       list(APPEND _alone ${_src})
     else()
       list(APPEND _bundled ${_src})
