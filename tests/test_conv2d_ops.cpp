@@ -196,7 +196,8 @@ TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
             "3) has 3");
   EXPECT_EQ(error_of([&] { ops::conv2d(x, big, y); }),
             "kdist::ops::conv2d: the kernel (6, 3, 3, 4) does not fit images of (2, 5, 5, 3) "
-            "(padding 'valid': kh <= height, kw <= width, both >= 1)");
+            "(padding 'valid' on the View given: each (kernel extent - 1) * dilation_rate + 1 "
+            "must be <= the image's extent, and kernel extents >= 1)");
   EXPECT_EQ(error_of([&] { ops::conv2d(x, k, y_bad); }),
             "kdist::ops::conv2d: y is (2, 3, 4, 4), expected (2, 3, 3, 4) for x (2, 5, 5, 3) and "
             "the kernel (3, 3, 3, 4)");
@@ -213,13 +214,13 @@ TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
   EXPECT_EQ(e[1], 27u);
   EXPECT_EQ(error_of([&] { ops::conv2d(x, k, y, ops::backend::automatic, wrong); }),
             "kdist::ops::conv2d: the scratch View is (18, 26) but the shapes need a contiguous "
-            "(18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
+            "(18, 27) one (kdist::ops::conv_scratch_extents gives them)");
   EXPECT_EQ(error_of([&] { ops::conv2d_backward_kernel(x, y, k, ops::backend::kokkos, wrong); }),
             "kdist::ops::conv2d_backward_kernel: the scratch View is (18, 26) but the shapes need "
-            "a contiguous (18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
+            "a contiguous (18, 27) one (kdist::ops::conv_scratch_extents gives them)");
   EXPECT_EQ(error_of([&] { ops::conv2d_backward_input(y, k, x, ops::backend::automatic, wrong); }),
             "kdist::ops::conv2d_backward_input: the scratch View is (18, 26) but the shapes need "
-            "a contiguous (18, 27) one (kdist::ops::conv2d_scratch_extents gives them)");
+            "a contiguous (18, 27) one (kdist::ops::conv_scratch_extents gives them)");
 }
 
 }  // namespace
