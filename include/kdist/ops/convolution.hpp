@@ -80,17 +80,17 @@ struct ConvShape {
   Kokkos::Array<std::int64_t, S> in{}, k{}, out{}, stride{}, dilation{};
   std::size_t outputs() const {  // positions per example
     std::size_t p = 1;
-    for (auto o : out) p *= static_cast<std::size_t>(o);
+    for (std::size_t a = 0; a < S; ++a) p *= static_cast<std::size_t>(out[a]);
     return p;
   }
   std::size_t inputs() const {
     std::size_t p = 1;
-    for (auto i : in) p *= static_cast<std::size_t>(i);
+    for (std::size_t a = 0; a < S; ++a) p *= static_cast<std::size_t>(in[a]);
     return p;
   }
   std::size_t taps() const {  // kernel positions
     std::size_t p = 1;
-    for (auto t : k) p *= static_cast<std::size_t>(t);
+    for (std::size_t a = 0; a < S; ++a) p *= static_cast<std::size_t>(k[a]);
     return p;
   }
   std::size_t rows() const { return n * outputs(); }

@@ -1,8 +1,9 @@
-// kdist/ops/conv2d.hpp: the three convolution kernels against a direct sum in long double, for
-// kernel shapes 1x1 to 3x3 (square and not), 1 to 3 input and 1 to 5 output channels, batches of
-// 0 to 4, images as small as the kernel, float and double, both backends (Eigen's GEMM and the
-// portable Kokkos kernels); the two gradients against finite differences of sum(y * r); every
-// error path with its message.
+// kdist/ops/conv2d.hpp and kdist/ops/convolution.hpp: the three convolution kernels against a
+// direct sum in long double, for kernel shapes 1x1 to 3x3 (square and not), 1 to 3 input and 1 to
+// 5 output channels, batches of 0 to 4, images as small as the kernel, float and double, both
+// backends (Eigen's GEMM and the portable Kokkos kernels); 1, 2 and 3 spatial axes with strides
+// and dilation against the definitions; the two gradients against finite differences of
+// sum(y * r); every error path with its message.
 #include <gtest/gtest.h>
 
 #include "kokkos_environment.hpp"
@@ -10,8 +11,10 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <kdist/ops/conv2d.hpp>
+#include <kdist/ops/convolution.hpp>
 
 namespace {
 
@@ -221,6 +224,164 @@ TEST(Conv2DOps, ShapesThatDoNotFitAreValueErrorsNamingThem) {
   EXPECT_EQ(error_of([&] { ops::conv2d_backward_input(y, k, x, ops::backend::automatic, wrong); }),
             "kdist::ops::conv2d_backward_input: the scratch View is (18, 26) but the shapes need "
             "a contiguous (18, 27) one (kdist::ops::conv_scratch_extents gives them)");
+}
+
+// ---- 1, 2 and 3 spatial axes, strides and dilation ------------------------------------------------
+
+// A convolution's sizes, and its three products summed from the definitions over flat arrays.
+struct Geometry {
+  std::size_t n, c, co;
+  std::vector<std::size_t> in, k, stride, dilation;
+  std::vector<std::size_t> out() const {
+    std::vector<std::size_t> o;
+    for (std::size_t a = 0; a < in.size(); ++a) {
+      o.push_back((in[a] - (k[a] - 1) * dilation[a] - 1) / stride[a] + 1);
+    }
+    return o;
+  }
+};
+std::size_t product(const std::vector<std::size_t>& v) {
+  std::size_t p = 1;
+  for (auto e : v) p *= e;
+  return p;
+}
+// Row-major coordinates of flat index i over extents e.
+std::vector<std::size_t> coords(std::size_t i, const std::vector<std::size_t>& e) {
+  std::vector<std::size_t> c(e.size());
+  for (std::size_t a = e.size(); a-- > 0;) {
+    c[a] = i % e[a];
+    i /= e[a];
+  }
+  return c;
+}
+std::size_t flat(const std::vector<std::size_t>& c, const std::vector<std::size_t>& e) {
+  std::size_t i = 0;
+  for (std::size_t a = 0; a < e.size(); ++a) i = i * e[a] + c[a];
+  return i;
+}
+// Calls f(x index, kernel index, y index) for every term of the convolution's sum.
+template <class F>
+void for_each_term(const Geometry& g, F&& f) {
+  const auto out = g.out();
+  for (std::size_t b = 0; b < g.n; ++b)
+    for (std::size_t o = 0; o < product(out); ++o)
+      for (std::size_t t = 0; t < product(g.k); ++t) {
+        const auto oc = coords(o, out), tc = coords(t, g.k);
+        std::vector<std::size_t> p(g.in.size());
+        for (std::size_t a = 0; a < p.size(); ++a) p[a] = oc[a] * g.stride[a] + tc[a] * g.dilation[a];
+        const std::size_t xi = b * product(g.in) + flat(p, g.in), yi = b * product(out) + o;
+        for (std::size_t c = 0; c < g.c; ++c)
+          for (std::size_t co = 0; co < g.co; ++co) {
+            f((xi * g.c + c), ((t * g.c + c) * g.co + co), (yi * g.co + co));
+          }
+      }
+}
+
+template <int R>
+using HostR = std::conditional_t<
+    R == 3, Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace>,
+    std::conditional_t<R == 4, Kokkos::View<double****, Kokkos::LayoutRight, Kokkos::HostSpace>,
+                       Kokkos::View<double*****, Kokkos::LayoutRight, Kokkos::HostSpace>>>;
+
+template <std::size_t S>
+HostR<S + 2> view_of(const std::vector<double>& v, std::size_t first,
+                     const std::vector<std::size_t>& middle, std::size_t last) {
+  std::array<std::size_t, 5> e{first, 1, 1, 1, 1};
+  for (std::size_t a = 0; a < S; ++a) e[a + 1] = middle[a];
+  e[S + 1] = last;
+  HostR<S + 2> out;
+  if constexpr (S == 1) out = HostR<3>("v", e[0], e[1], e[2]);
+  if constexpr (S == 2) out = HostR<4>("v", e[0], e[1], e[2], e[3]);
+  if constexpr (S == 3) out = HostR<5>("v", e[0], e[1], e[2], e[3], e[4]);
+  for (std::size_t i = 0; i < v.size(); ++i) out.data()[i] = v[i];
+  return out;
+}
+
+std::vector<double> uniform(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(n);
+  for (auto& e : v) e = u(gen);
+  return v;
+}
+
+template <std::size_t S, class Backend>
+void check_geometry(const Geometry& g, Backend backend, const std::string& what) {
+  const auto out = g.out();
+  const auto xs = uniform(g.n * product(g.in) * g.c, 1), ks = uniform(product(g.k) * g.c * g.co, 2);
+  const auto dys = uniform(g.n * product(out) * g.co, 3);
+  std::vector<double> y(dys.size()), dk(ks.size()), dx(xs.size());
+  for_each_term(g, [&](std::size_t xi, std::size_t ki, std::size_t yi) {
+    y[yi] += xs[xi] * ks[ki];
+    dk[ki] += xs[xi] * dys[yi];
+    dx[xi] += dys[yi] * ks[ki];
+  });
+  kdist::ops::ConvWindow<S> window;
+  for (std::size_t a = 0; a < S; ++a) {
+    window.strides[a] = g.stride[a];
+    window.dilation_rate[a] = g.dilation[a];
+  }
+  const auto x = view_of<S>(xs, g.n, g.in, g.c);
+  const auto kernel = [&] {  // (k..., c, co)
+    HostR<S + 2> v;
+    if constexpr (S == 1) v = HostR<3>("k", g.k[0], g.c, g.co);
+    if constexpr (S == 2) v = HostR<4>("k", g.k[0], g.k[1], g.c, g.co);
+    if constexpr (S == 3) v = HostR<5>("k", g.k[0], g.k[1], g.k[2], g.c, g.co);
+    for (std::size_t i = 0; i < ks.size(); ++i) v.data()[i] = ks[i];
+    return v;
+  }();
+  const auto dy = view_of<S>(dys, g.n, out, g.co);
+  auto yv = view_of<S>(std::vector<double>(y.size(), 7.0), g.n, out, g.co);
+  auto dkv = HostR<S + 2>("dk", kernel.layout());
+  auto dxv = view_of<S>(std::vector<double>(dx.size(), 7.0), g.n, g.in, g.c);
+  kdist::ops::conv(x, kernel, yv, window, backend);
+  kdist::ops::conv_backward_kernel(x, dy, dkv, window, backend);
+  kdist::ops::conv_backward_input(dy, kernel, dxv, window, backend);
+  const auto e = kdist::ops::conv_scratch_extents(x, kernel, window);
+  EXPECT_EQ(e[0], g.n * product(out));
+  EXPECT_EQ(e[1], product(g.k) * g.c);
+  auto expect = [&](const auto& got, const std::vector<double>& want, const char* which) {
+    ASSERT_EQ(got.size(), want.size()) << what << which;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got.data()[i], want[i], 1e-12) << what << which << " at " << i;
+    }
+  };
+  expect(yv, y, " forward");
+  expect(dkv, dk, " kernel gradient");
+  expect(dxv, dx, " input gradient");
+}
+
+TEST(ConvolutionOps, OneTwoAndThreeSpatialAxesWithStridesAndDilationMatchTheDefinitions) {
+  const std::vector<Geometry> one{{2, 2, 3, {9}, {3}, {2}, {1}}, {1, 1, 2, {7}, {2}, {1}, {3}}},
+      two{{2, 2, 3, {7, 6}, {3, 2}, {2, 1}, {1, 1}},
+          {1, 3, 2, {9, 8}, {3, 3}, {1, 1}, {2, 3}},
+          {3, 1, 1, {5, 5}, {1, 1}, {3, 2}, {1, 1}}},
+      three{{2, 2, 2, {5, 4, 6}, {3, 2, 2}, {1, 2, 1}, {1, 1, 2}},
+            {1, 1, 3, {4, 4, 4}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}}};
+  for_each_backend([&](auto backend, const char* name) {
+    for (const auto& g : one) check_geometry<1>(g, backend, std::string("1 axis ") + name);
+    for (const auto& g : two) check_geometry<2>(g, backend, std::string("2 axes ") + name);
+    for (const auto& g : three) check_geometry<3>(g, backend, std::string("3 axes ") + name);
+  });
+}
+
+TEST(ConvolutionOps, AZeroStrideOrDilationAndAWindowThatDoesNotFitAreValueErrors) {
+  HostR<5> x("x", 1, 4, 4, 4, 2), k("k", 2, 2, 2, 2, 3), y("y", 1, 3, 3, 3, 3);
+  kdist::ops::ConvWindow<3> zero;
+  zero.strides[1] = 0;
+  EXPECT_EQ(error_of([&] { kdist::ops::conv(x, k, y, zero); }),
+            "kdist::ops::conv: strides and dilation_rate must be >= 1 on every spatial axis");
+  kdist::ops::ConvWindow<3> wide;
+  wide.dilation_rate[2] = 4;  // a dilated kernel of 5 on 4 positions
+  EXPECT_EQ(error_of([&] { kdist::ops::conv_backward_kernel(x, y, k, wide); }),
+            "kdist::ops::conv_backward_kernel: the kernel (2, 2, 2, 2, 3) does not fit images of "
+            "(1, 4, 4, 4, 2) (padding 'valid' on the View given: each (kernel extent - 1) * "
+            "dilation_rate + 1 must be <= the image's extent, and kernel extents >= 1)");
+  kdist::ops::ConvWindow<3> strided;
+  strided.strides = {2, 2, 2};  // out 2 per axis, not 3
+  EXPECT_EQ(error_of([&] { kdist::ops::conv_backward_input(y, k, x, strided); }),
+            "kdist::ops::conv_backward_input: dy is (1, 3, 3, 3, 3), expected (1, 2, 2, 2, 3) for "
+            "x (1, 4, 4, 4, 2) and the kernel (2, 2, 2, 2, 3)");
 }
 
 }  // namespace
