@@ -130,7 +130,14 @@ void check_extents(const char* who, const HaloPlan& plan, std::size_t dim, const
   }
 }
 
-inline void check_comm(const char* who, const HaloPlan& plan, const mpi::Communicator& comm) {
+inline void check_comm(const char* who, const HaloPlan& plan, const mpi::Communicator* c) {
+  if (c == nullptr) {
+    if (plan.parts() == 1) return;
+    throw ValueError(std::string(who) + ": a plan of " + std::to_string(plan.parts()) +
+                     " blocks exchanges messages; give the communicator whose process r holds "
+                     "block r");
+  }
+  const auto& comm = *c;
   if (static_cast<std::size_t>(comm.size()) != plan.parts() ||
       static_cast<std::size_t>(comm.rank()) != plan.me()) {
     throw ValueError(std::string(who) + ": the plan is for block " + std::to_string(plan.me()) +
@@ -326,7 +333,7 @@ template <class Space, class BlockView, class ExtendedView>
 [[nodiscard]] HaloRequest start_halo_gather(const Space& space, const HaloPlan& plan,
                                             std::size_t dim, const BlockView& block,
                                             const ExtendedView& extended,
-                                            const mpi::Communicator& comm) {
+                                            const mpi::Communicator* comm) {
   constexpr const char* who = "kdist::start_halo_gather";
   detail::require_started(who);
   using namespace detail::halo;
@@ -337,7 +344,7 @@ template <class Space, class BlockView, class ExtendedView>
   auto state = std::make_unique<Gather<Space, ExtendedView>>();
   state->space = space;
   state->extended = to;
-  state->comm = comm.get();
+  state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
   state->what = "kdist::halo_gather along dimension " + std::to_string(dim);
   state->stage = detail::collectives::must_stage<ExtendedView>();
   std::vector<int> from_peers, from_tags, to_peers, to_tags;
@@ -365,11 +372,24 @@ template <class Space, class BlockView, class ExtendedView>
   return HaloRequest(std::move(state));
 }
 
-//! start_halo_gather, then wait.
+template <class Space, class BlockView, class ExtendedView>
+[[nodiscard]] HaloRequest start_halo_gather(const Space& space, const HaloPlan& plan,
+                                            std::size_t dim, const BlockView& block,
+                                            const ExtendedView& extended,
+                                            const mpi::Communicator& comm) {
+  return start_halo_gather(space, plan, dim, block, extended, &comm);
+}
+
+//! start_halo_gather, then wait. Without a communicator: a plan of one block (padding only).
 template <class Space, class BlockView, class ExtendedView>
 void halo_gather(const Space& space, const HaloPlan& plan, std::size_t dim, const BlockView& block,
                  const ExtendedView& extended, const mpi::Communicator& comm) {
-  start_halo_gather(space, plan, dim, block, extended, comm).wait();
+  start_halo_gather(space, plan, dim, block, extended, &comm).wait();
+}
+template <class Space, class BlockView, class ExtendedView>
+void halo_gather(const Space& space, const HaloPlan& plan, std::size_t dim, const BlockView& block,
+                 const ExtendedView& extended) {
+  start_halo_gather(space, plan, dim, block, extended, nullptr).wait();
 }
 
 //! The adjoint of halo_gather: `block` (overwritten) becomes the sum, over every process's
@@ -378,7 +398,7 @@ void halo_gather(const Space& space, const HaloPlan& plan, std::size_t dim, cons
 template <class Space, class ExtendedView, class BlockView>
 void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
                       const ExtendedView& extended, const BlockView& block,
-                      const mpi::Communicator& comm) {
+                      const mpi::Communicator* comm) {
   constexpr const char* who = "kdist::halo_scatter_add";
   detail::require_started(who);
   using namespace detail::halo;
@@ -389,7 +409,7 @@ void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
   auto state = std::make_unique<ScatterAdd<Space, BlockView>>();
   state->space = space;
   state->block = to;
-  state->comm = comm.get();
+  state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
   state->what = "kdist::halo_scatter_add along dimension " + std::to_string(dim);
   state->stage = detail::collectives::must_stage<BlockView>();
   zero(space, to);
@@ -420,6 +440,19 @@ void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
                       slab(from, send_at[k], static_cast<std::int64_t>(buffer.extent(1))));
   });
   HaloRequest(std::move(state)).wait();
+}
+
+template <class Space, class ExtendedView, class BlockView>
+void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
+                      const ExtendedView& extended, const BlockView& block,
+                      const mpi::Communicator& comm) {
+  halo_scatter_add(space, plan, dim, extended, block, &comm);
+}
+//! halo_scatter_add of a plan of one block (padding only): no communicator.
+template <class Space, class ExtendedView, class BlockView>
+void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
+                      const ExtendedView& extended, const BlockView& block) {
+  halo_scatter_add(space, plan, dim, extended, block, nullptr);
 }
 
 }  // namespace kdist

@@ -1,0 +1,67 @@
+#pragma once
+//! \file nn/layers/spatial_window.hpp
+//! Where a window (a convolution's kernel, a pooling window) reads along one spatial axis: Keras'
+//! output extents for padding "valid" and "same" (and kdist's "periodic"), the padding before the
+//! first position, and the input positions a block of outputs reads - what a process holding that
+//! block of a spatially sharded output must have of the input (its block and the halos of its
+//! neighbours, kdist/core/halo_plan.hpp).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include <kdist/core/detail/shard_math.hpp>
+#include <kdist/core/halo_plan.hpp>
+
+namespace kdist::layers {
+
+//! Keras' `padding` of a convolution or a pooling window, and kdist's periodic one.
+enum class Padding {
+  valid,     //!< no padding: windows lie inside the input
+  same,      //!< zeros around the input so that the output has ceil(extent / stride) positions
+  periodic,  //!< as "same", with the positions of the other end in place of zeros (a periodic
+             //!< domain; PyTorch's padding_mode="circular"); kdist's, not Keras'
+};
+
+inline const char* padding_name(Padding p) {
+  return p == Padding::valid ? "valid" : p == Padding::same ? "same" : "periodic";
+}
+
+//! One spatial axis of a window: input `extent`, window `size`, `stride`, `dilation`, `padding`.
+struct WindowAxis {
+  std::size_t extent = 0;
+  std::size_t size = 1;
+  std::size_t stride = 1;
+  std::size_t dilation = 1;
+  Padding padding = Padding::valid;
+
+  //! The positions one window covers: (size - 1) * dilation + 1.
+  std::size_t span() const { return (size - 1) * dilation + 1; }
+  //! Keras' output extent: (extent - span) / stride + 1 for "valid" (0 when the window does not
+  //! fit), ceil(extent / stride) otherwise.
+  std::size_t output_extent() const {
+    if (padding == Padding::valid) return extent < span() ? 0 : (extent - span()) / stride + 1;
+    return extent / stride + (extent % stride != 0 ? 1 : 0);
+  }
+  //! Padding before the first position: half the total, rounded down (TensorFlow's and JAX's
+  //! "SAME", which Keras uses).
+  std::int64_t pad_before() const {
+    if (padding == Padding::valid || output_extent() == 0) return 0;
+    const auto need = static_cast<std::int64_t>((output_extent() - 1) * stride + span());
+    return std::max<std::int64_t>(need - static_cast<std::int64_t>(extent), 0) / 2;
+  }
+  //! The input positions outputs [out.offset, out.offset + out.extent) read (outside [0, extent)
+  //! where they read padding); empty for no outputs.
+  HaloRange input_range(Block out) const {
+    if (out.extent == 0) return {0, 0};
+    const auto first = static_cast<std::int64_t>(out.offset * stride) - pad_before();
+    const auto last = static_cast<std::int64_t>((out.offset + out.extent - 1) * stride) -
+                      pad_before() + static_cast<std::int64_t>(span());
+    return {first, last};
+  }
+  Boundary boundary() const {
+    return padding == Padding::periodic ? Boundary::periodic : Boundary::zeros;
+  }
+};
+
+}  // namespace kdist::layers

@@ -1,0 +1,290 @@
+// kdist-mpi-ranks: 1 2 4
+// Conv2D on spatially sharded images (issue 38): the height and width split over mesh axes - by a
+// rule on the layer's output (the seeds' `layout_map["conv1/output"]`) or by the input arriving
+// sharded - on every mesh of the world's size (1-D and 2-D process grids, uneven and empty blocks),
+// for padding "valid", "same" and "periodic", strides and dilation: the output, the kernel and
+// bias gradients and the input gradient equal the unsharded layer's (1e-12 in double); the
+// unsharded layer equals the definition with Keras' padding (and its input gradient finite
+// differences, on one process); a model with a spatially sharded Conv2D trains to the data-parallel
+// losses; the constructor's and build's errors.
+#include <gtest/gtest.h>
+#include "model_test_support.hpp"
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <kdist/nn/gradients.hpp>
+#include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/strategy/layout_map.hpp>
+#include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/distribute_tensor.hpp>
+
+namespace {
+
+using kdist::test::contains;
+using kdist::test::message_of;
+using kdist::test::world_size;
+using Conv = kdist::layers::BasicConv2D<double>;
+using Images = kdist::DistributedTensor<double****>;
+using kdist::layers::Activation;
+using kdist::layers::Conv2DOptions;
+using kdist::layers::Padding;
+
+struct Config {
+  std::string name;
+  std::size_t filters;
+  std::array<std::size_t, 2> kernel;
+  Conv2DOptions options;
+  std::size_t h, w, c;
+  Activation activation;
+};
+
+const std::vector<Config>& configs() {
+  static const std::vector<Config> all{
+      {"valid 3x3", 3, {3, 3}, {}, 7, 6, 2, Activation::relu},
+      {"same 3x3", 3, {3, 3}, {.padding = Padding::same}, 7, 5, 2, Activation::linear},
+      {"same 2x4 strides 2", 2, {2, 4}, {.strides = {2, 2}, .padding = Padding::same}, 9, 7, 1,
+       Activation::relu},
+      {"valid 3x2 strides (2, 1)", 2, {3, 2}, {.strides = {2, 1}}, 8, 6, 2, Activation::linear},
+      {"same 3x3 dilation 2", 2, {3, 3}, {.padding = Padding::same, .dilation_rate = {2, 2}}, 7,
+       7, 2, Activation::linear},
+      {"periodic 3x3", 2, {3, 3}, {.padding = Padding::periodic}, 6, 5, 2, Activation::linear},
+      {"periodic 5x3 strides 2", 2, {5, 3}, {.strides = {2, 2}, .padding = Padding::periodic}, 5,
+       6, 1, Activation::linear},
+  };
+  return all;
+}
+constexpr std::size_t batch = 2;
+
+std::vector<double> normal(std::size_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> d(0.0, 1.0);
+  std::vector<double> out(n);
+  for (auto& v : out) v = d(gen);
+  return out;
+}
+template <class Tensor>
+std::vector<double> values(const Tensor& t) {
+  auto h = kdist::full_tensor(t);
+  return std::vector<double>(h.data(), h.data() + h.size());
+}
+
+// Meshes ("data", "h", "w") of the world's size: every split of the processes.
+std::vector<std::vector<std::size_t>> meshes() {
+  const auto n = static_cast<std::size_t>(world_size());
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t d = 1; d <= n; ++d)
+    for (std::size_t h = 1; d * h <= n; ++h) {
+      if (n % (d * h) == 0) out.push_back({d, h, n / (d * h)});
+    }
+  return out;
+}
+
+std::shared_ptr<const kdist::Distribution> spatial(const std::vector<std::size_t>& shape,
+                                                   bool rule) {
+  kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  if (rule) map["conv/output"] = {"data", "h", "w", kdist::replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+}
+
+struct Result {
+  std::vector<double> y, dk, db, dx;
+};
+
+// Builds the layer (seed 3, a non-zero bias), runs forward and backward on x and dy in `x_layout`.
+Result run(const Config& c, const kdist::Distribution& dist,
+           const std::optional<kdist::RuntimeTensorLayout>& x_layout) {
+  Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
+  const auto out = conv.build({c.h, c.w, c.c}, dist, 3);
+  const auto bias = normal(c.filters, 9);
+  conv.bias()->value = kdist::distribute_tensor<double*>(bias.data(), {c.filters},
+                                                         conv.bias()->value.layout());
+  const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
+  const auto xv = normal(batch * c.h * c.w * c.c, 1);
+  const auto layout = x_layout ? *x_layout : dist.get_data_layout(xs);
+  const auto x = kdist::distribute_tensor<double****>(xv.data(), xs, layout);
+  const auto y = std::get<Images>(conv.forward(kdist::LayerTensor<double>(x), {}));
+  EXPECT_EQ(y.shape(), (std::array<std::size_t, 4>{batch, out[0], out[1], c.filters}));
+  if (x_layout || dist.get_tensor_layout("conv/output")) {  // computed on the image's blocks
+    EXPECT_EQ(y.layout().axes()[1], kdist::DimAxes("h"));
+    EXPECT_EQ(y.layout().axes()[2], kdist::DimAxes("w"));
+  }
+  const auto dyv = normal(y.global_size(), 2);
+  const auto dy = kdist::distribute_tensor<double****>(dyv.data(), y.shape(), y.layout());
+  const auto dx = kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true);
+  EXPECT_TRUE(dx.has_value());
+  const auto& dxt = std::get<Images>(*dx);
+  EXPECT_EQ(dxt.layout(), x.layout()) << "the input gradient comes in the input's layout";
+  return {values(y), values(conv.kernel().grad), values(conv.bias()->grad), values(dxt)};
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << what << " at " << i;
+  }
+}
+
+// The definition, with Keras' padding: pad_before = total // 2; periodic wraps.
+std::vector<double> definition(const Config& c, const std::vector<double>& x,
+                               const std::vector<double>& k, const std::vector<double>& b) {
+  kdist::layers::WindowAxis ah{c.h, c.kernel[0], c.options.strides[0], c.options.dilation_rate[0],
+                               c.options.padding};
+  kdist::layers::WindowAxis aw{c.w, c.kernel[1], c.options.strides[1], c.options.dilation_rate[1],
+                               c.options.padding};
+  const std::size_t oh = ah.output_extent(), ow = aw.output_extent(), f = c.filters;
+  std::vector<double> y(batch * oh * ow * f);
+  for (std::size_t n = 0; n < batch; ++n)
+    for (std::size_t i = 0; i < oh; ++i)
+      for (std::size_t j = 0; j < ow; ++j)
+        for (std::size_t o = 0; o < f; ++o) {
+          double s = b[o];
+          for (std::size_t a = 0; a < c.kernel[0]; ++a)
+            for (std::size_t bb = 0; bb < c.kernel[1]; ++bb) {
+              auto p = std::int64_t(i * ah.stride + a * ah.dilation) - ah.pad_before();
+              auto q = std::int64_t(j * aw.stride + bb * aw.dilation) - aw.pad_before();
+              const auto H = std::int64_t(c.h), W = std::int64_t(c.w);
+              if (c.options.padding == Padding::periodic) {
+                p = (p % H + H) % H;
+                q = (q % W + W) % W;
+              }
+              if (p < 0 || p >= H || q < 0 || q >= W) continue;
+              for (std::size_t ch = 0; ch < c.c; ++ch) {
+                s += x[((n * c.h + std::size_t(p)) * c.w + std::size_t(q)) * c.c + ch] *
+                     k[((a * c.kernel[1] + bb) * c.c + ch) * f + o];
+              }
+            }
+          y[((n * oh + i) * ow + j) * f + o] =
+              c.activation == Activation::relu ? std::max(s, 0.0) : s;
+        }
+  return y;
+}
+
+TEST(SpatialConv2D, TheUnshardedLayerIsTheDefinitionWithKerasPadding) {
+  const auto dist = spatial({static_cast<std::size_t>(world_size()), 1, 1}, false);
+  for (const auto& c : configs()) {
+    Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
+    conv.build({c.h, c.w, c.c}, *dist, 3);
+    const auto bias = normal(c.filters, 9);
+    conv.bias()->value = kdist::distribute_tensor<double*>(bias.data(), {c.filters},
+                                                           conv.bias()->value.layout());
+    const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
+    const auto xv = normal(batch * c.h * c.w * c.c, 1);
+    auto forward = [&](const std::vector<double>& v) {
+      const auto x = kdist::distribute_tensor<double****>(v.data(), xs, dist->get_data_layout(xs));
+      return std::get<Images>(conv.forward(kdist::LayerTensor<double>(x), {}));
+    };
+    expect_close(values(forward(xv)), definition(c, xv, values(conv.kernel().value), bias),
+                 c.name + " forward");
+    if (world_size() != 1) continue;  // finite differences on one process (each is 2 forwards)
+    const auto y = forward(xv);
+    const auto r = normal(y.global_size(), 4);
+    const auto dy = kdist::distribute_tensor<double****>(r.data(), y.shape(), y.layout());
+    const auto dx = values(std::get<Images>(
+        *kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true)));
+    auto loss = [&](std::size_t i, double delta) {
+      auto xp = xv;
+      xp[i] += delta;
+      const auto yv = values(forward(xp));
+      double l = 0;
+      for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
+      return l;
+    };
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      const double fd = (loss(i, 1e-6) - loss(i, -1e-6)) / 2e-6;
+      ASSERT_NEAR(dx[i], fd, 1e-7 * std::max(1.0, std::abs(fd))) << c.name << " dx[" << i << "]";
+    }
+  }
+}
+
+TEST(SpatialConv2D, EveryMeshGivesTheUnshardedOutputAndGradients) {
+  const auto reference_dist = spatial({static_cast<std::size_t>(world_size()), 1, 1}, false);
+  for (const auto& c : configs()) {
+    const auto want = run(c, *reference_dist, std::nullopt);
+    for (const auto& shape : meshes()) {
+      const std::string mesh = c.name + " on mesh (" + std::to_string(shape[0]) + ", " +
+                               std::to_string(shape[1]) + ", " + std::to_string(shape[2]) + ")";
+      // (a) the rule on the output shards the image; the input comes batch-sharded
+      const auto by_rule = spatial(shape, true);
+      const auto a = run(c, *by_rule, std::nullopt);
+      expect_close(a.y, want.y, mesh + " by the output rule: y");
+      expect_close(a.dk, want.dk, mesh + " by the output rule: kernel gradient");
+      expect_close(a.db, want.db, mesh + " by the output rule: bias gradient");
+      expect_close(a.dx, want.dx, mesh + " by the output rule: input gradient");
+      // (b) the input arrives with its height and width sharded (a simulation's blocks)
+      const auto plain = spatial(shape, false);
+      kdist::RuntimeDeviceMesh m(shape, {"data", "h", "w"}, kdist::list_devices());
+      const kdist::RuntimeTensorLayout blocks({"data", "h", "w", kdist::replicated}, m);
+      const auto b = run(c, *plain, blocks);
+      expect_close(b.y, want.y, mesh + " from sharded input: y");
+      expect_close(b.dk, want.dk, mesh + " from sharded input: kernel gradient");
+      expect_close(b.dx, want.dx, mesh + " from sharded input: input gradient");
+    }
+  }
+}
+
+TEST(SpatialConv2D, AModelWithTheImageShardedTrainsToTheDataParallelLosses) {
+  auto model = [] {
+    std::vector<kdist::Sequential::Layer> l;
+    l.emplace_back(kdist::layers::Conv2D(4, {3, 3}, Activation::relu, true, "conv",
+                                         {.padding = Padding::same}));
+    l.emplace_back(kdist::layers::Conv2D(3, {3, 3}, Activation::relu, true, "conv_1",
+                                         {.strides = {2, 2}, .padding = Padding::periodic}));
+    l.emplace_back(kdist::layers::Flatten());
+    l.emplace_back(kdist::layers::Dense(10, Activation::softmax, true, "d2"));
+    return kdist::Sequential({9, 7, 2}, std::move(l));
+  };
+  std::vector<std::int32_t> labels(24);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 7 % 10);
+  const kdist::ArrayDataset<float> data(kdist::examples::random_normal(24 * 9 * 7 * 2, 5),
+                                        {9, 7, 2}, std::move(labels));
+  const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .verbose = 0};
+  auto reference = model();
+  reference.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
+                    kdist::Adam(0.01), 11);
+  const auto want = reference.fit(data, fit);
+  for (const auto& shape : meshes()) {
+    kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
+    kdist::LayoutMap map(mesh);
+    map["conv.*/output"] = {"data", "h", "w", kdist::replicated};
+    auto m = model();
+    m.compile(std::make_shared<kdist::ModelParallel>(std::move(map), "data"),
+              kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
+    const auto got = m.fit(data, fit);
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_NEAR(got.epochs[e].loss, want.epochs[e].loss, 1e-5 * std::abs(want.epochs[e].loss))
+          << "mesh (" << shape[0] << ", " << shape[1] << ", " << shape[2] << ") epoch " << e;
+    }
+  }
+}
+
+TEST(SpatialConv2D, BadStridesDilationAndKernelsAreValueErrors) {
+  auto msg = message_of<kdist::ValueError>(
+      [] { Conv(2, {3, 3}, Activation::relu, true, "c", {.strides = {0, 1}}); });
+  EXPECT_EQ(msg,
+            "kdist::layers::Conv2D 'c': strides (0, 1) and dilation_rate (1, 1) must be >= 1 in "
+            "both dimensions");
+  msg = message_of<kdist::ValueError>([] {
+    Conv(2, {3, 3}, Activation::relu, true, "c", {.strides = {2, 1}, .dilation_rate = {1, 2}});
+  });
+  EXPECT_EQ(msg,
+            "kdist::layers::Conv2D 'c': strides > 1 not supported in conjunction with "
+            "dilation_rate > 1 (as in Keras); received strides (2, 1) and dilation_rate (1, 2)");
+  const auto dist = spatial({static_cast<std::size_t>(world_size()), 1, 1}, false);
+  Conv dilated(2, {3, 3}, Activation::relu, true, "c", {.dilation_rate = {3, 1}});
+  msg = message_of<kdist::ValueError>([&] { dilated.build({6, 6, 1}, *dist, 0); });
+  EXPECT_EQ(msg,
+            "kdist::layers::Conv2D 'c': the kernel (3, 3) dilated to (7, 3) does not fit examples "
+            "of shape (6, 6, 1) (padding 'valid')");
+  // "same" fits any image
+  Conv same(2, {5, 5}, Activation::relu, true, "c", {.padding = Padding::same});
+  EXPECT_EQ(same.build({2, 3, 1}, *dist, 0), (kdist::Shape{2, 3, 2}));
+}
+
+}  // namespace
