@@ -36,6 +36,9 @@ foreach(_c all_gather reduce_scatter broadcast all_to_all)
 endforeach()
 kdist_watchdog_test(agree ${_wd_env} 3 10 "stuck|agree|outside"
   "failed: kdist::mpi::agree on mesh axis 'data' \\(3 processes\\).*outside a training step: process 2 did not arrive")
+# A halo exchange's point-to-point messages (issue 38): process 1 waits for its neighbour, 2.
+kdist_watchdog_test(halo_gather ${_wd_env} 3 10 "stuck|halo_gather"
+  "process 1 of 3 failed: kdist::halo_gather along dimension 0 on mesh axis 'data' did not complete within 2 s, during fit, epoch 1, step 3: no message from or to process\\(es\\) 2 of it")
 # The API setting, with the default (10 min) in the environment.
 kdist_watchdog_test(api KDIST_WATCHDOG_TEST=api 2 10 "stuck|all_reduce|api"
   "failed: kdist::all_reduce on mesh axis 'data' \\(2 processes\\) did not complete within 2 s")

@@ -165,6 +165,20 @@ TEST(HaloExchange, RunsThroughHostCopiesAndOnRankFiveViews) {
         }
 }
 
+// A plan of one block needs no communicator: padding (zeros or periodic) on this process alone.
+TEST(HaloExchange, OneBlockPadsWithoutACommunicator) {
+  const HaloPlan plan(3, 1, 0, {{-2, 4}}, Boundary::periodic);
+  View3 block("block", 1, 3, 1), extended("extended", 1, 6, 1), back("back", 1, 3, 1);
+  for (std::size_t g = 0; g < 3; ++g) block(0, g, 0) = static_cast<double>(g + 1);
+  kdist::halo_gather(Space(), plan, 1, block, extended);
+  const double want[] = {2, 3, 1, 2, 3, 1};  // positions -2 .. 3
+  for (std::size_t k = 0; k < 6; ++k) EXPECT_EQ(extended(0, k, 0), want[k]) << k;
+  kdist::halo_scatter_add(Space(), plan, 1, extended, back);
+  EXPECT_EQ(back(0, 0, 0), 2.0);  // positions 0 and 3
+  EXPECT_EQ(back(0, 1, 0), 4.0);  // -2 and 1
+  EXPECT_EQ(back(0, 2, 0), 6.0);  // -1 and 2
+}
+
 TEST(HaloExchange, ArgumentsThatDoNotFitThePlanAreValueErrorsBeforeAnyMessage) {
   const auto comm = world();
   const auto parts = static_cast<std::size_t>(comm.size());
@@ -184,6 +198,13 @@ TEST(HaloExchange, ArgumentsThatDoNotFitThePlanAreValueErrorsBeforeAnyMessage) {
   msg = message_of<kdist::ValueError>(
       [&] { kdist::halo_gather(Space(), plan, 3, block, extended, comm); });
   EXPECT_EQ(msg, "kdist::start_halo_gather: dimension 3 of a rank-3 View");
+  if (parts > 1) {
+    msg = message_of<kdist::ValueError>(
+        [&] { kdist::halo_gather(Space(), plan, 1, block, extended); });
+    EXPECT_EQ(msg, "kdist::start_halo_gather: a plan of " + std::to_string(parts) +
+                       " blocks exchanges messages; give the communicator whose process r holds "
+                       "block r");
+  }
   const HaloPlan wrong(8, parts + 1, me, widened(8, parts + 1, 1, 1), Boundary::zeros);
   View3 wb("wb", 2, wrong.block().extent, 3), we("we", 2, wrong.wanted().size(), 3);
   msg = message_of<kdist::ValueError>([&] { kdist::halo_gather(Space(), wrong, 1, wb, we, comm); });

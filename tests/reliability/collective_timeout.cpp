@@ -3,7 +3,8 @@
 // within the timeout plus a few seconds, naming the collective, the step, the axis and the
 // missing process.
 //   collective_timeout stuck C [api|outside]  C: all_reduce, all_gather, reduce_scatter,
-//                                 broadcast, all_to_all or agree, on mesh axis "data" (a 1-D mesh
+//                                 broadcast, all_to_all, agree or halo_gather (the neighbours'
+//                                 messages of a halo exchange), on mesh axis "data" (a 1-D mesh
 //                                 of every process), in step 3 of epoch 1 of "fit" (not inside a
 //                                 step with "outside"); with "api" the timeout is 2 s by
 //                                 kdist::set_collective_timeout, else KDIST_COLLECTIVE_TIMEOUT.
@@ -23,6 +24,7 @@
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/halo_exchange.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/run.hpp>
@@ -67,6 +69,15 @@ void collective(const std::string& c, const kdist::mpi::Communicator& comm) {
     kdist::all_to_all(space, s, r, comm);
   } else if (c == "agree") {
     kdist::mpi::agree(comm, true, "");
+  } else if (c == "halo_gather") {  // each process reads one position of each neighbour
+    std::vector<kdist::HaloRange> wanted;
+    for (std::size_t q = 0; q < n; ++q) {
+      wanted.push_back({static_cast<std::int64_t>(2 * q) - 1, static_cast<std::int64_t>(2 * q) + 3});
+    }
+    const kdist::HaloPlan plan(2 * n, n, static_cast<std::size_t>(comm.rank()), wanted,
+                               kdist::Boundary::zeros);
+    View block("block", 2), extended("extended", 4);
+    kdist::halo_gather(space, plan, 0, block, extended, comm);
   } else {
     throw kdist::ValueError("unknown collective " + c);
   }
