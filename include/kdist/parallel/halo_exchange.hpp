@@ -17,7 +17,9 @@
 //! Views' memory when MPI can read it, else through host copies (as kdist's collectives). A halo
 //! message that does not arrive within the collective timeout (kdist::set_collective_timeout,
 //! KDIST_COLLECTIVE_TIMEOUT) ends the job, naming the dimension and the processes not heard from.
-//! One exchange at a time per communicator.
+//! One exchange at a time per communicator. The forms taking a `const mpi::Communicator*` (nullptr:
+//! a plan of one block, padding only) also take a `kdist::HaloMessages*` that keeps the message
+//! buffers from call to call (kdist/nn/layers/spatial_halos.hpp passes one per dimension).
 
 #include <mpi.h>
 
@@ -26,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -149,6 +152,47 @@ inline void check_comm(const char* who, const HaloPlan& plan, const mpi::Communi
 
 }  // namespace detail::halo
 
+//! The message buffers of an exchange (packed slabs, and their host copies when MPI cannot read
+//! the Views' memory), kept from one exchange to the next so that a training step allocates them
+//! once: pass the same HaloMessages to the same kind of exchange with the same plan. Not shared
+//! by two exchanges in flight.
+template <class View>
+class HaloMessages {
+ public:
+  using Buffer = detail::halo::Packed<View>;
+  using Host = typename Buffer::HostMirror;
+
+  HaloMessages() = default;
+  //! A copy starts empty (a copied layer keeps buffers of its own); moves take the buffers.
+  HaloMessages(const HaloMessages&) {}
+  HaloMessages& operator=(const HaloMessages&) {
+    receives_.clear();
+    sends_.clear();
+    return *this;
+  }
+  HaloMessages(HaloMessages&&) noexcept = default;
+  HaloMessages& operator=(HaloMessages&&) noexcept = default;
+
+  //! Message `k` of the receives (`receive`) or sends, of (outer, length, inner) elements.
+  std::pair<Buffer, Host> get(bool receive, std::size_t k, std::size_t outer, std::size_t length,
+                              std::size_t inner, bool stage) {
+    auto& list = receive ? receives_ : sends_;
+    if (list.size() <= k) list.resize(k + 1);
+    auto& [buffer, host] = list[k];
+    if (buffer.extent(0) != outer || buffer.extent(1) != length || buffer.extent(2) != inner ||
+        buffer.data() == nullptr) {
+      buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"),
+                      outer, length, inner);
+      host = Host();
+    }
+    if (stage && host.data() == nullptr) host = Kokkos::create_mirror_view(buffer);
+    return {buffer, host};
+  }
+
+ private:
+  std::vector<std::pair<Buffer, Host>> receives_, sends_;
+};
+
 //! A started halo exchange (kdist::start_halo_gather). Move-only; a request still running when it
 //! is destroyed is waited for.
 class HaloRequest {
@@ -255,12 +299,19 @@ struct Exchange : HaloRequest::State {
   std::vector<Message> receives, sends;
   bool stage = false;
 
+  HaloMessages<V>* kept = nullptr;  // buffers kept from call to call, when given
+
   Message& add_message(std::vector<Message>& list, std::size_t outer, std::int64_t length,
                        std::size_t inner, std::int64_t at) {
     Message m;
-    m.buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"),
-                      outer, static_cast<std::size_t>(length), inner);
-    if (stage) m.host = Kokkos::create_mirror_view(m.buffer);
+    const auto n = static_cast<std::size_t>(length);
+    if (kept != nullptr) {
+      std::tie(m.buffer, m.host) = kept->get(&list == &receives, list.size(), outer, n, inner, stage);
+    } else {
+      m.buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"),
+                        outer, n, inner);
+      if (stage) m.host = Kokkos::create_mirror_view(m.buffer);
+    }
     m.at = at;
     list.push_back(std::move(m));
     return list.back();
@@ -333,7 +384,8 @@ template <class Space, class BlockView, class ExtendedView>
 [[nodiscard]] HaloRequest start_halo_gather(const Space& space, const HaloPlan& plan,
                                             std::size_t dim, const BlockView& block,
                                             const ExtendedView& extended,
-                                            const mpi::Communicator* comm) {
+                                            const mpi::Communicator* comm,
+                                            HaloMessages<ExtendedView>* kept = nullptr) {
   constexpr const char* who = "kdist::start_halo_gather";
   detail::require_started(who);
   using namespace detail::halo;
@@ -347,6 +399,7 @@ template <class Space, class BlockView, class ExtendedView>
   state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
   state->what = "kdist::halo_gather along dimension " + std::to_string(dim);
   state->stage = detail::collectives::must_stage<ExtendedView>();
+  state->kept = kept;
   std::vector<int> from_peers, from_tags, to_peers, to_tags;
   const auto& segments = plan.segments();
   for (std::size_t i = 0; i < segments.size(); ++i) {
@@ -398,7 +451,7 @@ void halo_gather(const Space& space, const HaloPlan& plan, std::size_t dim, cons
 template <class Space, class ExtendedView, class BlockView>
 void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
                       const ExtendedView& extended, const BlockView& block,
-                      const mpi::Communicator* comm) {
+                      const mpi::Communicator* comm, HaloMessages<BlockView>* kept = nullptr) {
   constexpr const char* who = "kdist::halo_scatter_add";
   detail::require_started(who);
   using namespace detail::halo;
@@ -412,6 +465,7 @@ void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
   state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
   state->what = "kdist::halo_scatter_add along dimension " + std::to_string(dim);
   state->stage = detail::collectives::must_stage<BlockView>();
+  state->kept = kept;
   zero(space, to);
   // The runs this process wanted go back to their owners (the gather's receives become sends,
   // with the same tags); what the others wanted of this block comes back to be added.

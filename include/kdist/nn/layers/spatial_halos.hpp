@@ -100,11 +100,8 @@ class SpatialHalos {
       auto extents = extents_of(cur);
       extents[a + 1] = plans_[a]->block().extent;
       View next = get(scattered_[a], "kdist::halo/scattered", extents);
-      if (comms_[a] != nullptr) {
-        halo_scatter_add(execution_space(), *plans_[a], a + 1, cur, next, *comms_[a]);
-      } else {
-        halo_scatter_add(execution_space(), *plans_[a], a + 1, cur, next);
-      }
+      halo_scatter_add(execution_space(), *plans_[a], a + 1, cur, next, comms_[a],
+                       &scatter_messages_[a]);
       cur = next;
     }
     return cur;
@@ -136,11 +133,9 @@ class SpatialHalos {
     if constexpr (rank == 5) return views.get(label, e[0], e[1], e[2], e[3], e[4]);
   }
   void exchange_gather(std::size_t a, const View& from, const View& to) {
-    if (comms_[a] != nullptr) {
-      halo_gather(execution_space(), *plans_[a], a + 1, from, to, *comms_[a]);
-    } else {
-      halo_gather(execution_space(), *plans_[a], a + 1, from, to);
-    }
+    start_halo_gather(execution_space(), *plans_[a], a + 1, from, to, comms_[a],
+                      &gather_messages_[a])
+        .wait();
   }
 
   bool planned_ = false;
@@ -152,6 +147,7 @@ class SpatialHalos {
   std::array<bool, S> identity_{};
   std::array<const mpi::Communicator*, S> comms_{};
   std::array<ReusableViews<View>, S> gathered_, scattered_;
+  std::array<HaloMessages<View>, S> gather_messages_, scatter_messages_;  // kept message buffers
 };
 
 }  // namespace kdist::layers
