@@ -9,6 +9,7 @@
 // losses; the constructor's and build's errors.
 #include <gtest/gtest.h>
 #include "model_test_support.hpp"
+#include "step_allocations.hpp"
 
 #include <array>
 #include <cmath>
@@ -229,38 +230,51 @@ TEST(SpatialConv2D, EveryMeshGivesTheUnshardedOutputAndGradients) {
   }
 }
 
-TEST(SpatialConv2D, AModelWithTheImageShardedTrainsToTheDataParallelLosses) {
-  auto model = [] {
-    std::vector<kdist::Sequential::Layer> l;
-    l.emplace_back(kdist::layers::Conv2D(4, {3, 3}, Activation::relu, true, "conv",
-                                         {.padding = Padding::same}));
-    l.emplace_back(kdist::layers::Conv2D(3, {3, 3}, Activation::relu, true, "conv_1",
-                                         {.strides = {2, 2}, .padding = Padding::periodic}));
-    l.emplace_back(kdist::layers::Flatten());
-    l.emplace_back(kdist::layers::Dense(10, Activation::softmax, true, "d2"));
-    return kdist::Sequential({9, 7, 2}, std::move(l));
-  };
+kdist::Sequential field_model() {
+  std::vector<kdist::Sequential::Layer> l;
+  l.emplace_back(kdist::layers::Conv2D(4, {3, 3}, Activation::relu, true, "conv",
+                                       {.padding = Padding::same}));
+  l.emplace_back(kdist::layers::Conv2D(3, {3, 3}, Activation::relu, true, "conv_1",
+                                       {.strides = {2, 2}, .padding = Padding::periodic}));
+  l.emplace_back(kdist::layers::Flatten());
+  l.emplace_back(kdist::layers::Dense(10, Activation::softmax, true, "d2"));
+  return kdist::Sequential({9, 7, 2}, std::move(l));
+}
+kdist::ArrayDataset<float> field_data() {
   std::vector<std::int32_t> labels(24);
   for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 7 % 10);
-  const kdist::ArrayDataset<float> data(kdist::examples::random_normal(24 * 9 * 7 * 2, 5),
-                                        {9, 7, 2}, std::move(labels));
+  return kdist::ArrayDataset<float>(kdist::examples::random_normal(24 * 9 * 7 * 2, 5), {9, 7, 2},
+                                    std::move(labels));
+}
+std::shared_ptr<const kdist::Distribution> field_distribution(const std::vector<std::size_t>& shape) {
+  kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  map["conv.*/output"] = {"data", "h", "w", kdist::replicated};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+}
+
+TEST(SpatialConv2D, AModelWithTheImageShardedTrainsToTheDataParallelLosses) {
+  const auto data = field_data();
   const kdist::FitOptions fit{.batch_size = 8, .epochs = 2, .verbose = 0};
-  auto reference = model();
+  auto reference = field_model();
   reference.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::categorical_crossentropy,
                     kdist::Adam(0.01), 11);
   const auto want = reference.fit(data, fit);
   for (const auto& shape : meshes()) {
-    kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
-    kdist::LayoutMap map(mesh);
-    map["conv.*/output"] = {"data", "h", "w", kdist::replicated};
-    auto m = model();
-    m.compile(std::make_shared<kdist::ModelParallel>(std::move(map), "data"),
-              kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
+    const auto dist = field_distribution(shape);
+    auto m = field_model();
+    m.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
     const auto got = m.fit(data, fit);
     for (std::size_t e = 0; e < 2; ++e) {
       EXPECT_NEAR(got.epochs[e].loss, want.epochs[e].loss, 1e-5 * std::abs(want.epochs[e].loss))
           << "mesh (" << shape[0] << ", " << shape[1] << ", " << shape[2] << ") epoch " << e;
     }
+    // Once its shapes are seen, a step allocates nothing: halo buffers and messages are kept.
+    auto again = field_model();
+    again.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
+    EXPECT_EQ(kdist::test::allocations_of_steps_3_and_4<4>(again, *dist, data, 8), "")
+        << "steps 3 and 4 allocated these Kokkos Views on mesh (" << shape[0] << ", " << shape[1]
+        << ", " << shape[2] << ")";
   }
 }
 

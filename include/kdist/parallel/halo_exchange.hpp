@@ -9,7 +9,8 @@
 //!   messages. `kdist::halo_gather(...)` is start + wait.
 //! - `kdist::halo_scatter_add(space, plan, extended, block, comm)` is its adjoint (the backward
 //!   pass of a gather): `block` becomes the sum of the positions of every process's `extended`
-//!   that stand for it (its own, the halos its neighbours read, the periodic images), zeros dropped.
+//!   that stand for it (its own, the halos its neighbours read, the periodic images), zeros dropped;
+//!   `kdist::start_halo_scatter_add` returns its request (work before wait() overlaps it).
 //!
 //! Views: contiguous LayoutRight of any rank; `dim` (the plan's dimension) is the split one, the
 //! other extents equal in `block` and `extended`. Each is seen as (outer, extent of dim, inner),
@@ -449,9 +450,11 @@ void halo_gather(const Space& space, const HaloPlan& plan, std::size_t dim, cons
 //! `extended` (the plan's wanted ranges), of the positions that stand for it; positions of zeros
 //! are dropped. Errors: as start_halo_gather.
 template <class Space, class ExtendedView, class BlockView>
-void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
-                      const ExtendedView& extended, const BlockView& block,
-                      const mpi::Communicator* comm, HaloMessages<BlockView>* kept = nullptr) {
+[[nodiscard]] HaloRequest start_halo_scatter_add(const Space& space, const HaloPlan& plan,
+                                                 std::size_t dim, const ExtendedView& extended,
+                                                 const BlockView& block,
+                                                 const mpi::Communicator* comm,
+                                                 HaloMessages<BlockView>* kept = nullptr) {
   constexpr const char* who = "kdist::halo_scatter_add";
   detail::require_started(who);
   using namespace detail::halo;
@@ -493,20 +496,30 @@ void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
     Kokkos::deep_copy(space, buffer,
                       slab(from, send_at[k], static_cast<std::int64_t>(buffer.extent(1))));
   });
-  HaloRequest(std::move(state)).wait();
+  return HaloRequest(std::move(state));
 }
 
+//! Starts halo_scatter_add: this process's own positions are added at once, the others' when the
+//! returned request's wait() returns; `extended` must not be written and `block` not read before.
+template <class Space, class ExtendedView, class BlockView>
+[[nodiscard]] HaloRequest start_halo_scatter_add(const Space& space, const HaloPlan& plan,
+                                                 std::size_t dim, const ExtendedView& extended,
+                                                 const BlockView& block,
+                                                 const mpi::Communicator& comm) {
+  return start_halo_scatter_add(space, plan, dim, extended, block, &comm);
+}
+
+//! start_halo_scatter_add, then wait. Without a communicator: a plan of one block.
 template <class Space, class ExtendedView, class BlockView>
 void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
                       const ExtendedView& extended, const BlockView& block,
                       const mpi::Communicator& comm) {
-  halo_scatter_add(space, plan, dim, extended, block, &comm);
+  start_halo_scatter_add(space, plan, dim, extended, block, &comm).wait();
 }
-//! halo_scatter_add of a plan of one block (padding only): no communicator.
 template <class Space, class ExtendedView, class BlockView>
 void halo_scatter_add(const Space& space, const HaloPlan& plan, std::size_t dim,
                       const ExtendedView& extended, const BlockView& block) {
-  halo_scatter_add(space, plan, dim, extended, block, nullptr);
+  start_halo_scatter_add(space, plan, dim, extended, block, nullptr).wait();
 }
 
 }  // namespace kdist

@@ -205,6 +205,19 @@ class BasicConv2D {
       for (const auto& a : y_.layout().axes()[d].names()) summed.push_back(a);
     }
     const bool outputs = halos_.has_outputs();
+    // dx first: each process holds the part of the sum over its filters (pending over the filter
+    // axes), and the gradient of the positions gather() read goes back to their owners while the
+    // kernel and bias gradients are computed (the halos' messages overlap that work).
+    if (need_input_grad) {
+      const auto dxe = dx_views_.get_like(name_ + "/dx", xe_);
+      if (outputs) {
+        ops::conv_backward_input(dy.local(), k_.local(), dxe, window(), ops::AutoBackend{},
+                                 scratch());
+      } else {
+        Kokkos::deep_copy(dxe, T(0));
+      }
+      halos_.start_scatter_add(dxe);
+    }
     const auto& ks = kernel_.value.shape();
     const auto dk = dk_views_.get(name_ + "/dk", ks[0], ks[1], ks[2], k_.local().extent(3));
     if (outputs) {
@@ -220,16 +233,7 @@ class BasicConv2D {
                                            summed));
     }
     if (!need_input_grad) return std::nullopt;
-    // dx: each process holds the part of the sum over its filters: pending over the filter axes.
-    // The gradient of the positions gather() read goes back to their owners (scatter_add).
-    const auto dxe = dx_views_.get_like(name_ + "/dx", xe_);
-    if (outputs) {
-      ops::conv_backward_input(dy.local(), k_.local(), dxe, window(), ops::AutoBackend{},
-                               scratch());
-    } else {
-      Kokkos::deep_copy(dxe, T(0));
-    }
-    const auto dx = halos_.scatter_add(dxe);
+    const auto dx = halos_.finish_scatter_add();
     auto dx_pending = Images::from_local(dx, x_.shape(), x_.layout(), out_channels.names());
     return LayerTensor<T>(redistribute(dx_pending, *input_layout_, dx_moved_));
   }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -94,17 +95,29 @@ class SpatialHalos {
   //! The adjoint of gather: the gradient `dextended` of the positions gather returned, summed into
   //! a block shaped like this process's input block.
   View scatter_add(const View& dextended) {
+    start_scatter_add(dextended);
+    return finish_scatter_add();
+  }
+  //! scatter_add in two halves: the last exchange's messages travel between them (the caller's
+  //! work in between overlaps them); `dextended` must stay unwritten until finish_scatter_add.
+  void start_scatter_add(const View& dextended) {
     View cur = dextended;
+    pending_.wait();
     for (std::size_t a = S; a-- > 0;) {
       if (identity_[a]) continue;
       auto extents = extents_of(cur);
       extents[a + 1] = plans_[a]->block().extent;
       View next = get(scattered_[a], "kdist::halo/scattered", extents);
-      halo_scatter_add(execution_space(), *plans_[a], a + 1, cur, next, comms_[a],
-                       &scatter_messages_[a]);
+      pending_.wait();  // the exchange before (along a later axis) fills `cur`
+      pending_.request = start_halo_scatter_add(execution_space(), *plans_[a], a + 1, cur, next,
+                                                comms_[a], &scatter_messages_[a]);
       cur = next;
     }
-    return cur;
+    scattered_block_ = cur;
+  }
+  View finish_scatter_add() {
+    pending_.wait();
+    return std::exchange(scattered_block_, View());
   }
 
  private:
@@ -148,6 +161,21 @@ class SpatialHalos {
   std::array<const mpi::Communicator*, S> comms_{};
   std::array<ReusableViews<View>, S> gathered_, scattered_;
   std::array<HaloMessages<View>, S> gather_messages_, scatter_messages_;  // kept message buffers
+  //! A scatter_add's last exchange, between start and finish; a copied layer starts without one.
+  struct Pending {
+    HaloRequest request;
+    Pending() = default;
+    Pending(const Pending&) {}
+    Pending& operator=(const Pending&) {
+      request = HaloRequest();
+      return *this;
+    }
+    Pending(Pending&&) noexcept = default;
+    Pending& operator=(Pending&&) noexcept = default;
+    void wait() { request.wait(); }
+  };
+  Pending pending_;
+  View scattered_block_;  // what finish_scatter_add returns
 };
 
 }  // namespace kdist::layers
