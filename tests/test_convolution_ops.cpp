@@ -268,7 +268,8 @@ void for_each_term(const Geometry& g, F&& f) {
       for (std::size_t t = 0; t < product(g.k); ++t) {
         const auto oc = coords(o, out), tc = coords(t, g.k);
         std::vector<std::size_t> p(g.in.size());
-        for (std::size_t a = 0; a < p.size(); ++a) p[a] = oc[a] * g.stride[a] + tc[a] * g.dilation[a];
+        for (std::size_t a = 0; a < p.size(); ++a)
+          p[a] = oc[a] * g.stride[a] + tc[a] * g.dilation[a];
         const std::size_t xi = b * product(g.in) + flat(p, g.in), yi = b * product(out) + o;
         for (std::size_t c = 0; c < g.c; ++c)
           for (std::size_t co = 0; co < g.co; ++co) {

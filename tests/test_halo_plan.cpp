@@ -147,12 +147,18 @@ TEST(HaloPlan, BadArgumentsAreValueErrors) {
     }
     return "no error";
   };
-  EXPECT_EQ(message([] { HaloPlan(4, 2, 2, {{0, 2}, {2, 4}}, Boundary::zeros); }),
+  EXPECT_EQ(message([] {
+              HaloPlan(4, 2, 2, {{0, 2}, {2, 4}}, Boundary::zeros);
+            }),
             "kdist::HaloPlan: process 2 of 2 blocks: give 1 block or more and a process below "
             "their number");
-  EXPECT_EQ(message([] { HaloPlan(4, 2, 0, {{0, 2}}, Boundary::zeros); }),
+  EXPECT_EQ(message([] {
+              HaloPlan(4, 2, 0, {{0, 2}}, Boundary::zeros);
+            }),
             "kdist::HaloPlan: 1 wanted ranges for 2 blocks: give one range per block");
-  EXPECT_EQ(message([] { HaloPlan(0, 1, 0, {{-1, 1}}, Boundary::periodic); }),
+  EXPECT_EQ(message([] {
+              HaloPlan(0, 1, 0, {{-1, 1}}, Boundary::periodic);
+            }),
             "kdist::HaloPlan: a field of extent 0 has no positions to give (wanted [-1, 1))");
 }
 

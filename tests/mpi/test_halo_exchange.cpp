@@ -40,9 +40,10 @@ std::vector<HaloRange> widened(std::size_t n, std::size_t parts, std::int64_t be
   std::vector<HaloRange> out;
   for (std::size_t q = 0; q < parts; ++q) {
     const auto b = kdist::detail::chunk_block(n, parts, q);
-    out.push_back(b.extent == 0 ? HaloRange{0, 0}
-                                : HaloRange{static_cast<std::int64_t>(b.offset) - before,
-                                            static_cast<std::int64_t>(b.offset + b.extent) + after});
+    out.push_back(b.extent == 0
+                      ? HaloRange{0, 0}
+                      : HaloRange{static_cast<std::int64_t>(b.offset) - before,
+                                  static_cast<std::int64_t>(b.offset + b.extent) + after});
   }
   return out;
 }
@@ -80,7 +81,7 @@ TEST(HaloExchange, GatherFillsTheWantedRangeWithNeighboursZerosOrPeriodicImages)
           for (std::size_t i = 0; i < inner; ++i) {
             const std::int64_t p = plan.wanted().begin + static_cast<std::int64_t>(k);
             const bool inside = p >= 0 && p < n;
-            const double want = inside ? field(o, p, i)
+            const double want = inside                        ? field(o, p, i)
                                 : boundary == Boundary::zeros ? 0.0
                                                               : field(o, ((p % n) + n) % n, i);
             ASSERT_EQ(extended(o, k, i), want)
@@ -150,7 +151,8 @@ TEST(HaloExchange, RunsThroughHostCopiesAndOnRankFiveViews) {
     for (std::size_t b = 0; b < 3; ++b)
       for (std::size_t g = 0; g < blk.extent; ++g)
         for (std::size_t d = 0; d < 4; ++d) {
-          hb(a, b, g, d / 2, d % 2) = static_cast<float>(field(a * 3 + b, std::int64_t(blk.offset + g), d));
+          hb(a, b, g, d / 2, d % 2) =
+              static_cast<float>(field(a * 3 + b, std::int64_t(blk.offset + g), d));
         }
   Kokkos::deep_copy(block, hb);
   kdist::halo_gather(Kokkos::DefaultExecutionSpace(), plan, 2, block, extended, comm);

@@ -48,14 +48,32 @@ const std::vector<Config>& configs() {
   static const std::vector<Config> all{
       {"valid 3x3", 3, {3, 3}, {}, 7, 6, 2, Activation::relu},
       {"same 3x3", 3, {3, 3}, {.padding = Padding::same}, 7, 5, 2, Activation::linear},
-      {"same 2x4 strides 2", 2, {2, 4}, {.strides = {2, 2}, .padding = Padding::same}, 9, 7, 1,
+      {"same 2x4 strides 2",
+       2,
+       {2, 4},
+       {.strides = {2, 2}, .padding = Padding::same},
+       9,
+       7,
+       1,
        Activation::relu},
       {"valid 3x2 strides (2, 1)", 2, {3, 2}, {.strides = {2, 1}}, 8, 6, 2, Activation::linear},
-      {"same 3x3 dilation 2", 2, {3, 3}, {.padding = Padding::same, .dilation_rate = {2, 2}}, 7,
-       7, 2, Activation::linear},
+      {"same 3x3 dilation 2",
+       2,
+       {3, 3},
+       {.padding = Padding::same, .dilation_rate = {2, 2}},
+       7,
+       7,
+       2,
+       Activation::linear},
       {"periodic 3x3", 2, {3, 3}, {.padding = Padding::periodic}, 6, 5, 2, Activation::linear},
-      {"periodic 5x3 strides 2", 2, {5, 3}, {.strides = {2, 2}, .padding = Padding::periodic}, 5,
-       6, 1, Activation::linear},
+      {"periodic 5x3 strides 2",
+       2,
+       {5, 3},
+       {.strides = {2, 2}, .padding = Padding::periodic},
+       5,
+       6,
+       1,
+       Activation::linear},
   };
   return all;
 }
@@ -103,8 +121,8 @@ Result run(const Config& c, const kdist::Distribution& dist,
   Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
   const auto out = conv.build({c.h, c.w, c.c}, dist, 3);
   const auto bias = normal(c.filters, 9);
-  conv.bias()->value = kdist::distribute_tensor<double*>(bias.data(), {c.filters},
-                                                         conv.bias()->value.layout());
+  conv.bias()->value =
+      kdist::distribute_tensor<double*>(bias.data(), {c.filters}, conv.bias()->value.layout());
   const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
   const auto xv = normal(batch * c.h * c.w * c.c, 1);
   const auto layout = x_layout ? *x_layout : dist.get_data_layout(xs);
@@ -173,8 +191,8 @@ TEST(SpatialConv2D, TheUnshardedLayerIsTheDefinitionWithKerasPadding) {
     Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
     conv.build({c.h, c.w, c.c}, *dist, 3);
     const auto bias = normal(c.filters, 9);
-    conv.bias()->value = kdist::distribute_tensor<double*>(bias.data(), {c.filters},
-                                                           conv.bias()->value.layout());
+    conv.bias()->value =
+        kdist::distribute_tensor<double*>(bias.data(), {c.filters}, conv.bias()->value.layout());
     const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
     const auto xv = normal(batch * c.h * c.w * c.c, 1);
     auto forward = [&](const std::vector<double>& v) {
@@ -187,8 +205,8 @@ TEST(SpatialConv2D, TheUnshardedLayerIsTheDefinitionWithKerasPadding) {
     const auto y = forward(xv);
     const auto r = normal(y.global_size(), 4);
     const auto dy = kdist::distribute_tensor<double****>(r.data(), y.shape(), y.layout());
-    const auto dx = values(std::get<Images>(
-        *kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true)));
+    const auto dx = values(
+        std::get<Images>(*kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true)));
     auto loss = [&](std::size_t i, double delta) {
       auto xp = xv;
       xp[i] += delta;
@@ -232,8 +250,8 @@ TEST(SpatialConv2D, EveryMeshGivesTheUnshardedOutputAndGradients) {
 
 kdist::Sequential field_model() {
   std::vector<kdist::Sequential::Layer> l;
-  l.emplace_back(kdist::layers::Conv2D(4, {3, 3}, Activation::relu, true, "conv",
-                                       {.padding = Padding::same}));
+  l.emplace_back(
+      kdist::layers::Conv2D(4, {3, 3}, Activation::relu, true, "conv", {.padding = Padding::same}));
   l.emplace_back(kdist::layers::Conv2D(3, {3, 3}, Activation::relu, true, "conv_1",
                                        {.strides = {2, 2}, .padding = Padding::periodic}));
   l.emplace_back(kdist::layers::Flatten());
@@ -246,7 +264,8 @@ kdist::ArrayDataset<float> field_data() {
   return kdist::ArrayDataset<float>(kdist::examples::random_normal(24 * 9 * 7 * 2, 5), {9, 7, 2},
                                     std::move(labels));
 }
-std::shared_ptr<const kdist::Distribution> field_distribution(const std::vector<std::size_t>& shape) {
+std::shared_ptr<const kdist::Distribution> field_distribution(
+    const std::vector<std::size_t>& shape) {
   kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
   kdist::LayoutMap map(mesh);
   map["conv.*/output"] = {"data", "h", "w", kdist::replicated};
@@ -279,8 +298,9 @@ TEST(SpatialConv2D, AModelWithTheImageShardedTrainsToTheDataParallelLosses) {
 }
 
 TEST(SpatialConv2D, BadStridesDilationAndKernelsAreValueErrors) {
-  auto msg = message_of<kdist::ValueError>(
-      [] { Conv(2, {3, 3}, Activation::relu, true, "c", {.strides = {0, 1}}); });
+  auto msg = message_of<kdist::ValueError>([] {
+    Conv(2, {3, 3}, Activation::relu, true, "c", {.strides = {0, 1}});
+  });
   EXPECT_EQ(msg,
             "kdist::layers::Conv2D 'c': strides (0, 1) and dilation_rate (1, 1) must be >= 1 in "
             "both dimensions");

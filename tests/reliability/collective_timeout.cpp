@@ -72,7 +72,8 @@ void collective(const std::string& c, const kdist::mpi::Communicator& comm) {
   } else if (c == "halo_gather") {  // each process reads one position of each neighbour
     std::vector<kdist::HaloRange> wanted;
     for (std::size_t q = 0; q < n; ++q) {
-      wanted.push_back({static_cast<std::int64_t>(2 * q) - 1, static_cast<std::int64_t>(2 * q) + 3});
+      wanted.push_back(
+          {static_cast<std::int64_t>(2 * q) - 1, static_cast<std::int64_t>(2 * q) + 3});
     }
     const kdist::HaloPlan plan(2 * n, n, static_cast<std::size_t>(comm.rank()), wanted,
                                kdist::Boundary::zeros);

@@ -134,8 +134,8 @@ class HaloPlan {
       const Block b = detail::chunk_block(extent_, parts_, owner);
       const std::int64_t block_end = static_cast<std::int64_t>(b.offset + b.extent);
       const std::int64_t length = std::min(r.end - p, block_end - g);
-      out.push_back({p - r.begin, static_cast<int>(owner),
-                     g - static_cast<std::int64_t>(b.offset), length});
+      out.push_back(
+          {p - r.begin, static_cast<int>(owner), g - static_cast<std::int64_t>(b.offset), length});
       p += length;
     }
     return out;

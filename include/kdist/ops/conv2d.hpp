@@ -39,8 +39,7 @@ void conv2d_backward_kernel(const XV& x, const DYV& dy, const DKV& dkernel, Back
 template <class DYV, class KV, class DXV, class Backend = AutoBackend, class SV = std::nullptr_t>
 void conv2d_backward_input(const DYV& dy, const KV& kernel, const DXV& dx, Backend b = {},
                            const SV& scratch = nullptr) {
-  detail::conv_input_gradient("conv2d_backward_input", dy, kernel, dx, ConvWindow<2>{}, b,
-                              scratch);
+  detail::conv_input_gradient("conv2d_backward_input", dy, kernel, dx, ConvWindow<2>{}, b, scratch);
 }
 
 }  // namespace kdist::ops

@@ -289,16 +289,15 @@ void conv_forward(const char* op, const XV& x, const KV& kernel, const YV& y,
   if (s.rows() == 0 || s.co == 0) return;
   const auto cols = scratch_or_new<scalar_t<YV>, typename XV::memory_space>(scratch, s, op);
   im2col(x, s, cols);
-  matmul(cols, as_matrix(kernel, s.patch(), s.co), as_matrix(y, s.rows(), s.co), Op::none,
-         Op::none, 1, 0, b);
+  matmul(cols, as_matrix(kernel, s.patch(), s.co), as_matrix(y, s.rows(), s.co), Op::none, Op::none,
+         1, 0, b);
 }
 
 template <std::size_t S, class XV, class DYV, class DKV, class Backend, class SV>
 void conv_kernel_gradient(const char* op, const XV& x, const DYV& dy, const DKV& dkernel,
                           const ConvWindow<S>& window, Backend b, const SV& scratch) {
   constexpr int R = static_cast<int>(S) + 2;
-  static_assert(check_conv_view<XV, R>() && check_conv_view<DYV, R>() &&
-                check_conv_view<DKV, R>());
+  static_assert(check_conv_view<XV, R>() && check_conv_view<DYV, R>() && check_conv_view<DKV, R>());
   static_assert(check_same_scalar<XV, DKV>() && check_same_scalar<DYV, DKV>());
   static_assert(!std::is_const_v<typename DKV::value_type>,
                 "kdist::ops::conv_backward_kernel: the kernel gradient View must not be const");
@@ -320,8 +319,7 @@ template <std::size_t S, class DYV, class KV, class DXV, class Backend, class SV
 void conv_input_gradient(const char* op, const DYV& dy, const KV& kernel, const DXV& dx,
                          const ConvWindow<S>& window, Backend b, const SV& scratch) {
   constexpr int R = static_cast<int>(S) + 2;
-  static_assert(check_conv_view<DYV, R>() && check_conv_view<KV, R>() &&
-                check_conv_view<DXV, R>());
+  static_assert(check_conv_view<DYV, R>() && check_conv_view<KV, R>() && check_conv_view<DXV, R>());
   static_assert(check_same_scalar<DYV, DXV>() && check_same_scalar<KV, DXV>());
   static_assert(!std::is_const_v<typename DXV::value_type>,
                 "kdist::ops::conv_backward_input: the input gradient View must not be const");

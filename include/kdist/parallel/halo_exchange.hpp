@@ -29,8 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -63,9 +63,9 @@ using Packed = Kokkos::View<scalar_t<V>***, Kokkos::LayoutRight, typename V::mem
 //! A contiguous LayoutRight View as (outer, extent of dim, inner).
 template <class V>
 Slabs<V> as_slabs(const V& v, std::size_t dim, const char* who, const char* what) {
-  static_assert(Kokkos::is_view<V>::value && std::is_same_v<typename V::array_layout,
-                                                            Kokkos::LayoutRight>,
-                "kdist halo exchange: give LayoutRight Kokkos Views");
+  static_assert(
+      Kokkos::is_view<V>::value && std::is_same_v<typename V::array_layout, Kokkos::LayoutRight>,
+      "kdist halo exchange: give LayoutRight Kokkos Views");
   if (dim >= V::rank) {
     throw ValueError(std::string(who) + ": dimension " + std::to_string(dim) + " of a rank-" +
                      std::to_string(V::rank) + " View");
@@ -81,34 +81,58 @@ Slabs<V> as_slabs(const V& v, std::size_t dim, const char* who, const char* what
 
 template <class S>
 auto slab(const S& s, std::int64_t from, std::int64_t length) {
-  return Kokkos::subview(s, Kokkos::ALL,
-                         Kokkos::pair<std::int64_t, std::int64_t>(from, from + length), Kokkos::ALL);
+  return Kokkos::subview(
+      s, Kokkos::ALL, Kokkos::pair<std::int64_t, std::int64_t>(from, from + length), Kokkos::ALL);
 }
 
-template <class Space, class V>
-auto all_of(const Space& space, const V& v) {
-  using Policy = Kokkos::MDRangePolicy<Space, Kokkos::Rank<3>, Kokkos::IndexType<std::int64_t>>;
-  return Policy(space, {0, 0, 0},
-                {static_cast<std::int64_t>(v.extent(0)), static_cast<std::int64_t>(v.extent(1)),
-                 static_cast<std::int64_t>(v.extent(2))});
+// Slabs are (outer, length, inner) Views whose innermost extent is contiguous: each kernel below
+// runs over (outer, length) with a unit-stride loop over inner (Kokkos 3.4's deep_copy of strided
+// Views indexes every element, and was most of an exchange's time).
+//! Calls f(a, b) for every row (a, b) of an (outer, length, inner) View, on `space`.
+template <class Space, class V, class F>
+void for_each_row(const char* name, const Space& space, const V& v, const F& f) {
+  const auto length = static_cast<std::int64_t>(v.extent(1));
+  Kokkos::parallel_for(
+      name,
+      Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>(
+          space, 0, static_cast<std::int64_t>(v.extent(0) * v.extent(1))),
+      KOKKOS_LAMBDA(std::int64_t row) { f(row / length, row % length); });
+}
+
+//! to = from, two (outer, length, inner) Views of one memory space.
+template <class Space, class To, class From>
+void copy_into(const Space& space, const To& to, const From& from) {
+  const auto inner = static_cast<std::int64_t>(to.extent(2));
+  for_each_row(
+      "kdist::halo/copy", space, to, KOKKOS_LAMBDA(std::int64_t a, std::int64_t b) {
+        auto* t = &to(a, b, 0);  // inner is contiguous in both: a loop the compiler vectorises
+        const auto* f = &from(a, b, 0);
+        for (std::int64_t c = 0; c < inner; ++c) t[c] = f[c];
+      });
 }
 
 //! to += from, two (outer, length, inner) Views of one memory space.
 template <class Space, class To, class From>
 void add_into(const Space& space, const To& to, const From& from) {
-  Kokkos::parallel_for(
-      "kdist::halo_scatter_add/add", all_of(space, to),
-      KOKKOS_LAMBDA(std::int64_t a, std::int64_t b, std::int64_t c) { to(a, b, c) += from(a, b, c); });
+  const auto inner = static_cast<std::int64_t>(to.extent(2));
+  for_each_row(
+      "kdist::halo/add", space, to, KOKKOS_LAMBDA(std::int64_t a, std::int64_t b) {
+        auto* t = &to(a, b, 0);
+        const auto* f = &from(a, b, 0);
+        for (std::int64_t c = 0; c < inner; ++c) t[c] += f[c];
+      });
 }
 
-//! Zeros in a strided (outer, length, inner) View (Kokkos 3.4's deep_copy of a scalar on an
-//! execution space takes contiguous Views only).
+//! Zeros in an (outer, length, inner) View.
 template <class Space, class To>
 void zero(const Space& space, const To& to) {
   using T = typename To::non_const_value_type;
-  Kokkos::parallel_for(
-      "kdist::halo_gather/zeros", all_of(space, to),
-      KOKKOS_LAMBDA(std::int64_t a, std::int64_t b, std::int64_t c) { to(a, b, c) = T(0); });
+  const auto inner = static_cast<std::int64_t>(to.extent(2));
+  for_each_row(
+      "kdist::halo/zeros", space, to, KOKKOS_LAMBDA(std::int64_t a, std::int64_t b) {
+        auto* t = &to(a, b, 0);
+        for (std::int64_t c = 0; c < inner; ++c) t[c] = T(0);
+      });
 }
 
 //! The two Views' extents agree but along `dim`, where `block` has the plan's block and
@@ -182,8 +206,8 @@ class HaloMessages {
     auto& [buffer, host] = list[k];
     if (buffer.extent(0) != outer || buffer.extent(1) != length || buffer.extent(2) != inner ||
         buffer.data() == nullptr) {
-      buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"),
-                      outer, length, inner);
+      buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"), outer,
+                      length, inner);
       host = Host();
     }
     if (stage && host.data() == nullptr) host = Kokkos::create_mirror_view(buffer);
@@ -307,7 +331,8 @@ struct Exchange : HaloRequest::State {
     Message m;
     const auto n = static_cast<std::size_t>(length);
     if (kept != nullptr) {
-      std::tie(m.buffer, m.host) = kept->get(&list == &receives, list.size(), outer, n, inner, stage);
+      std::tie(m.buffer, m.host) =
+          kept->get(&list == &receives, list.size(), outer, n, inner, stage);
     } else {
       m.buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::halo/message"),
                         outer, n, inner);
@@ -338,10 +363,9 @@ struct Exchange : HaloRequest::State {
       if (stage) Kokkos::deep_copy(sends[k].host, sends[k].buffer);
       requests.push_back(MPI_REQUEST_NULL);
       peers.push_back(to[k]);
-      mpi::detail::check_mpi(
-          MPI_Isend(address(sends[k]), static_cast<int>(sends[k].buffer.size()), type, to[k],
-                    tag_base + to_tags[k], comm, &requests.back()),
-          "kdist halo exchange: MPI_Isend");
+      mpi::detail::check_mpi(MPI_Isend(address(sends[k]), static_cast<int>(sends[k].buffer.size()),
+                                       type, to[k], tag_base + to_tags[k], comm, &requests.back()),
+                             "kdist halo exchange: MPI_Isend");
     }
   }
 };
@@ -353,8 +377,8 @@ struct Gather final : Exchange<V> {
   void finish() override {
     for (auto& m : this->receives) {
       if (this->stage) Kokkos::deep_copy(m.buffer, m.host);
-      Kokkos::deep_copy(space, slab(extended, m.at, static_cast<std::int64_t>(m.buffer.extent(1))),
-                        m.buffer);
+      copy_into(space, slab(extended, m.at, static_cast<std::int64_t>(m.buffer.extent(1))),
+                m.buffer);
     }
     space.fence();
   }
@@ -408,7 +432,7 @@ template <class Space, class BlockView, class ExtendedView>
     if (s.owner < 0) {
       zero(space, slab(to, s.at, s.length));
     } else if (static_cast<std::size_t>(s.owner) == plan.me()) {
-      Kokkos::deep_copy(space, slab(to, s.at, s.length), slab(from, s.from, s.length));
+      copy_into(space, slab(to, s.at, s.length), slab(from, s.from, s.length));
     } else {
       state->add_message(state->receives, to.extent(0), s.length, to.extent(2), s.at);
       from_peers.push_back(s.owner);
@@ -421,7 +445,7 @@ template <class Space, class BlockView, class ExtendedView>
     to_tags.push_back(s.tag);
   }
   state->post(space, from_peers, from_tags, to_peers, to_tags, [&](std::size_t k, auto& buffer) {
-    Kokkos::deep_copy(space, buffer, slab(from, plan.sends()[k].from, plan.sends()[k].length));
+    copy_into(space, buffer, slab(from, plan.sends()[k].from, plan.sends()[k].length));
   });
   return HaloRequest(std::move(state));
 }
@@ -493,8 +517,7 @@ template <class Space, class ExtendedView, class BlockView>
     from_tags.push_back(s.tag);
   }
   state->post(space, from_peers, from_tags, to_peers, to_tags, [&](std::size_t k, auto& buffer) {
-    Kokkos::deep_copy(space, buffer,
-                      slab(from, send_at[k], static_cast<std::int64_t>(buffer.extent(1))));
+    copy_into(space, buffer, slab(from, send_at[k], static_cast<std::int64_t>(buffer.extent(1))));
   });
   return HaloRequest(std::move(state));
 }

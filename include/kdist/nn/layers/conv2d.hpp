@@ -85,9 +85,11 @@ class BasicConv2D {
                        kdist::detail::shape_repr(dil) + " must be >= 1 in both dimensions");
     }
     if ((st[0] > 1 || st[1] > 1) && (dil[0] > 1 || dil[1] > 1)) {
-      throw ValueError(who + "strides > 1 not supported in conjunction with dilation_rate > 1 (as "
-                       "in Keras); received strides " + kdist::detail::shape_repr(st) +
-                       " and dilation_rate " + kdist::detail::shape_repr(dil));
+      throw ValueError(who +
+                       "strides > 1 not supported in conjunction with dilation_rate > 1 (as "
+                       "in Keras); received strides " +
+                       kdist::detail::shape_repr(st) + " and dilation_rate " +
+                       kdist::detail::shape_repr(dil));
     }
     if (activation == Activation::softmax || activation == Activation::gelu) {
       throw ValueError(who + (activation == Activation::softmax ? "a softmax" : "a gelu") +
@@ -118,10 +120,10 @@ class BasicConv2D {
     if (axes[0].output_extent() == 0 || axes[1].output_extent() == 0 || cin == 0) {
       const bool dilated = options_.dilation_rate[0] > 1 || options_.dilation_rate[1] > 1;
       throw ValueError(who + "the kernel " + kdist::detail::shape_repr(kernel_size_) +
-                       (dilated ? " dilated to " +
-                                      kdist::detail::shape_repr(std::array<std::size_t, 2>{
-                                          axes[0].span(), axes[1].span()})
-                                : std::string()) +
+                       (dilated
+                            ? " dilated to " + kdist::detail::shape_repr(std::array<std::size_t, 2>{
+                                                   axes[0].span(), axes[1].span()})
+                            : std::string()) +
                        " does not fit examples of shape " + kdist::detail::shape_repr(input_shape) +
                        " (padding 'valid')");
     }
@@ -169,8 +171,8 @@ class BasicConv2D {
     halos_.plan(std::vector<std::size_t>(s.begin(), s.end()), x_.layout(), axes);
     // The input positions this process's outputs read: its block, halos, padding.
     xe_ = halos_.gather(x_.local());
-    const std::array<std::size_t, 4> yshape{s[0], axes[0].output_extent(),
-                                            axes[1].output_extent(), filters_};
+    const std::array<std::size_t, 4> yshape{s[0], axes[0].output_extent(), axes[1].output_extent(),
+                                            filters_};
     const auto y = y_views_.get(name_ + "/y", x_.local().extent(0), halos_.output_block(0).extent,
                                 halos_.output_block(1).extent, k_.local().extent(3));
     if (halos_.has_outputs()) {
@@ -181,8 +183,7 @@ class BasicConv2D {
       (void)bias_block(out_channels, mesh);  // a collective when the bias is moved: every process
     }
     y_ = Images::from_local(
-        y, yshape,
-        RuntimeTensorLayout({batch, spatial[0], spatial[1], out_channels}, mesh), {});
+        y, yshape, RuntimeTensorLayout({batch, spatial[0], spatial[1], out_channels}, mesh), {});
     if (output_layout_) return redistribute(y_, *output_layout_, y_moved_);
     return y_;
   }
@@ -229,8 +230,8 @@ class BasicConv2D {
     if (use_bias_) {
       const auto db = db_views_.get(name_ + "/db", dy.local().extent(3));
       ops::bias_grad(as_rows(dy.local()), db);
-      grads.add(*bias_, Vector::from_local(db, {filters_}, RuntimeTensorLayout({out_channels}, mesh),
-                                           summed));
+      grads.add(*bias_, Vector::from_local(db, {filters_},
+                                           RuntimeTensorLayout({out_channels}, mesh), summed));
     }
     if (!need_input_grad) return std::nullopt;
     const auto dx = halos_.finish_scatter_add();
@@ -290,8 +291,8 @@ class BasicConv2D {
     std::array<WindowAxis, 2> w;
     const std::array<std::size_t, 2> extents{height, width};
     for (std::size_t a = 0; a < 2; ++a) {
-      w[a] = WindowAxis{extents[a], kernel_size_[a], options_.strides[a],
-                        options_.dilation_rate[a], options_.padding};
+      w[a] = WindowAxis{extents[a], kernel_size_[a], options_.strides[a], options_.dilation_rate[a],
+                        options_.padding};
     }
     return w;
   }
