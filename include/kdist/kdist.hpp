@@ -11,6 +11,7 @@
 #include <kdist/core/dim_spec.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/core/float16.hpp>
+#include <kdist/core/halo_plan.hpp>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/layout_axes.hpp>
 #include <kdist/core/matmul_plan.hpp>
@@ -28,6 +29,7 @@
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/concepts.hpp>
 #include <kdist/parallel/devices.hpp>
+#include <kdist/parallel/halo_exchange.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mesh_communicators.hpp>
@@ -46,6 +48,7 @@
 #include <kdist/ops/attention_tiled.hpp>
 #include <kdist/ops/backend.hpp>
 #include <kdist/ops/conv2d.hpp>
+#include <kdist/ops/convolution.hpp>
 #include <kdist/ops/dropout.hpp>
 #include <kdist/ops/elementwise.hpp>
 #include <kdist/ops/embedding.hpp>
@@ -98,6 +101,8 @@
 #include <kdist/nn/layers/multi_head_attention.hpp>
 #include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
+#include <kdist/nn/layers/spatial_halos.hpp>
+#include <kdist/nn/layers/spatial_window.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/nn/model.hpp>
