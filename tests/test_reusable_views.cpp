@@ -100,6 +100,24 @@ TEST(ReusableViews, NewExtentsReplaceAFreeSlot) {
   EXPECT_EQ(allocations, 3);
 }
 
+// A process's empty block (9 rows over 4 processes: 3, 3, 3, 0) asks for empty Views every step:
+// they take no memory and no allocation, and keep no slot.
+TEST(ReusableViews, EmptyViewsAllocateNothing) {
+  kdist::ReusableViews<Matrix> views;
+  const CountAllocations count;
+  for (int step = 0; step < 3; ++step) {
+    const Matrix e = views.get("empty", 0, 8);
+    EXPECT_EQ(e.extent(0), 0u);
+    EXPECT_EQ(e.extent(1), 8u);
+    EXPECT_EQ(e.size(), 0u);
+  }
+  EXPECT_EQ(allocations, 0);
+  EXPECT_EQ(views.kept(), 0u);
+  const Matrix full = views.get("y", 2, 8);  // the slots are still free for real Views
+  EXPECT_EQ(views.kept(), 1u);
+  EXPECT_EQ(allocations, 1);
+}
+
 TEST(ReusableViews, GetLikeTakesTheExtentsOfAnotherView) {
   kdist::ReusableViews<Kokkos::View<float***, Kokkos::LayoutRight>, 1> views;
   const Kokkos::View<float***, Kokkos::LayoutRight> like("like", 2, 3, 5);

@@ -63,6 +63,10 @@ class ReusableViews {
                   "kdist::ReusableViews::get takes one extent per run-time dimension");
     if (auto* arena = detail::ViewArena::current()) return arena->get<View>(label, extents...);
     const std::array<std::size_t, sizeof...(Extents)> want{static_cast<std::size_t>(extents)...};
+    std::size_t size = 1;
+    for (const auto e : want) size *= e;
+    // An empty View (a process's empty block) needs no memory: no allocation, step after step.
+    if (size == 0) return View(static_cast<typename View::pointer_type>(nullptr), extents...);
     View* spare = nullptr;  // a slot nothing uses: empty, or kept with other extents
     for (auto& v : kept_) {
       if (v.data() == nullptr) {
@@ -74,7 +78,7 @@ class ReusableViews {
       if (spare == nullptr) spare = &v;
     }
     View fresh(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
-    if (spare != nullptr && fresh.size() != 0) *spare = fresh;
+    if (spare != nullptr) *spare = fresh;
     return fresh;
   }
 
