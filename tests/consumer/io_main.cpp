@@ -15,7 +15,7 @@ kdist::BasicSequential<float> make_model() {
   std::vector<M::Layer> layers;
   layers.emplace_back(M::Flatten());
   layers.emplace_back(M::Dense(4, kdist::layers::Activation::softmax, true, "d1"));
-  return M({3}, std::move(layers));
+  return M(3, std::move(layers));
 }
 }  // namespace
 
