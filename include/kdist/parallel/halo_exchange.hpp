@@ -397,6 +397,18 @@ struct ScatterAdd final : Exchange<V> {
   }
 };
 
+//! What a gather and a scatter_add set up alike: the space, the communicator (none for one
+//! block), the name a timeout gives, the staging through host copies and the kept buffers.
+template <class State, class Space, class V>
+void set_up(State& state, const Space& space, const mpi::Communicator* comm, const char* name,
+            std::size_t dim, HaloMessages<V>* kept) {
+  state.space = space;
+  state.comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
+  state.what = std::string(name) + " along dimension " + std::to_string(dim);
+  state.stage = detail::collectives::must_stage<V>();
+  state.kept = kept;
+}
+
 }  // namespace detail::halo
 
 //! Starts filling `extended` (the plan's wanted range along dimension `dim`) from the blocks of
@@ -419,12 +431,8 @@ template <class Space, class BlockView, class ExtendedView>
   check_extents(who, plan, dim, block, extended);
   check_comm(who, plan, comm);
   auto state = std::make_unique<Gather<Space, ExtendedView>>();
-  state->space = space;
   state->extended = to;
-  state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
-  state->what = "kdist::halo_gather along dimension " + std::to_string(dim);
-  state->stage = detail::collectives::must_stage<ExtendedView>();
-  state->kept = kept;
+  set_up(*state, space, comm, "kdist::halo_gather", dim, kept);
   std::vector<int> from_peers, from_tags, to_peers, to_tags;
   const auto& segments = plan.segments();
   for (std::size_t i = 0; i < segments.size(); ++i) {
@@ -487,12 +495,8 @@ template <class Space, class ExtendedView, class BlockView>
   check_extents(who, plan, dim, block, extended);
   check_comm(who, plan, comm);
   auto state = std::make_unique<ScatterAdd<Space, BlockView>>();
-  state->space = space;
   state->block = to;
-  state->comm = comm != nullptr ? comm->get() : MPI_COMM_NULL;
-  state->what = "kdist::halo_scatter_add along dimension " + std::to_string(dim);
-  state->stage = detail::collectives::must_stage<BlockView>();
-  state->kept = kept;
+  set_up(*state, space, comm, "kdist::halo_scatter_add", dim, kept);
   zero(space, to);
   // The runs this process wanted go back to their owners (the gather's receives become sends,
   // with the same tags); what the others wanted of this block comes back to be added.
