@@ -47,6 +47,7 @@
 #include <kdist/ops/attention.hpp>
 #include <kdist/ops/attention_tiled.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/concatenate.hpp>
 #include <kdist/ops/conv2d.hpp>
 #include <kdist/ops/convolution.hpp>
 #include <kdist/ops/dropout.hpp>
@@ -57,8 +58,10 @@
 #include <kdist/ops/matmul.hpp>
 #include <kdist/ops/matmul_precision.hpp>
 #include <kdist/ops/optimizers.hpp>
+#include <kdist/ops/pooling.hpp>
 #include <kdist/ops/random.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>
+#include <kdist/ops/upsampling.hpp>
 
 // tensor/: distributed tensors
 #include <kdist/tensor/allocation_counters.hpp>
@@ -92,6 +95,7 @@
 #include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layer_tensor.hpp>
 #include <kdist/nn/layers/activation.hpp>
+#include <kdist/nn/layers/concatenate.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
@@ -99,10 +103,12 @@
 #include <kdist/nn/layers/flatten.hpp>
 #include <kdist/nn/layers/layer_normalization.hpp>
 #include <kdist/nn/layers/multi_head_attention.hpp>
+#include <kdist/nn/layers/pooling.hpp>
 #include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/layers/spatial_halos.hpp>
 #include <kdist/nn/layers/spatial_window.hpp>
+#include <kdist/nn/layers/upsampling.hpp>
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/nn/model.hpp>

@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include <Kokkos_Core.hpp>
+
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>
@@ -52,6 +54,34 @@ DistributedTensor<DataType> redistribute(const DistributedTensor<DataType>& t,
                                          RuntimeTensorLayout target, LayerBuffers<T>& buffers) {
   return redistribute(t, std::move(target),
                       buffers.template of_rank<DistributedTensor<DataType>::rank>());
+}
+
+//! A copy of `t` (its block, shape, layout and pending axes) in a kept View of `views` (a
+//! kdist::LayerBuffers or a kdist::ReusableViews of its View type).
+template <class DataType, class Views>
+DistributedTensor<DataType> copy_of(const DistributedTensor<DataType>& t, Views& views) {
+  const auto packed = views.get_like("kdist::packed", t.local());
+  Kokkos::deep_copy(packed, t.local());
+  return DistributedTensor<DataType>::from_local(packed, t.shape(), t.layout(), t.partial_axes());
+}
+
+//! `t` when its block is contiguous, else copy_of(t, views): what the kernels that take whole
+//! Views need after a redistribute that narrowed a dimension (a strided slice).
+template <class DataType, class Views>
+DistributedTensor<DataType> contiguous(const DistributedTensor<DataType>& t, Views& views) {
+  if (t.local().span_is_contiguous()) return t;
+  return copy_of(t, views);
+}
+
+//! A contiguous block (rows..., features) seen as the (rows, features) matrix of its memory.
+template <class View>
+auto as_rows(const View& v) {
+  using Rows = Kokkos::View<typename View::value_type**, Kokkos::LayoutRight,
+                            typename View::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  std::size_t rows = 1;
+  constexpr unsigned last = static_cast<unsigned>(View::rank) - 1;
+  for (unsigned d = 0; d < last; ++d) rows *= v.extent(d);
+  return Rows(v.data(), rows, v.extent(last));
 }
 
 }  // namespace kdist

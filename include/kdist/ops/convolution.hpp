@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <kdist/core/error.hpp>
 #include <kdist/ops/backend.hpp>
+#include <kdist/ops/detail/images.hpp>
 #include <kdist/ops/detail/views.hpp>
 #include <kdist/ops/matmul.hpp>
 #include <string>
@@ -63,13 +64,6 @@ constexpr bool check_conv_view() {
   static_assert(std::is_same_v<scalar_t<V>, float> || std::is_same_v<scalar_t<V>, double>,
                 "kdist::ops::conv: expected Views of float or double");
   return true;
-}
-
-template <class V>
-std::string extents_of(const V& v) {
-  std::string s = "(";
-  for (std::size_t d = 0; d < V::rank; ++d) s += (d ? ", " : "") + std::to_string(v.extent(d));
-  return s + ")";
 }
 
 //! The sizes of one convolution over S spatial axes, checked.
@@ -158,19 +152,6 @@ auto as_matrix(const V& v, std::size_t rows, std::size_t cols) {
   using M = Kokkos::View<typename V::value_type**, Kokkos::LayoutRight, typename V::memory_space,
                          Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   return M(v.data(), rows, cols);
-}
-
-//! Element (b, p..., ch) of a rank S + 2 View.
-template <std::size_t S, class V>
-KOKKOS_INLINE_FUNCTION auto& image_at(const V& v, std::int64_t b, const std::int64_t* p,
-                                      std::int64_t ch) {
-  if constexpr (S == 1) {
-    return v(b, p[0], ch);
-  } else if constexpr (S == 2) {
-    return v(b, p[0], p[1], ch);
-  } else {
-    return v(b, p[0], p[1], p[2], ch);
-  }
 }
 
 //! The patch matrix of x: row (n, o...), column (t..., c) holds x[n, o * stride + t * dilation, c].
@@ -265,13 +246,6 @@ auto scratch_or_new(const CV& cols, const ConvShape<S>& s, const char* op) {
     }
     return cols;
   }
-}
-
-template <class XV>
-constexpr std::size_t spatial_axes_of() {
-  static_assert(Kokkos::is_view<XV>::value && XV::rank >= 3 && XV::rank <= 5,
-                "kdist::ops::conv: images are rank 3, 4 or 5 Views (1, 2 or 3 spatial axes)");
-  return XV::rank - 2;
 }
 
 //! The forward convolution; `op` names it in errors.

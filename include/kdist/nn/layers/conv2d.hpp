@@ -33,6 +33,7 @@
 #include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layer.hpp>
+#include <kdist/nn/layer_buffers.hpp>
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/spatial_halos.hpp>
 #include <kdist/nn/layers/spatial_window.hpp>
@@ -157,15 +158,18 @@ class BasicConv2D {
     input_layout_ = x0.layout();
     const DimAxes batch = x0.layout().axes()[0];
     const auto spatial = spatial_axes(x0.layout());
-    x_ = contiguous(redistribute(
-        x0, RuntimeTensorLayout({batch, spatial[0], spatial[1], DimAxes()}, mesh), x_moved_));
+    x_ = contiguous(
+        redistribute(x0, RuntimeTensorLayout({batch, spatial[0], spatial[1], DimAxes()}, mesh),
+                     x_moved_),
+        packed_views_);
     const DimAxes out_channels = filter_axes(batch, spatial);
     compute_kernel_layout_ =
         RuntimeTensorLayout({DimAxes(), DimAxes(), DimAxes(), out_channels}, mesh);
     k_ = kernel_.value.layout() == *compute_kernel_layout_
              ? kernel_.value
              : contiguous(
-                   kernel_moved_(kernel_.value, *compute_kernel_layout_, context.bfloat16_gathers));
+                   kernel_moved_(kernel_.value, *compute_kernel_layout_, context.bfloat16_gathers),
+                   packed_views_);
     const auto& s = x0.shape();
     const auto axes = windows(s[1], s[2]);
     halos_.plan(std::vector<std::size_t>(s.begin(), s.end()), x_.layout(), axes);
@@ -193,7 +197,7 @@ class BasicConv2D {
     const auto& dy0 = kdist::detail::layer_input_as<Images>(dy_in, "Conv2D '" + name_ + "'",
                                                             "its gradient has its output's rank");
     // dy in the layout the output was computed in, in a block of its own (relu writes into it).
-    Images dy = contiguous(redistribute(dy0, y_.layout(), dy_moved_));
+    Images dy = contiguous(redistribute(dy0, y_.layout(), dy_moved_), packed_views_);
     if (dy.local().data() == dy0.local().data()) dy = copy_of(dy, dy_views_);
     if (activation_ == Activation::relu) {
       ops::relu_backward_inplace(as_rows(y_.local()), as_rows(dy.local()));
@@ -311,25 +315,6 @@ class BasicConv2D {
     return redistribute(bias_->value, layout, bias_moved_).local();
   }
 
-  //! A rank-4 contiguous View seen as (n * h * w, channels): what the per-channel ops take.
-  template <class V>
-  static auto as_rows(const V& v) {
-    using Rows = Kokkos::View<typename V::value_type**, Kokkos::LayoutRight,
-                              typename V::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    return Rows(v.data(), v.extent(0) * v.extent(1) * v.extent(2), v.extent(3));
-  }
-
-  //! `t` with a contiguous local block (a copy when redistribute left a strided slice).
-  Images contiguous(Images t) {
-    if (t.local().span_is_contiguous()) return t;
-    return copy_of(t, packed_views_);
-  }
-  //! A copy of `t` in a block of `views`.
-  static Images copy_of(const Images& t, ReusableViews<typename Images::view_type>& views) {
-    const auto packed = views.get_like("packed", t.local());
-    Kokkos::deep_copy(packed, t.local());
-    return Images::from_local(packed, t.shape(), t.layout(), t.partial_axes());
-  }
   //! The patch matrix the three convolutions share (one at a time), for this step's x and kernel.
   auto scratch() {
     const auto e = ops::conv_scratch_extents(xe_, k_.local(), window());

@@ -34,29 +34,39 @@ template <class View, std::size_t S>
 class SpatialHalos {
  public:
   //! Plans the exchanges for inputs of global `shape` in `layout` (a (batch, spatial...,
-  //! channels) layout) and windows `axes` (one per spatial dimension). Kept until the shape or
-  //! the layout change.
+  //! channels) layout) and what each spatial dimension's outputs read, `axes` (a WindowAxis, an
+  //! UpsamplingAxis: kdist/nn/layers/spatial_window.hpp). Kept until the shape, the layout or what
+  //! the outputs read change.
+  template <class Axis>
   void plan(const std::vector<std::size_t>& shape, const RuntimeTensorLayout& layout,
-            const std::array<WindowAxis, S>& axes) {
-    if (planned_ && shape == shape_ && layout == *layout_ && same_windows(axes)) return;
+            const std::array<Axis, S>& axes) {
+    const auto& mesh = layout.device_mesh();
+    std::array<std::vector<HaloRange>, S> wanted;
+    std::array<Boundary, S> boundaries{};
+    for (std::size_t a = 0; a < S; ++a) {
+      const std::size_t parts = mesh ? layout.shards(a + 1) : 1;
+      const std::size_t out = axes[a].output_extent();
+      for (std::size_t q = 0; q < parts; ++q) {
+        wanted[a].push_back(axes[a].input_range(detail::chunk_block(out, parts, q)));
+      }
+      boundaries[a] = axes[a].boundary();
+    }
+    if (layout_ && shape == shape_ && layout == *layout_ && wanted == wanted_ &&
+        boundaries == boundaries_) {
+      return;
+    }
     shape_ = shape;
     layout_ = layout;
-    axes_ = axes;
-    planned_ = true;
-    const auto& mesh = layout.device_mesh();
+    wanted_ = wanted;
+    boundaries_ = boundaries;
     std::vector<std::size_t> coords;
     if (mesh) coords = mesh->coords_of(static_cast<std::size_t>(kdist::process_id()));
     for (std::size_t a = 0; a < S; ++a) {
       const std::size_t d = a + 1;
-      const std::size_t parts = mesh ? layout.shards(d) : 1;
+      const std::size_t parts = wanted[a].size();
       const std::size_t me = mesh ? layout.shard_index(d, coords) : 0;
-      const std::size_t out = axes[a].output_extent();
-      std::vector<HaloRange> wanted;
-      for (std::size_t q = 0; q < parts; ++q) {
-        wanted.push_back(axes[a].input_range(detail::chunk_block(out, parts, q)));
-      }
-      output_blocks_[a] = detail::chunk_block(out, parts, me);
-      plans_[a].emplace(axes[a].extent, parts, me, std::move(wanted), axes[a].boundary());
+      output_blocks_[a] = detail::chunk_block(axes[a].output_extent(), parts, me);
+      plans_[a].emplace(axes[a].extent, parts, me, std::move(wanted[a]), boundaries[a]);
       const auto blk = plans_[a]->block();
       const auto& w = plans_[a]->wanted();
       identity_[a] = parts == 1 && w.begin == 0 && w.size() == blk.extent;
@@ -70,6 +80,9 @@ class SpatialHalos {
 
   //! This process's block of the outputs along spatial axis `a`.
   Block output_block(std::size_t a) const { return output_blocks_[a]; }
+  //! The field positions this process's outputs read along spatial axis `a` (what gather
+  //! returns; outside [0, extent) where they are padding).
+  HaloRange reads(std::size_t a) const { return plans_[a]->wanted(); }
   //! Whether this process has outputs (every spatial block non-empty).
   bool has_outputs() const {
     for (const auto& b : output_blocks_) {
@@ -124,16 +137,6 @@ class SpatialHalos {
   using execution_space = typename View::execution_space;
   static constexpr std::size_t rank = View::rank;
 
-  bool same_windows(const std::array<WindowAxis, S>& axes) const {
-    for (std::size_t a = 0; a < S; ++a) {
-      const auto &x = axes[a], &y = axes_[a];
-      if (x.extent != y.extent || x.size != y.size || x.stride != y.stride ||
-          x.dilation != y.dilation || x.padding != y.padding) {
-        return false;
-      }
-    }
-    return true;
-  }
   static std::array<std::size_t, rank> extents_of(const View& v) {
     std::array<std::size_t, rank> e{};
     for (std::size_t d = 0; d < rank; ++d) e[d] = v.extent(d);
@@ -151,10 +154,10 @@ class SpatialHalos {
         .wait();
   }
 
-  bool planned_ = false;
   std::vector<std::size_t> shape_;
   std::optional<RuntimeTensorLayout> layout_;
-  std::array<WindowAxis, S> axes_{};
+  std::array<std::vector<HaloRange>, S> wanted_;  // the ranges every process's outputs read
+  std::array<Boundary, S> boundaries_{};
   std::array<std::optional<HaloPlan>, S> plans_;
   std::array<Block, S> output_blocks_{};
   std::array<bool, S> identity_{};

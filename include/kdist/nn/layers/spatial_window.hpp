@@ -64,4 +64,22 @@ struct WindowAxis {
   }
 };
 
+//! One spatial axis of a nearest-neighbour upsampling by `size` (Keras' UpSampling2D): output
+//! position i repeats input position i / size. The same questions as a WindowAxis answers, so a
+//! sharded upsampling exchanges halos the same way (a block of outputs may start inside a
+//! neighbour's last input position when the blocks do not line up).
+struct UpsamplingAxis {
+  std::size_t extent = 0;
+  std::size_t size = 1;
+
+  std::size_t output_extent() const { return extent * size; }
+  HaloRange input_range(Block out) const {
+    if (out.extent == 0) return {0, 0};
+    const auto first = static_cast<std::int64_t>(out.offset / size);
+    const auto last = static_cast<std::int64_t>((out.offset + out.extent - 1) / size) + 1;
+    return {first, last};
+  }
+  Boundary boundary() const { return Boundary::zeros; }
+};
+
 }  // namespace kdist::layers
