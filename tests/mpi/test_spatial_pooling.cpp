@@ -345,6 +345,100 @@ TEST(SpatialPooling, AUNetTrainsToTheDataParallelLossesOnEveryMesh) {
   }
 }
 
+// A surrogate of a field: a U-Net level whose output is a field (batch, height, width, 1), trained
+// with mean_squared_error against target fields - here the 5-point stencil of the input's first
+// channel, with zeros outside.
+kdist::Sequential field_surrogate() {
+  using namespace kdist::layers;
+  std::vector<kdist::Sequential::Layer> l;
+  l.emplace_back(Conv2D(3, {3, 3}, Activation::relu, true, "conv", {.padding = Padding::same}));
+  l.emplace_back(Concatenate(
+      "skip", {AveragePooling2D({2, 2}, "pool"),
+               Conv2D(3, {3, 3}, Activation::relu, true, "conv_1", {.padding = Padding::same}),
+               UpSampling2D({2, 2}, "up")}));
+  l.emplace_back(Conv2D(1, {3, 3}, Activation::linear, true, "conv_2", {.padding = Padding::same}));
+  return kdist::Sequential({8, 6, 2}, std::move(l));
+}
+kdist::ArrayDataset<float> field_pairs() {
+  const std::size_t n = 16, h = 8, w = 6;
+  auto x = kdist::examples::random_normal(n * h * w * 2, 7);
+  std::vector<float> y(n * h * w);
+  auto u = [&](std::size_t e, std::int64_t i, std::int64_t j) {
+    if (i < 0 || j < 0 || i >= std::int64_t(h) || j >= std::int64_t(w)) return 0.0f;
+    return x[((e * h + std::size_t(i)) * w + std::size_t(j)) * 2];
+  };
+  for (std::size_t e = 0; e < n; ++e)
+    for (std::int64_t i = 0; i < std::int64_t(h); ++i)
+      for (std::int64_t j = 0; j < std::int64_t(w); ++j) {
+        y[(e * h + std::size_t(i)) * w + std::size_t(j)] =
+            u(e, i, j) + 0.2f * (u(e, i - 1, j) + u(e, i + 1, j) + u(e, i, j - 1) + u(e, i, j + 1) -
+                                 4 * u(e, i, j));
+      }
+  return kdist::ArrayDataset<float>(std::move(x), {h, w, 2}, std::move(y), h * w);
+}
+
+TEST(FieldSurrogate, TrainsOnTheFieldsBlocksToTheDataParallelLosses) {
+  const auto data = field_pairs();
+  const kdist::FitOptions fit{.batch_size = 8, .epochs = 3, .verbose = 0};
+  auto reference = field_surrogate();
+  reference.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                    kdist::Adam(0.01), 11);
+  const auto want = reference.fit(data, fit);
+  EXPECT_LT(want.epochs[2].loss, want.epochs[0].loss) << "the surrogate learns";
+  for (const auto& shape : meshes()) {
+    kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
+    kdist::LayoutMap map(mesh);
+    map["conv.*/output"] = {"data", "h", "w", kdist::replicated};
+    const auto dist = std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+    auto m = field_surrogate();
+    m.compile(dist, kdist::Loss::mean_squared_error, kdist::Adam(0.01), 11);
+    const auto got = m.fit(data, fit);
+    for (std::size_t e = 0; e < 3; ++e) {
+      EXPECT_NEAR(got.epochs[e].loss, want.epochs[e].loss, 1e-5 * std::abs(want.epochs[e].loss))
+          << mesh_name(shape) << " epoch " << e;
+    }
+    EXPECT_NEAR(m.evaluate(data, {.batch_size = 8, .verbose = 0}).loss,
+                reference.evaluate(data, {.batch_size = 8, .verbose = 0}).loss, 1e-5)
+        << mesh_name(shape);
+    // The output stays in blocks: each process holds its rows and columns of the field.
+    std::vector<float> x(8 * 8 * 6 * 2, 0.5f);
+    const std::size_t rows = 8 / shape[0];  // this process's examples
+    const Kokkos::View<float****, Kokkos::HostSpace> xs(x.data() + 0, rows, 8, 6, 2);
+    const auto y = std::get<kdist::DistributedTensor<float****>>(m.predict_step(xs, 8));
+    EXPECT_EQ(y.layout().axes()[1], kdist::DimAxes("h")) << mesh_name(shape);
+    EXPECT_EQ(y.layout().axes()[2], kdist::DimAxes("w")) << mesh_name(shape);
+    auto again = field_surrogate();
+    again.compile(dist, kdist::Loss::mean_squared_error, kdist::Adam(0.01), 11);
+    EXPECT_EQ(kdist::test::allocations_of_steps_3_and_4<4>(again, *dist, data, 8), "")
+        << "steps 3 and 4 allocated these Kokkos Views on " << mesh_name(shape);
+  }
+}
+
+TEST(FieldSurrogate, LabelsOtherLossesAndTargetsOfAnotherSizeAreValueErrors) {
+  const auto dist = plain({static_cast<std::size_t>(world_size()), 1, 1});
+  auto m = field_surrogate();
+  m.compile(dist, kdist::Loss::categorical_crossentropy, kdist::Adam(0.01), 11);
+  const auto pairs = field_pairs();
+  EXPECT_EQ(message_of<kdist::ValueError>([&] { m.fit(pairs, {.batch_size = 8, .verbose = 0}); }),
+            "kdist::Sequential: the model gives (batch, height, width, channels) fields, which "
+            "take Loss::mean_squared_error, not categorical_crossentropy");
+  auto m2 = field_surrogate();
+  m2.compile(dist, kdist::Loss::mean_squared_error, kdist::Adam(0.01), 11);
+  std::vector<std::int32_t> labels(16, 1);
+  const kdist::ArrayDataset<float> labelled(kdist::examples::random_normal(16 * 8 * 6 * 2, 1),
+                                            {8, 6, 2}, std::move(labels));
+  EXPECT_EQ(
+      message_of<kdist::ValueError>([&] { m2.fit(labelled, {.batch_size = 8, .verbose = 0}); }),
+      "kdist::Sequential: the model gives (batch, height, width, channels) fields, which "
+      "take target fields (height * width * channels values per example), not class "
+      "labels; end it with a Flatten and a Dense to classify");
+  const kdist::ArrayDataset<float> short_rows(kdist::examples::random_normal(16 * 8 * 6 * 2, 1),
+                                              {8, 6, 2}, std::vector<float>(16 * 47), 47);
+  EXPECT_EQ(
+      message_of<kdist::ValueError>([&] { m2.fit(short_rows, {.batch_size = 8, .verbose = 0}); }),
+      "kdist::Sequential::fit: targets of 47 values per example for a model of 48 outputs");
+}
+
 TEST(SpatialPooling, BadArgumentsAndShapesAreValueErrors) {
   EXPECT_EQ(message_of<kdist::ValueError>([] {
               MaxPool({0, 2}, "p");

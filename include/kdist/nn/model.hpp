@@ -388,7 +388,9 @@ class BasicSequential {
                        detail::shape_repr(data.example_shape()) +
                        " given to a model of input shape " + detail::shape_repr(input_shape_));
     }
-    const std::size_t outputs = output_shape_.at(0);
+    // (batch, outputs) rows, or a field's height * width * channels values
+    std::size_t outputs = 1;
+    for (const auto e : output_shape_) outputs *= e;
     if (!data.has_labels() && data.target_width() != outputs) {
       throw ValueError(std::string("kdist::Sequential::") + what + ": targets of " +
                        std::to_string(data.target_width()) + " values per example for a model of " +

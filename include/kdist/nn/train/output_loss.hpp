@@ -65,6 +65,28 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
       });
 }
 
+//! block(n, i, j, c) = targets(n, ((i0 + i) * W + j0 + j) * C + c0 + c): a process's block of
+//! its rows of target fields (whole fields of `shape`, row-major), at `offsets` in the field.
+template <class YV, class BV, class Shape>
+void pick_field_targets(const YV& targets, const BV& block, const Shape& offsets,
+                        const Shape& shape) {
+  using Exec = typename BV::execution_space;
+  const auto i0 = static_cast<std::int64_t>(offsets[1]), j0 = static_cast<std::int64_t>(offsets[2]),
+             c0 = static_cast<std::int64_t>(offsets[3]);
+  const auto W = static_cast<std::int64_t>(shape[2]), C = static_cast<std::int64_t>(shape[3]);
+  const auto h = static_cast<std::int64_t>(block.extent(1)),
+             w = static_cast<std::int64_t>(block.extent(2)),
+             c = static_cast<std::int64_t>(block.extent(3));
+  Kokkos::parallel_for(
+      "kdist::Sequential::field_targets",
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(
+          0, static_cast<std::int64_t>(block.size())),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const std::int64_t ch = k % c, j = (k / c) % w, i = (k / (c * w)) % h, n = k / (c * w * h);
+        block(n, i, j, ch) = targets(n, ((i0 + i) * W + j0 + j) * C + c0 + ch);
+      });
+}
+
 //! Metrics a step keeps on the device: totals(0) += the step's loss sum times `loss_scale`,
 //! totals(1) += its correct count (when `correct` is allocated).
 using DeviceTotals = Kokkos::View<double[2], Kokkos::LayoutRight>;
@@ -153,6 +175,9 @@ class OutputLoss {
       return LayerTensor<T>(std::move(result.dlogits));
     }
     sequence_loss_.reset();
+    if (const auto* field = std::get_if<DistributedTensor<T****>>(&out)) {
+      return field_loss(*field, targets, global_batch, train);
+    }
     auto [rows, produced] = rows_of(out);
     check_targets(rows.local(), targets);
     const auto target = loss_target(targets);
@@ -381,12 +406,87 @@ class OutputLoss {
 
   //! The output as rows: whole rows on each process (its columns gathered), and the layout the
   //! last layer produced it in.
+  //! The loss of a field output (batch, height, width, channels) - a surrogate of a simulation's
+  //! field - against targets of height * width * channels values per example (the field in
+  //! row-major order): Keras' mean_squared_error, the mean over every value. Each process takes its
+  //! block of the output as it is laid out (spatially sharded: the field never gathered) against
+  //! the same block of its rows of targets; the sum runs over every mesh axis of the layout.
+  template <class YV>
+  std::optional<LayerTensor<T>> field_loss(const DistributedTensor<T****>& out, const YV& targets,
+                                           std::size_t global_batch, bool train) {
+    using Field = DistributedTensor<T****>;
+    has_accuracy_ = false;
+    if constexpr (is_labels<YV>()) {
+      (void)out, (void)targets, (void)global_batch, (void)train;
+      throw ValueError(
+          "kdist::Sequential: the model gives (batch, height, width, channels) fields, which take "
+          "target fields (height * width * channels values per example), not class labels; end it "
+          "with a Flatten and a Dense to classify");
+    } else {
+      if (loss_.name() != "mean_squared_error") {
+        throw ValueError(
+            "kdist::Sequential: the model gives (batch, height, width, channels) "
+            "fields, which take Loss::mean_squared_error, not " +
+            loss_.name());
+      }
+      const auto& s = out.shape();
+      const std::size_t per = s[1] * s[2] * s[3];
+      check_targets(out.local(), targets);
+      if (targets.extent(1) != per) {
+        throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
+                         " values per example for fields of " + std::to_string(s[1]) + " x " +
+                         std::to_string(s[2]) + " x " + std::to_string(s[3]) + " = " +
+                         std::to_string(per) + " values");
+      }
+      const auto target = loss_target(targets);
+      const auto& z = out.local();
+      const auto picked = field_targets_.get("kdist::targets/block", z.extent(0), z.extent(1),
+                                             z.extent(2), z.extent(3));
+      pick_field_targets(target, picked, out.offsets(), s);
+      typename Field::view_type grad;
+      if (train) grad = field_grads_.get_like("dloss", z);
+      const std::size_t block = z.extent(1) * z.extent(2) * z.extent(3);
+      sums_[0] = sums_[1] = sums_[2] = 0.0;
+      if (block > 0 && z.extent(0) > 0) {
+        // The loss takes rows (n, block) and means over a row: rescaled to the mean over `per`.
+        const double part = static_cast<double>(block) / static_cast<double>(per);
+        const T scale = train ? static_cast<T>(part / static_cast<double>(global_batch)) : T(0);
+        auto rows = [&](const auto& v) {
+          return typename Matrix::view_type(v.data(), z.extent(0), block);
+        };
+        const auto pz = packed(z);
+        const LossGradient<T> g = train ? LossGradient<T>(rows(grad)) : LossGradient<T>();
+        sums_[0] = part * loss_.sum(LossInput<T>(rows(pz)),
+                                    LossTargets<T>(picked.data(), z.extent(0), block),
+                                    train ? &g : nullptr, scale, false);
+      } else if (train) {
+        Kokkos::deep_copy(grad, T(0));
+      }
+      std::vector<std::string> axes;
+      for (const auto& d : out.layout().axes()) {
+        for (const auto& a : d.names()) axes.push_back(a);
+      }
+      if (out.layout().device_mesh()) start_sums(out.layout(), axes);
+      if (!train) return std::nullopt;
+      return LayerTensor<T>(Field::from_local(grad, s, out.layout()));
+    }
+  }
+  //! `z` when contiguous, else a packed copy (kept).
+  template <class V>
+  V packed(const V& z) {
+    if (z.span_is_contiguous()) return z;
+    const auto copy = field_packed_.get_like("kdist::field/packed", z);
+    Kokkos::deep_copy(copy, z);
+    return copy;
+  }
+
   std::pair<Matrix, RuntimeTensorLayout> rows_of(const LayerTensor<T>& h) {
     const auto* out = std::get_if<Matrix>(&h);
     if (out == nullptr) {
       throw ValueError(
-          "kdist::Sequential: the last layer gives (batch, height, width, channels) "
-          "outputs; end the model with a Flatten and a Dense");
+          "kdist::Sequential: the last layer's output has a rank the losses do not take; end "
+          "the model with a Dense (batch, outputs) or a layer giving (batch, height, width, "
+          "channels) fields");
     }
     RuntimeTensorLayout produced = out->layout();
     RuntimeTensorLayout rows({produced.axes()[0], DimAxes()}, produced.device_mesh());
@@ -452,12 +552,15 @@ class OutputLoss {
   //! Starts the sum of the loss sum and correct count over the processes holding distinct rows
   //! (the batch axes), so that model replicas count once.
   void start_sums(const Matrix& rows) {
+    start_sums(rows.layout(), rows.layout().axes()[0].names());
+  }
+  //! ... over the processes holding distinct blocks along `axes` of `layout`'s mesh.
+  void start_sums(const RuntimeTensorLayout& layout, const std::vector<std::string>& axes) {
     request_ = CollectiveRequest();
     sum_comm_.reset();
-    const auto& row_axes = rows.layout().axes()[0].names();
-    if (row_axes.empty()) return;
+    if (axes.empty()) return;
     const auto& comm =
-        communicators(rows.device_mesh()).comm(std::span<const std::string>(row_axes));
+        communicators(*layout.device_mesh()).comm(std::span<const std::string>(axes));
     sum_comm_ = comm.get();
     const Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sums(
         sums_, 3);
@@ -477,6 +580,9 @@ class OutputLoss {
   bool has_accuracy_ = false;
   // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Matrix::view_type> dloss_views_, moved_;
+  // A field output's (kept too): its block of targets, its gradient, a packed copy.
+  ReusableViews<typename DistributedTensor<T****>::view_type> field_targets_, field_grads_,
+      field_packed_;
   ReusableViews<PickedTargets> picked_views_;
   PickedTargets picked_;  //!< the last step's, for the fold's message
   SparseCrossEntropyBuffers<T> xent_buffers_;
