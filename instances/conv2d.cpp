@@ -1,5 +1,5 @@
-// kdist::layers::BasicConv2D on float and double, instantiated once
-// (include/kdist/nn/explicit_instantiation.hpp).
-#include <kdist/nn/layers/conv2d.hpp>
+// kdist::layers::Conv2D (BasicConvolution<T, 2>) on float and double, instantiated once
+// (include/kdist/nn/explicit_instantiation.hpp). Conv3D is compiled where it is used.
+#include <kdist/nn/layers/convolution.hpp>
 
-KDIST_INSTANTIATE_LAYER(BasicConv2D)
+KDIST_INSTANTIATE_LAYER_AT(BasicConvolution, 2)

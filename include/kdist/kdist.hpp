@@ -97,6 +97,7 @@
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/concatenate.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/nn/layers/convolution.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/embedding.hpp>

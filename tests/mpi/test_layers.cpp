@@ -422,16 +422,16 @@ TEST(LayerErrors, ConstructorsRejectWhatKerasRejects) {
   EXPECT_TRUE(contains(msg, "softmax activation over a feature map")) << msg;
   msg = message_of<kdist::ValueError>([] { kdist::Sequential({4, 4}, {Flatten()}); });
   EXPECT_TRUE(contains(msg,
-                       "input shape (4, 4) is neither (features,) nor (height, width, "
-                       "channels)"))
+                       "input shape (4, 4) is none of (features,), (height, width, channels) "
+                       "and (depth, height, width, channels)"))
       << msg;
   msg = message_of<kdist::ValueError>([] { kdist::Sequential(4, {}); });
   EXPECT_TRUE(contains(msg, "needs at least one layer")) << msg;
   const auto dist = guide_model_parallel(meshes().back());
   msg = message_of<kdist::ValueError>([&] { Flatten("f").build({2, 3}, *dist, 0); });
   EXPECT_TRUE(contains(msg,
-                       "Flatten 'f' takes examples of shape (features,) or (height, width, "
-                       "channels), not (2, 3)"))
+                       "Flatten 'f' takes examples of shape (features,), (height, width, "
+                       "channels) or (depth, height, width, channels), not (2, 3)"))
       << msg;
 }
 

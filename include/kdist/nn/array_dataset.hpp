@@ -194,6 +194,10 @@ template <class T>
 struct batch_view<T, 4> {
   using type = Kokkos::View<T****, Kokkos::LayoutRight>;
 };
+template <class T>
+struct batch_view<T, 5> {
+  using type = Kokkos::View<T*****, Kokkos::LayoutRight>;
+};
 
 //! Moves batches of an ArrayDataset to the default memory space: rows gathered into host mirrors,
 //! one deep_copy per View. Buffers are allocated once (a smaller batch is a subview), so a GPU
@@ -209,8 +213,10 @@ class BatchLoader {
     const auto& s = data.example_shape();
     if constexpr (R == 2) {
       x_ = Examples("kdist::batch/x", max_rows, s[0]);
-    } else {
+    } else if constexpr (R == 4) {
       x_ = Examples("kdist::batch/x", max_rows, s[0], s[1], s[2]);
+    } else {
+      x_ = Examples("kdist::batch/x", max_rows, s[0], s[1], s[2], s[3]);
     }
     hx_ = Kokkos::create_mirror_view(x_);
     if (data.has_labels()) {
@@ -234,9 +240,14 @@ class BatchLoader {
       Examples x = Kokkos::subview(x_, rows, Kokkos::ALL);
       Kokkos::deep_copy(x, Kokkos::subview(hx_, rows, Kokkos::ALL));
       return x;
-    } else {
+    } else if constexpr (R == 4) {
       Examples x = Kokkos::subview(x_, rows, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL);
       Kokkos::deep_copy(x, Kokkos::subview(hx_, rows, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL));
+      return x;
+    } else {
+      const auto all = Kokkos::ALL;
+      Examples x = Kokkos::subview(x_, rows, all, all, all, all);
+      Kokkos::deep_copy(x, Kokkos::subview(hx_, rows, all, all, all, all));
       return x;
     }
   }

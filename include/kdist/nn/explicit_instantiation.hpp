@@ -17,18 +17,28 @@
 //! KDIST_INSTANCES_OF_DOUBLE is 0 (the examples and benchmarks train float models only).
 #if !defined(KDIST_INSTANCES_OF_DOUBLE) || KDIST_INSTANCES_OF_DOUBLE
 #define KDIST_FOR_EACH_INSTANCE_SCALAR(F, how, name) F(float, how, name) F(double, how, name)
+#define KDIST_DETAIL_FOR_EACH_SCALAR_AT(F, how, name, A) \
+  F(float, how, name, A) F(double, how, name, A)
 #else
 #define KDIST_FOR_EACH_INSTANCE_SCALAR(F, how, name) F(float, how, name)
+#define KDIST_DETAIL_FOR_EACH_SCALAR_AT(F, how, name, A) F(float, how, name, A)
 #endif
 
 #define KDIST_DETAIL_LAYER_INSTANCE(T, how, L) \
   how class kdist::layers::L<T>;               \
   how struct kdist::AnyLayer<T>::Model<kdist::layers::L<T>>;
 #define KDIST_DETAIL_CLASS_INSTANCE(T, how, C) how class C<T>;
+#define KDIST_DETAIL_LAYER_INSTANCE_AT(T, how, L, A) \
+  how class kdist::layers::L<T, A>;                  \
+  how struct kdist::AnyLayer<T>::Model<kdist::layers::L<T, A>>;
 
 //! Layer class template kdist::layers::L on each scalar type, and AnyLayer's holder of it.
 #define KDIST_INSTANTIATE_LAYER(L) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LAYER_INSTANCE, template, L)
+//! Layer class template kdist::layers::L<T, A> (a second argument A: a convolution's spatial
+//! axes) on each scalar type, and AnyLayer's holder of it.
+#define KDIST_INSTANTIATE_LAYER_AT(L, A) \
+  KDIST_DETAIL_FOR_EACH_SCALAR_AT(KDIST_DETAIL_LAYER_INSTANCE_AT, template, L, A)
 //! Class template C (fully qualified) on each scalar type.
 #define KDIST_INSTANTIATE_CLASS(C) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, template, C)
@@ -36,9 +46,12 @@
 #if defined(KDIST_EXTERN_TEMPLATES) && !defined(KDIST_CHECK_COLLECTIVES)
 #define KDIST_EXTERN_LAYER(L) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LAYER_INSTANCE, extern template, L)
+#define KDIST_EXTERN_LAYER_AT(L, A) \
+  KDIST_DETAIL_FOR_EACH_SCALAR_AT(KDIST_DETAIL_LAYER_INSTANCE_AT, extern template, L, A)
 #define KDIST_EXTERN_CLASS(C) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, extern template, C)
 #else
 #define KDIST_EXTERN_LAYER(L)
+#define KDIST_EXTERN_LAYER_AT(L, A)
 #define KDIST_EXTERN_CLASS(C)
 #endif

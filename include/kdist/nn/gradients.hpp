@@ -43,8 +43,9 @@ namespace kdist {
 
 //! A variable's gradient as a layer hands it back, of any rank (see the file's comment).
 template <class T>
-using GradientTensor = std::variant<DistributedTensor<T*>, DistributedTensor<T**>,
-                                    DistributedTensor<T***>, DistributedTensor<T****>>;
+using GradientTensor =
+    std::variant<DistributedTensor<T*>, DistributedTensor<T**>, DistributedTensor<T***>,
+                 DistributedTensor<T****>, DistributedTensor<T*****>>;
 
 template <class T>
 class Gradients {

@@ -113,9 +113,10 @@ class BasicSequential {
   //! Layers applied in order to examples of shape `input_shape` ((784,), or (28, 28, 1) for images).
   BasicSequential(Shape input_shape, std::vector<Layer> layers)
       : input_shape_(std::move(input_shape)), layers_(std::move(layers)) {
-    if (input_shape_.size() != 1 && input_shape_.size() != 3) {
+    if (input_shape_.size() != 1 && input_shape_.size() != 3 && input_shape_.size() != 4) {
       throw ValueError("kdist::Sequential: the input shape " + detail::shape_repr(input_shape_) +
-                       " is neither (features,) nor (height, width, channels)");
+                       " is none of (features,), (height, width, channels) and (depth, height, "
+                       "width, channels)");
     }
     if (layers_.empty()) throw ValueError("kdist::Sequential: a model needs at least one layer");
   }
@@ -275,7 +276,8 @@ class BasicSequential {
   }
 
   //! One training step on this process's rows `x_local` (its block of the global batch under
-  //! input_layout: a rank-2 View for (features,) examples, rank-4 for (h, w, c)) and their
+  //! input_layout: a rank-2 View for (features,) examples, rank-4 for (h, w, c), rank-5 for (d, h,
+  //! w, c)) and their
   //! targets (integer labels, one per row, or a (rows, outputs) View of T). Returns the global
   //! mean loss (and accuracy with labels), the same on every process.
   template <class XV, class YV>
@@ -322,6 +324,7 @@ class BasicSequential {
         data.size(), options.batch_size, *dist_,
         {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
     if (input_shape_.size() == 1) return fit_epochs<2>(data, plan, options);
+    if (input_shape_.size() == 4) return fit_epochs<5>(data, plan, options);
     return fit_epochs<4>(data, plan, options);
   }
 
@@ -334,6 +337,10 @@ class BasicSequential {
     const bool print = options.verbose > 0 && process_id() == 0;
     if (input_shape_.size() == 1) {
       auto loader = loader_for<2>(data, plan, 0);
+      return run_epoch(loader, data, plan, 0, 0, false, print);
+    }
+    if (input_shape_.size() == 4) {
+      auto loader = loader_for<5>(data, plan, 0);
       return run_epoch(loader, data, plan, 0, 0, false, print);
     }
     auto loader = loader_for<4>(data, plan, 0);
@@ -358,9 +365,10 @@ class BasicSequential {
   template <class XV>
   LayerTensor<T> input_tensor(const XV& x_local, std::size_t global_batch) const {
     constexpr std::size_t rank = static_cast<std::size_t>(XV::rank);
-    static_assert(rank == 2 || rank == 4,
-                  "kdist::Sequential: x_local must be a rank-2 (batch, features) or rank-4 "
-                  "(batch, height, width, channels) Kokkos::View");
+    static_assert(rank == 2 || rank == 4 || rank == 5,
+                  "kdist::Sequential: x_local must be a rank-2 (batch, features), rank-4 (batch, "
+                  "height, width, channels) or rank-5 (batch, depth, height, width, channels) "
+                  "Kokkos::View");
     if (rank != input_shape_.size() + 1) {
       throw ValueError("kdist::Sequential: x_local has rank " + std::to_string(rank) +
                        " but the model takes examples of shape " +
@@ -375,7 +383,7 @@ class BasicSequential {
       }
     }
     const Shape s = global_shape(global_batch);
-    using Tensor = std::conditional_t<rank == 2, Matrix, DistributedTensor<T****>>;
+    using Tensor = DistributedTensor<typename detail::dynamic_data_type<T, rank>::type>;
     typename Tensor::view_type local = x_local;
     typename Tensor::shape_type shape{};
     std::copy(s.begin(), s.end(), shape.begin());

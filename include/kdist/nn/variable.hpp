@@ -32,10 +32,11 @@ struct TrainableVariable {
 
 //! A layer's variable as the model sees it: a bias or a norm's scale (rank 1), a dense kernel or
 //! an embedding table (rank 2), an attention projection (d_model, heads, key_dim) or its bias
-//! (rank 3, rank 2), or a convolution kernel (rank 4).
+//! (rank 3, rank 2), or a convolution kernel (rank 4: Conv2D, rank 5: Conv3D).
 template <class T>
-using VariableRef = std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*,
-                                 TrainableVariable<T***>*, TrainableVariable<T****>*>;
+using VariableRef =
+    std::variant<TrainableVariable<T*>*, TrainableVariable<T**>*, TrainableVariable<T***>*,
+                 TrainableVariable<T****>*, TrainableVariable<T*****>*>;
 
 namespace layers {
 template <class DataType>

@@ -177,8 +177,10 @@ class BasicConcatenate {
       return views.get(label, like.extent(0), last);
     } else if constexpr (View::rank == 3) {
       return views.get(label, like.extent(0), like.extent(1), last);
-    } else {
+    } else if constexpr (View::rank == 4) {
       return views.get(label, like.extent(0), like.extent(1), like.extent(2), last);
+    } else {
+      return views.get(label, like.extent(0), like.extent(1), like.extent(2), like.extent(3), last);
     }
   }
 

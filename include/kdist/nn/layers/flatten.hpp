@@ -1,7 +1,8 @@
 #pragma once
 //! \file nn/layers/flatten.hpp
 //! `kdist::layers::Flatten`: Keras' Flatten, (batch, height, width, channels) -> (batch,
-//! height * width * channels) in row-major order; the identity on (batch, features). The batch
+//! height * width * channels) in row-major order (and (batch, depth, height, width, channels) the
+//! same way); the identity on (batch, features). The batch
 //! dimension keeps its sharding; the others are gathered first (a Conv2D's output sharded on its
 //! channels over "model" is all-gathered over "model"), because a flattened row is the
 //! concatenation of whole examples.
@@ -36,6 +37,7 @@ class BasicFlatten {
   using Matrix = DistributedTensor<T**>;
   using Images = DistributedTensor<T****>;
   using Tensor3 = DistributedTensor<T***>;
+  using Volumes = DistributedTensor<T*****>;
 
   explicit BasicFlatten(std::string name = "flatten") : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
@@ -43,10 +45,10 @@ class BasicFlatten {
   static constexpr std::string_view keras_class = "Flatten";
 
   Shape build(const Shape& input_shape, const Distribution&, std::uint64_t) {
-    if (input_shape.size() != 1 && input_shape.size() != 3) {
+    if (input_shape.size() != 1 && input_shape.size() != 3 && input_shape.size() != 4) {
       throw ValueError("kdist::layers::Flatten '" + name_ +
-                       "' takes examples of shape (features,) "
-                       "or (height, width, channels), not " +
+                       "' takes examples of shape (features,), (height, width, channels) or "
+                       "(depth, height, width, channels), not " +
                        kdist::detail::shape_repr(input_shape));
     }
     std::size_t n = 1;
@@ -56,6 +58,7 @@ class BasicFlatten {
 
   LayerTensor<T> forward(const LayerTensor<T>& x, const StepContext&) {
     if (const auto* images = std::get_if<Images>(&x)) return flatten(*images);
+    if (const auto* volumes = std::get_if<Volumes>(&x)) return flatten(*volumes);
     if (const auto* seq = std::get_if<Tensor3>(&x)) return flatten(*seq);
     gathered_layout_.reset();
     return x;  // already (batch, features)
@@ -68,6 +71,7 @@ class BasicFlatten {
     const auto& m = kdist::detail::layer_input_as<Matrix>(dy, "Flatten '" + name_ + "'",
                                                           "its gradient has its output's rank");
     if (input_rank_ == 3) return LayerTensor<T>(unflatten<Tensor3>(m));
+    if (input_rank_ == 5) return LayerTensor<T>(unflatten<Volumes>(m));
     return LayerTensor<T>(unflatten<Images>(m));
   }
 
@@ -107,8 +111,10 @@ class BasicFlatten {
     auto& views = gradients_.template of_rank<Tensor::rank>();
     if constexpr (Tensor::rank == 3) {
       v = views.get(name_ + "/grad", m.local().extent(0), s[1], s[2]);
-    } else {
+    } else if constexpr (Tensor::rank == 4) {
       v = views.get(name_ + "/grad", m.local().extent(0), s[1], s[2], s[3]);
+    } else {
+      v = views.get(name_ + "/grad", m.local().extent(0), s[1], s[2], s[3], s[4]);
     }
     copy_flat(m.local(), v);
     Tensor whole = Tensor::from_local(v, s, *gathered_layout_, {});
@@ -136,8 +142,8 @@ class BasicFlatten {
   }
   std::string name_;
   std::optional<RuntimeTensorLayout> input_layout_, gathered_layout_;
-  std::array<std::size_t, 4> input_shape_{};  //!< the global shape of the last input
-  std::size_t input_rank_ = 0;                //!< its rank (3 or 4)
+  std::array<std::size_t, 5> input_shape_{};  //!< the global shape of the last input
+  std::size_t input_rank_ = 0;                //!< its rank (3, 4 or 5)
   // A step's buffers, kept for the next steps (kdist::ReusableViews: no allocation per step): the
   // gathered input, the flattened output, the unflattened gradient and its move back.
   LayerBuffers<T> gathered_, gradients_, moved_back_;

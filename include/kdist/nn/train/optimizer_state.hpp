@@ -258,11 +258,12 @@ class OptimizerState {
   using SlotView = std::variant<
       typename DistributedTensor<T*>::view_type, typename DistributedTensor<T**>::view_type,
       typename DistributedTensor<T***>::view_type, typename DistributedTensor<T****>::view_type,
+      typename DistributedTensor<T*****>::view_type,
       Kokkos::View<bfloat16*, Kokkos::LayoutRight, Memory>,
       Kokkos::View<float16*, Kokkos::LayoutRight, Memory>>;
 
   //! Whether slot storage `s` is 16 bits wide (a variable of the "bfloat16" or "float16" policy).
-  static bool is_narrow(const SlotView& s) { return s.index() >= 4; }
+  static bool is_narrow(const SlotView& s) { return s.index() >= 5; }
 
   //! New storage for a slot of a variable of `dtype` with block `local`: 16-bit elements for a
   //! 16-bit variable, else the block's shape; `shard`'s part only when given.

@@ -29,6 +29,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <kdist/core/detail/data_type_extents.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/nn/device_checks.hpp>
 #include <kdist/nn/explicit_instantiation.hpp>
@@ -65,25 +66,33 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
       });
 }
 
-//! block(n, i, j, c) = targets(n, ((i0 + i) * W + j0 + j) * C + c0 + c): a process's block of
-//! its rows of target fields (whole fields of `shape`, row-major), at `offsets` in the field.
+//! A process's block of its rows of target fields: block(n, p..., c) = targets(n, the row-major
+//! position of (offsets + (p..., c)) in a field of `shape` (batch, spatial..., channels)). `block`
+//! is a contiguous LayoutRight View of rank R = 4 or 5.
 template <class YV, class BV, class Shape>
 void pick_field_targets(const YV& targets, const BV& block, const Shape& offsets,
                         const Shape& shape) {
   using Exec = typename BV::execution_space;
-  const auto i0 = static_cast<std::int64_t>(offsets[1]), j0 = static_cast<std::int64_t>(offsets[2]),
-             c0 = static_cast<std::int64_t>(offsets[3]);
-  const auto W = static_cast<std::int64_t>(shape[2]), C = static_cast<std::int64_t>(shape[3]);
-  const auto h = static_cast<std::int64_t>(block.extent(1)),
-             w = static_cast<std::int64_t>(block.extent(2)),
-             c = static_cast<std::int64_t>(block.extent(3));
+  constexpr std::size_t R = static_cast<std::size_t>(BV::rank);
+  Kokkos::Array<std::int64_t, R> lo{}, whole{}, part{};
+  for (std::size_t d = 0; d < R; ++d) {
+    lo[d] = static_cast<std::int64_t>(offsets[d]);
+    whole[d] = static_cast<std::int64_t>(shape[d]);
+    part[d] = static_cast<std::int64_t>(block.extent(d));
+  }
+  auto* out = block.data();
   Kokkos::parallel_for(
       "kdist::Sequential::field_targets",
       Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(
           0, static_cast<std::int64_t>(block.size())),
       KOKKOS_LAMBDA(const std::int64_t k) {
-        const std::int64_t ch = k % c, j = (k / c) % w, i = (k / (c * w)) % h, n = k / (c * w * h);
-        block(n, i, j, ch) = targets(n, ((i0 + i) * W + j0 + j) * C + c0 + ch);
+        std::int64_t rest = k, flat = 0, stride = 1;
+        for (std::size_t d = R; d-- > 1;) {  // the field's dimensions, channels first
+          flat += (lo[d] + rest % part[d]) * stride;
+          stride *= whole[d];
+          rest /= part[d];
+        }
+        out[k] = targets(rest, flat);
       });
 }
 
@@ -177,6 +186,9 @@ class OutputLoss {
     sequence_loss_.reset();
     if (const auto* field = std::get_if<DistributedTensor<T****>>(&out)) {
       return field_loss(*field, targets, global_batch, train);
+    }
+    if (const auto* volume = std::get_if<DistributedTensor<T*****>>(&out)) {
+      return field_loss(*volume, targets, global_batch, train);
     }
     auto [rows, produced] = rows_of(out);
     check_targets(rows.local(), targets);
@@ -406,15 +418,14 @@ class OutputLoss {
 
   //! The output as rows: whole rows on each process (its columns gathered), and the layout the
   //! last layer produced it in.
-  //! The loss of a field output (batch, height, width, channels) - a surrogate of a simulation's
-  //! field - against targets of height * width * channels values per example (the field in
-  //! row-major order): Keras' mean_squared_error, the mean over every value. Each process takes its
+  //! The loss of a field output (batch, height, width, channels) or (batch, depth, height, width,
+  //! channels) - a surrogate of a simulation's field - against targets of the field's values per
+  //! example (in row-major order): Keras' mean_squared_error, the mean over every value. Each process takes its
   //! block of the output as it is laid out (spatially sharded: the field never gathered) against
   //! the same block of its rows of targets; the sum runs over every mesh axis of the layout.
-  template <class YV>
-  std::optional<LayerTensor<T>> field_loss(const DistributedTensor<T****>& out, const YV& targets,
+  template <class Field, class YV>
+  std::optional<LayerTensor<T>> field_loss(const Field& out, const YV& targets,
                                            std::size_t global_batch, bool train) {
-    using Field = DistributedTensor<T****>;
     has_accuracy_ = false;
     if constexpr (is_labels<YV>()) {
       (void)out, (void)targets, (void)global_batch, (void)train;
@@ -429,23 +440,28 @@ class OutputLoss {
             "fields, which take Loss::mean_squared_error, not " +
             loss_.name());
       }
+      constexpr std::size_t R = Field::rank;
       const auto& s = out.shape();
-      const std::size_t per = s[1] * s[2] * s[3];
+      std::size_t per = 1;
+      std::string dims;
+      for (std::size_t d = 1; d < R; ++d) {
+        per *= s[d];
+        dims += (d > 1 ? " x " : "") + std::to_string(s[d]);
+      }
       check_targets(out.local(), targets);
       if (targets.extent(1) != per) {
         throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
-                         " values per example for fields of " + std::to_string(s[1]) + " x " +
-                         std::to_string(s[2]) + " x " + std::to_string(s[3]) + " = " +
-                         std::to_string(per) + " values");
+                         " values per example for fields of " + dims + " = " + std::to_string(per) +
+                         " values");
       }
       const auto target = loss_target(targets);
       const auto& z = out.local();
-      const auto picked = field_targets_.get("kdist::targets/block", z.extent(0), z.extent(1),
-                                             z.extent(2), z.extent(3));
+      auto& buffers = field_buffers_.template of_rank<R>();
+      const auto picked = buffers.targets.get_like("kdist::targets/block", z);
       pick_field_targets(target, picked, out.offsets(), s);
       typename Field::view_type grad;
-      if (train) grad = field_grads_.get_like("dloss", z);
-      const std::size_t block = z.extent(1) * z.extent(2) * z.extent(3);
+      if (train) grad = buffers.grads.get_like("dloss", z);
+      const std::size_t block = z.size() / (z.extent(0) > 0 ? z.extent(0) : 1);
       sums_[0] = sums_[1] = sums_[2] = 0.0;
       if (block > 0 && z.extent(0) > 0) {
         // The loss takes rows (n, block) and means over a row: rescaled to the mean over `per`.
@@ -475,7 +491,9 @@ class OutputLoss {
   template <class V>
   V packed(const V& z) {
     if (z.span_is_contiguous()) return z;
-    const auto copy = field_packed_.get_like("kdist::field/packed", z);
+    const auto copy =
+        field_buffers_.template of_rank<static_cast<std::size_t>(V::rank)>().packed.get_like(
+            "kdist::field/packed", z);
     Kokkos::deep_copy(copy, z);
     return copy;
   }
@@ -580,9 +598,24 @@ class OutputLoss {
   bool has_accuracy_ = false;
   // A step's own buffers, kept for the next steps (kdist::ReusableViews: no allocation per step).
   ReusableViews<typename Matrix::view_type> dloss_views_, moved_;
-  // A field output's (kept too): its block of targets, its gradient, a packed copy.
-  ReusableViews<typename DistributedTensor<T****>::view_type> field_targets_, field_grads_,
-      field_packed_;
+  // A field output's (kept too): its block of targets, its gradient, a packed copy; per rank.
+  template <std::size_t R>
+  struct FieldBuffers {
+    using View = typename DistributedTensor<typename dynamic_data_type<T, R>::type>::view_type;
+    ReusableViews<View> targets, grads, packed;
+  };
+  struct FieldBuffersByRank {
+    FieldBuffers<4> images;
+    FieldBuffers<5> volumes;
+    template <std::size_t R>
+    auto& of_rank() {
+      if constexpr (R == 4) {
+        return images;
+      } else {
+        return volumes;
+      }
+    }
+  } field_buffers_;
   ReusableViews<PickedTargets> picked_views_;
   PickedTargets picked_;  //!< the last step's, for the fold's message
   SparseCrossEntropyBuffers<T> xent_buffers_;
