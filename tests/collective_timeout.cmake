@@ -39,6 +39,11 @@ kdist_watchdog_test(agree ${_wd_env} 3 10 "stuck|agree|outside"
 # A halo exchange's point-to-point messages (issue 38): process 1 waits for its neighbour, 2.
 kdist_watchdog_test(halo_gather ${_wd_env} 3 10 "stuck|halo_gather"
   "process 1 of 3 failed: kdist::halo_gather along dimension 0 on mesh axis 'data' did not complete within 2 s, during fit, epoch 1, step 3: no message from or to process\\(es\\) 2 of it")
+# A producer of streamed training data that stops without close() (issue 38): the trainer,
+# waiting for a batch, names it.
+kdist_watchdog_test(stream ${_wd_env} 3 10 "stream"
+  "process 0 of 3 failed: kdist::StreamingDataset on communicator 'MPI_COMM_WORLD' waited 2 s for 4 examples before a batch \\(it holds 3\\): no message from producer process\\(es\\) 2 of it, which did not close their streams"
+  "a batch came")
 # The API setting, with the default (10 min) in the environment.
 kdist_watchdog_test(api KDIST_WATCHDOG_TEST=api 2 10 "stuck|all_reduce|api"
   "failed: kdist::all_reduce on mesh axis 'data' \\(2 processes\\) did not complete within 2 s")

@@ -1,20 +1,25 @@
-// In-situ training beside a simulation (issue 22), with MPI alone: no files, no database.
+// In-situ training beside a simulation (issues 22 and 38), with MPI alone: no files, no database.
 //
 // One MPI job, two groups of processes (MPI_Comm_split of the world):
 //  - the simulation group (--sim-ranks processes) integrates the 2-D heat equation
 //    u' = u + alpha * laplacian(u) on an N x N grid (zero outside), with Kokkos, the grid's rows
 //    split over its processes and their halo rows exchanged every step (MPI_Sendrecv on the
 //    group's communicator). Every --steps-per-episode steps it starts a new episode from a new
-//    random field. Each step's pair (u, u') goes, as soon as it is computed, from every simulation
-//    process (its rows) to every training process (MPI_Send on MPI_COMM_WORLD);
+//    random field. Each step's pair (u, u') is gathered on the simulation process whose turn it
+//    is (step k: process k % S), which streams it at once, without waiting, to training process
+//    k % T (kdist::StreamProducer on MPI_COMM_WORLD); the pairs of the last --held-out episodes
+//    go to every training process, on a second stream;
 //  - the training group (the other processes) runs kdist on its own communicator
-//    (kdist::run(argc, argv, comm, ...)): it receives the pairs as they come and, after every
-//    --round episodes, trains a surrogate that predicts u' from u with DataParallel for --epochs
-//    epochs on every pair so far. The surrogate is a Conv2D(1, 3x3, linear, no bias) over u with a
-//    border of zeros (the cells outside the grid), flattened: it can learn the 5-point stencil
-//    exactly, so its error on new fields goes to rounding. The last --held-out episodes are never trained on: the surrogate's error on
-//    them is reported against persistence (predicting u' = u), then the surrogate is checkpointed
-//    to --checkpoint-dir and read back.
+//    (kdist::run(argc, argv, comm, ...)). Each training process keeps the pairs it is sent in a
+//    reservoir of --capacity pairs (kdist::StreamingDataset: when full, an arrival evicts one of
+//    the pairs trained on most) and trains, while the simulation runs, a surrogate that predicts u'
+//    from u with DataParallel: each step takes 8 pairs from every process's reservoir. Training
+//    ends when a process's streams have ended and it has trained on each pair it holds --passes
+//    times. The surrogate is a Conv2D(1, 3x3, linear, no bias) over u with a border of zeros
+//    (the cells outside the grid), flattened: it can learn the 5-point stencil exactly, so its
+//    error on new fields goes to rounding. The held-out episodes are never trained on: the
+//    surrogate's error on them is reported against persistence (predicting u' = u), then the
+//    surrogate is checkpointed to --checkpoint-dir and read back.
 //
 //   mpiexec -n 4 build/examples/in_situ_heat_surrogate                 # 2 simulate, 2 train
 //   mpiexec -n 6 build/examples/in_situ_heat_surrogate --sim-ranks 4 --grid 32
@@ -42,14 +47,16 @@ struct Options {
   std::size_t episodes = 16;
   std::size_t steps_per_episode = 10;
   std::size_t held_out = 2;
-  std::size_t round = 4;
-  std::size_t epochs = 12;
+  std::size_t capacity = 256;
+  std::size_t passes = 30;
   double learning_rate = 0.05;
   std::string checkpoint_dir = "in_situ_checkpoint";
   float alpha = 0.2f;
 };
 
-constexpr int pair_tag = 7;
+constexpr int pair_tag = 7;             // the pairs trained on
+constexpr int held_out_tag = 8;         // the held-out pairs
+constexpr std::size_t local_batch = 8;  // pairs per training process per step
 
 //! The first grid row of simulation process s of S, for an N-row grid (the first N % S processes
 //! hold one row more).
@@ -108,6 +115,52 @@ void heat_step(const Grid& u, const Grid& next, float alpha) {
       });
 }
 
+//! The pair (u, u') of this process' rows, gathered on simulation process `root` as a bordered
+//! u ((N + 2) x (N + 2), zeros outside) in `x` and u' (N x N) in `y`.
+void gather_pair(const Grid& u, const Grid& next, MPI_Comm sim, int root, std::size_t n,
+                 std::vector<float>& block, std::vector<float>& all, std::vector<float>& x,
+                 std::vector<float>& y) {
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(sim, &rank);
+  MPI_Comm_size(sim, &size);
+  const std::size_t rows = u.extent(0) - 2;
+  const auto inner = Kokkos::make_pair<std::size_t>(1, rows + 1);
+  const auto hu = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
+                                                      Kokkos::subview(u, inner, Kokkos::ALL));
+  const auto hn = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
+                                                      Kokkos::subview(next, inner, Kokkos::ALL));
+  block.resize(2 * rows * n);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      block[i * n + j] = hu(i, j);
+      block[rows * n + i * n + j] = hn(i, j);
+    }
+  }
+  const auto parts = static_cast<std::size_t>(size);
+  std::vector<int> counts(parts), displs(parts);
+  for (std::size_t s = 0; s < std::size_t(size); ++s) {
+    const std::size_t r0 = first_row(n, s, std::size_t(size));
+    counts[s] = int(2 * (first_row(n, s + 1, std::size_t(size)) - r0) * n);
+    displs[s] = int(2 * r0 * n);
+  }
+  all.resize(2 * n * n);
+  MPI_Gatherv(block.data(), int(block.size()), MPI_FLOAT, all.data(), counts.data(), displs.data(),
+              MPI_FLOAT, root, sim);
+  if (rank != root) return;
+  x.assign((n + 2) * (n + 2), 0.0f);
+  y.resize(n * n);
+  for (std::size_t s = 0; s < std::size_t(size); ++s) {
+    const std::size_t r0 = first_row(n, s, std::size_t(size));
+    const std::size_t rs = first_row(n, s + 1, std::size_t(size)) - r0;
+    const float* b = all.data() + displs[s];
+    for (std::size_t i = 0; i < rs; ++i) {
+      std::copy_n(b + i * n, n, x.begin() + std::ptrdiff_t((r0 + i + 1) * (n + 2) + 1));
+    }
+    std::copy_n(b + rs * n, rs * n, y.begin() + std::ptrdiff_t(r0 * n));
+  }
+}
+
 void simulate(const Options& o, MPI_Comm sim, const std::vector<int>& trainers) {
   int rank = 0;
   int size = 0;
@@ -118,32 +171,41 @@ void simulate(const Options& o, MPI_Comm sim, const std::vector<int>& trainers) 
   const std::size_t rows = first_row(n, std::size_t(rank) + 1, std::size_t(size)) - row0;
   Grid u("u", rows + 2, n);
   Grid next("next", rows + 2, n);
-  std::vector<float> halo;
-  std::vector<float> pair(2 * rows * n);
+  std::vector<float> halo, block, all, x, y;
+  // One stream per training process for the pairs trained on, one for the held-out pairs.
+  const std::vector<std::size_t> shape{n + 2, n + 2, 1};
+  std::vector<kdist::StreamProducer<float>> train_streams, held_streams;
+  for (const int t : trainers) {
+    train_streams.emplace_back(
+        MPI_COMM_WORLD, t, shape, n * n,
+        kdist::StreamProducer<float>::Options{.max_in_flight = 8, .tag = pair_tag});
+    held_streams.emplace_back(MPI_COMM_WORLD, t, shape, n * n,
+                              kdist::StreamProducer<float>::Options{.tag = held_out_tag});
+  }
+  const std::size_t trained_episodes = o.episodes - o.held_out;
+  std::size_t k = 0;  // the step's number in the whole run
   for (std::size_t e = 0; e < o.episodes; ++e) {
+    if (e == trained_episodes) {
+      for (auto& s : train_streams) s.close();  // the trainers may finish while we go on
+    }
     initial_field(u, row0, n, e);
-    for (std::size_t s = 0; s < o.steps_per_episode; ++s) {
+    for (std::size_t s = 0; s < o.steps_per_episode; ++s, ++k) {
       exchange_halos(u, sim, halo);
       heat_step(u, next, o.alpha);
-      // The pair (u, next) of this process' rows, to every training process, as it is produced.
-      const auto hu = Kokkos::create_mirror_view_and_copy(
-          Kokkos::HostSpace(),
-          Kokkos::subview(u, Kokkos::make_pair<std::size_t>(1, rows + 1), Kokkos::ALL));
-      const auto hn = Kokkos::create_mirror_view_and_copy(
-          Kokkos::HostSpace(),
-          Kokkos::subview(next, Kokkos::make_pair<std::size_t>(1, rows + 1), Kokkos::ALL));
-      for (std::size_t i = 0; i < rows; ++i) {
-        for (std::size_t j = 0; j < n; ++j) {
-          pair[i * n + j] = hu(i, j);
-          pair[rows * n + i * n + j] = hn(i, j);
+      // The pair (u, next), on the process whose turn it is, streamed as it is produced.
+      const int root = int(k % std::size_t(size));
+      gather_pair(u, next, sim, root, n, block, all, x, y);
+      if (rank == root) {
+        if (e < trained_episodes) {
+          train_streams[k % trainers.size()].send(x, y);
+        } else {
+          for (auto& h : held_streams) h.send(x, y);
         }
-      }
-      for (const int t : trainers) {
-        MPI_Send(pair.data(), int(pair.size()), MPI_FLOAT, t, pair_tag, MPI_COMM_WORLD);
       }
       std::swap(u, next);
     }
   }
+  for (auto& h : held_streams) h.close();
 }
 
 // ---- the training group ------------------------------------------------------------------------
@@ -160,70 +222,75 @@ kdist::Sequential surrogate(std::size_t n, double learning_rate) {
   return model;
 }
 
-struct Pairs {
-  std::vector<float> x;  // (count, N + 2, N + 2): u with its border of zeros
-  std::vector<float> y;  // (count, N * N): u'
+//! The held-out pairs, whole, in the same order on every training process (sorted by value:
+//! they arrive from several simulation processes in any order), as a dataset.
+struct HeldOut {
+  std::vector<float> x, y;
   std::size_t count = 0;
 };
-
-//! Receives one step's pair from every simulation process and appends it to `to`.
-void receive_pair(const Options& o, const std::vector<int>& simulators, Pairs& to) {
-  const std::size_t n = o.grid;
-  const auto sims = simulators.size();
-  std::vector<float> block;
-  const std::size_t x0 = to.x.size();
-  const std::size_t y0 = to.y.size();
-  to.x.resize(x0 + (n + 2) * (n + 2), 0.0f);
-  to.y.resize(y0 + n * n);
-  for (std::size_t s = 0; s < sims; ++s) {
-    const std::size_t row0 = first_row(n, s, sims);
-    const std::size_t rows = first_row(n, s + 1, sims) - row0;
-    block.resize(2 * rows * n);
-    MPI_Recv(block.data(), int(block.size()), MPI_FLOAT, simulators[s], pair_tag, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
-    for (std::size_t i = 0; i < rows; ++i) {
-      std::copy_n(block.begin() + std::ptrdiff_t(i * n), n,
-                  to.x.begin() + std::ptrdiff_t(x0 + (row0 + i + 1) * (n + 2) + 1));
-    }
-    std::copy_n(block.begin() + std::ptrdiff_t(rows * n), rows * n,
-                to.y.begin() + std::ptrdiff_t(y0 + row0 * n));
+HeldOut sorted_pairs(const kdist::Reservoir<float>& r) {
+  std::vector<std::size_t> order(r.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto xa = r.example(a), xb = r.example(b);
+    return std::lexicographical_compare(xa.begin(), xa.end(), xb.begin(), xb.end());
+  });
+  HeldOut h;
+  for (const std::size_t i : order) {
+    h.x.insert(h.x.end(), r.example(i).begin(), r.example(i).end());
+    h.y.insert(h.y.end(), r.target(i).begin(), r.target(i).end());
   }
-  ++to.count;
-}
-
-//! The pairs received so far as a dataset that reads them where they are (no copy): valid until
-//! the next pair arrives (`p` grows).
-kdist::ArrayDataset<float> dataset(const Pairs& p, std::size_t n) {
-  return kdist::ArrayDataset<float>::borrow(p.x, {n + 2, n + 2, 1}, p.y, n * n);
+  h.count = order.size();
+  return h;
 }
 
 int train(const Options& o, const std::vector<int>& simulators) {
   const bool root = kdist::process_id() == 0;
   const std::size_t n = o.grid;
+  const std::size_t trainers = std::size_t(kdist::process_count());
   auto model = surrogate(n, o.learning_rate);
   if (root) {
     std::printf("training on %d processes (%s), %zu simulating; kdist on its own communicator\n",
                 kdist::process_count(), model.distribution().name().c_str(), simulators.size());
   }
-  const std::size_t trained_episodes = o.episodes - o.held_out;
-  Pairs seen;
-  Pairs held;
-  for (std::size_t e = 0; e < o.episodes; ++e) {
-    for (std::size_t s = 0; s < o.steps_per_episode; ++s) {
-      receive_pair(o, simulators, e < trained_episodes ? seen : held);
-    }
-    const bool round_done = (e + 1) % o.round == 0 || e + 1 == trained_episodes;
-    if (e < trained_episodes && round_done) {
-      const auto history =
-          model.fit(dataset(seen, n), {.batch_size = 16, .epochs = o.epochs, .verbose = 0});
-      if (root) {
-        std::printf("episode %zu: %zu pairs received, trained %zu epochs, loss %.3e\n", e + 1,
-                    seen.count, o.epochs, history.epochs.back().loss);
-      }
+  // This process's reservoir, fed by every simulation process (each streams every S-th pair).
+  const std::vector<std::size_t> shape{n + 2, n + 2, 1};
+  kdist::StreamingDataset<float> data(MPI_COMM_WORLD, simulators, shape, n * n,
+                                      {.capacity = o.capacity,
+                                       .seed = 2026 + std::uint64_t(kdist::process_id()),
+                                       .passes = o.passes,
+                                       .tag = pair_tag});
+  const std::size_t held_count = o.held_out * o.steps_per_episode;
+  kdist::StreamingDataset<float> held_stream(MPI_COMM_WORLD, simulators, shape, n * n,
+                                             {.capacity = held_count, .tag = held_out_tag});
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> x("x", local_batch, n + 2, n + 2,
+                                                                    1);
+  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> y("y", local_batch, n * n);
+  std::size_t steps = 0;
+  for (;;) {
+    // A step while every process has a full batch (they never wait once training has started).
+    int full = data.next_batch(x, y) == local_batch ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &full, 1, MPI_INT, MPI_MIN, kdist::communicator());
+    if (!full) break;
+    const auto m = model.train_step(x, y, local_batch * trainers);
+    ++steps;
+    if (root && steps % 100 == 0) {
+      std::printf("step %zu: %zu pairs received here, reservoir %zu, loss %.3e\n", steps,
+                  data.statistics().received, data.reservoir().size(), m.loss);
     }
   }
+  const auto st = data.statistics();
+  if (root) {
+    std::printf(
+        "trained %zu steps: %zu pairs received here, %zu evicted, seen %llu to %llu times "
+        "(mean %.1f), %zu waits\n",
+        steps, st.received, st.evicted, static_cast<unsigned long long>(st.seen_min),
+        static_cast<unsigned long long>(st.seen_max), st.seen_mean, st.waits);
+  }
   // Held-out episodes: the surrogate's error against persistence (u' = u).
-  const auto test = dataset(held, n);
+  held_stream.wait_for_end();
+  const HeldOut held = sorted_pairs(held_stream.reservoir());
+  const auto test = kdist::ArrayDataset<float>::borrow(held.x, {n + 2, n + 2, 1}, held.y, n * n);
   const double mse = model.evaluate(test, {.batch_size = 16, .verbose = 0}).loss;
   double persistence = 0;
   for (std::size_t p = 0; p < held.count; ++p) {
@@ -287,9 +354,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--held-out", o.held_out, "last episodes never trained on")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--round", o.round, "episodes between training rounds")
+  app.add_option("--capacity", o.capacity, "pairs each training process keeps (its reservoir)")
+      ->check(CLI::Range(8, 1 << 24));
+  app.add_option("--passes", o.passes, "times each pair held is trained on after the streams end")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--epochs", o.epochs, "epochs per training round")->check(CLI::Range(1, 100000));
   app.add_option("--learning-rate", o.learning_rate, "Adam's learning rate")
       ->check(CLI::Range(1e-6, 1.0));
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "where the surrogate is saved");

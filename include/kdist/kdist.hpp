@@ -40,6 +40,7 @@
 #include <kdist/parallel/profiling_region.hpp>
 #include <kdist/parallel/run.hpp>
 #include <kdist/parallel/step_scope.hpp>
+#include <kdist/parallel/stream_channel.hpp>
 #include <kdist/parallel/world.hpp>
 
 // ops/: local kernels
@@ -116,9 +117,11 @@
 #include <kdist/nn/optimizer.hpp>
 #include <kdist/nn/progress.hpp>
 #include <kdist/nn/remat.hpp>
+#include <kdist/nn/reservoir.hpp>
 #include <kdist/nn/shape.hpp>
 #include <kdist/nn/sixteen_bit_variables.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
+#include <kdist/nn/streaming_dataset.hpp>
 #include <kdist/nn/train/device_iterations.hpp>
 #include <kdist/nn/train/epoch_loop.hpp>
 #include <kdist/nn/train/gradient_clipping.hpp>

@@ -10,6 +10,9 @@
 //                                 kdist::set_collective_timeout, else KDIST_COLLECTIVE_TIMEOUT.
 //   collective_timeout grid       a (2, 2) mesh: process 3 stops; process 2 waits on axis "model",
 //                                 process 1 on axis "data" (where process 3 is rank 1).
+//   collective_timeout stream     process 0 trains from a StreamingDataset fed by all others; each
+//                                 sends 1 example, the last then stops without close(): process 0
+//                                 waits for a batch of every process's 2 examples.
 //   collective_timeout train DIR  fit the seeds' model (DataParallel), a checkpoint after every
 //                                 epoch; the last process stops after the checkpoint of epoch 2.
 //   collective_timeout check DIR  a fresh run: DIR/ckpt.h5 loads, says epoch 2, and holds the
@@ -22,6 +25,7 @@
 #include <filesystem>
 #include <kdist/io/checkpoint.hpp>
 #include <kdist/nn/model.hpp>
+#include <kdist/nn/streaming_dataset.hpp>
 #include <kdist/parallel/collective_timeout.hpp>
 #include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/halo_exchange.hpp>
@@ -96,6 +100,27 @@ int stuck(const std::string& c, const std::string& how) {
     collective(c, mesh.comm("data"));
   }
   std::printf("process %d: the collective completed\n", kdist::process_id());
+  return 0;
+}
+
+int stream() {
+  const int n = kdist::process_count();
+  const int me = kdist::process_id();
+  if (me > 0) {
+    kdist::StreamProducer<float> out(kdist::communicator(), 0, {2}, 1);
+    out.send(std::vector<float>{1, 2}, std::vector<float>{3});
+    if (me + 1 == n) stop_here();
+    out.send(std::vector<float>{1, 2}, std::vector<float>{3});
+    out.close();
+    return 0;
+  }
+  std::vector<int> producers;
+  for (int p = 1; p < n; ++p) producers.push_back(p);
+  kdist::StreamingDataset<float> data(kdist::communicator(), producers, {2}, 1, {.capacity = 8});
+  const auto batch = static_cast<std::size_t>(2 * (n - 1));
+  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> x("x", batch, 2), y("y", batch, 1);
+  data.next_batch(x, y);
+  std::printf("process 0: a batch came\n");
   return 0;
 }
 
@@ -197,10 +222,11 @@ int main(int argc, char** argv) {
     const std::string how = argc_ > 3 ? argv_[3] : "";
     if (mode == "stuck") return stuck(arg, how);
     if (mode == "grid") return grid();
+    if (mode == "stream") return stream();
     if (mode == "train") return train(arg);
     if (mode == "check") return check(arg);
     throw kdist::ValueError(
-        "usage: collective_timeout stuck C [api|outside] | grid | train DIR | "
+        "usage: collective_timeout stuck C [api|outside] | grid | stream | train DIR | "
         "check DIR");
   });
 }
