@@ -96,6 +96,11 @@ struct FillFromIndices {  // on the host: F may be any host callable
     v(i, j, k, l) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
                       std::size_t(l) + o[3]);
   }
+  void operator()(std::int64_t i, std::int64_t j, std::int64_t k, std::int64_t l,
+                  std::int64_t m) const {
+    v(i, j, k, l, m) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
+                         std::size_t(l) + o[3], std::size_t(m) + o[4]);
+  }
 };
 template <class View, class F, std::size_t R>
 struct FillFromIndicesOnDevice {  // where the View lives: F is callable there
@@ -116,13 +121,18 @@ struct FillFromIndicesOnDevice {  // where the View lives: F is callable there
     v(i, j, k, l) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
                       std::size_t(l) + o[3]);
   }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j, std::int64_t k,
+                                         std::int64_t l, std::int64_t m) const {
+    v(i, j, k, l, m) = f(std::size_t(i) + o[0], std::size_t(j) + o[1], std::size_t(k) + o[2],
+                         std::size_t(l) + o[3], std::size_t(m) + o[4]);
+  }
 };
 
-//! The iteration space of View v in execution space Exec (rank 1 to 4).
+//! The iteration space of View v in execution space Exec (rank 1 to 5).
 template <class Exec, class View>
 auto index_policy(const View& v) {
   constexpr std::size_t R = View::rank;
-  static_assert(R >= 1 && R <= 4, "kdist::distribute_tensor from a function supports ranks 1 to 4");
+  static_assert(R >= 1 && R <= 5, "kdist::distribute_tensor from a function supports ranks 1 to 5");
   using I = Kokkos::IndexType<std::int64_t>;
   if constexpr (R == 1) {
     return Kokkos::RangePolicy<Exec, I>(0, static_cast<std::int64_t>(v.extent(0)));
