@@ -68,6 +68,7 @@
 #include <kdist/tensor/allocation_counters.hpp>
 #include <kdist/tensor/cast.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/from_local_blocks.hpp>
 #include <kdist/tensor/matmul.hpp>
 #include <kdist/tensor/redistribute.hpp>
 #include <kdist/tensor/reusable_views.hpp>

@@ -293,6 +293,38 @@ class BasicSequential {
     return {t.loss / n, t.has_accuracy ? t.correct / n : 0.0, t.examples, t.has_accuracy};
   }
 
+  //! One training step on a distributed input `x` in any layout of the model's mesh - a field in
+  //! the blocks a simulation holds it in (kdist::from_local_blocks), never gathered - and this
+  //! process's targets: for a model that gives fields, its block of the target field as the output
+  //! is laid out (a View of the output's rank), or whole rows as train_step(x_local, ...) takes
+  //! them. The global batch is x's first extent. Collective.
+  template <class DataType, class YV>
+  Metrics train_step(const DistributedTensor<DataType>& x, const YV& targets) {
+    require_compiled("train_step");
+    const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
+    step_.reset_metric_totals();
+    const auto m = step_.train(layers_, checked_input(x), targets, x.shape()[0], context);
+    if (m) return *m;
+    const auto t = step_.take_metric_totals();
+    const double n = t.examples ? static_cast<double>(t.examples) : 1.0;
+    return {t.loss / n, t.has_accuracy ? t.correct / n : 0.0, t.examples, t.has_accuracy};
+  }
+  //! The loss of a distributed input `x` against this process's targets (as train_step(x, ...)
+  //! takes them), without dropout or update. Collective.
+  template <class DataType, class YV>
+  Metrics evaluate_batch(const DistributedTensor<DataType>& x, const YV& targets) {
+    require_compiled("evaluate_batch");
+    const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
+    return step_.evaluate(layers_, checked_input(x), targets, x.shape()[0], context);
+  }
+  //! The last layer's output for a distributed input `x`, in the layout it was computed in.
+  template <class DataType>
+  LayerTensor<T> predict_step(const DistributedTensor<DataType>& x) {
+    require_compiled("predict_step");
+    const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
+    return step_.forward(layers_, checked_input(x), context);
+  }
+
   //! Keras' `model.predict` on this process's rows `x_local` of a global batch of `global_batch`
   //! examples: the last layer's output as it produced it, in its layout (no dropout; a language
   //! model's logits). Collective: every process calls it.
@@ -359,6 +391,21 @@ class BasicSequential {
     Shape s{global_batch};
     s.insert(s.end(), input_shape_.begin(), input_shape_.end());
     return s;
+  }
+
+  //! `x` as the first layer's input, its example shape checked against the model's.
+  template <class DataType>
+  LayerTensor<T> checked_input(const DistributedTensor<DataType>& x) const {
+    using Tensor = DistributedTensor<DataType>;
+    static_assert(std::is_constructible_v<LayerTensor<T>, Tensor>,
+                  "kdist::Sequential: the input is a DistributedTensor of the model's scalars, of "
+                  "rank 2 to 5");
+    const Shape example(x.shape().begin() + 1, x.shape().end());
+    if (example != input_shape_) {
+      throw ValueError("kdist::Sequential: an input of shape " + detail::shape_repr(x.shape()) +
+                       " given to a model of input shape " + detail::shape_repr(input_shape_));
+    }
+    return LayerTensor<T>(x);
   }
 
   //! The input as a distributed tensor: this process's rows under the data layout.

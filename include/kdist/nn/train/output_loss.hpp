@@ -66,6 +66,16 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
       });
 }
 
+//! "(2, 3, 4)": a View's extents.
+template <class V>
+std::string extents_repr(const V& v) {
+  std::string out = "(";
+  for (std::size_t d = 0; d < static_cast<std::size_t>(V::rank); ++d) {
+    out += (d ? ", " : "") + std::to_string(v.extent(d));
+  }
+  return out + ")";
+}
+
 //! A process's block of its rows of target fields: block(n, p..., c) = targets(n, the row-major
 //! position of (offsets + (p..., c)) in a field of `shape` (batch, spatial..., channels)). `block`
 //! is a contiguous LayoutRight View of rank R = 4 or 5.
@@ -160,6 +170,28 @@ class OutputLoss {
     global_batch_ = global_batch;
     kept_on_device_ = false;
     sums_[2] = 0.0;
+    if constexpr (static_cast<std::size_t>(YV::rank) > 2) {  // a block of a target field
+      (void)first_row, (void)on_device, (void)step_at;
+      if (const auto* field = std::get_if<DistributedTensor<T****>>(&out)) {
+        return field_loss(*field, targets, global_batch, train);
+      }
+      if (const auto* volume = std::get_if<DistributedTensor<T*****>>(&out)) {
+        return field_loss(*volume, targets, global_batch, train);
+      }
+      throw ValueError("kdist::Sequential: targets of rank " + std::to_string(YV::rank) +
+                       " (a block of a target field) for a model whose output is not a field; "
+                       "give labels or (rows, outputs) targets");
+    } else {
+      return start_rows(out, targets, global_batch, first_row, train, on_device, step_at);
+    }
+  }
+
+ private:
+  template <class YV>
+  std::optional<LayerTensor<T>> start_rows(const LayerTensor<T>& out, const YV& targets,
+                                           std::size_t global_batch, std::size_t first_row,
+                                           bool train, bool on_device,
+                                           const std::int64_t* step_at) {
     if (const auto* logits = std::get_if<DistributedTensor<T***>>(&out)) {  // a language model
       const bool keep = train && on_device;
       if (keep) allocate_device_metrics();
@@ -222,6 +254,7 @@ class OutputLoss {
         redistribute(Matrix::from_local(*grad, rows.shape(), rows.layout()), produced, moved_));
   }
 
+ public:
   //! The step's global mean loss (and accuracy), once their sum is done; the same on every
   //! process.
   Metrics finish() {
@@ -448,17 +481,40 @@ class OutputLoss {
         per *= s[d];
         dims += (d > 1 ? " x " : "") + std::to_string(s[d]);
       }
-      check_targets(out.local(), targets);
-      if (targets.extent(1) != per) {
-        throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
-                         " values per example for fields of " + dims + " = " + std::to_string(per) +
-                         " values");
-      }
-      const auto target = loss_target(targets);
       const auto& z = out.local();
       auto& buffers = field_buffers_.template of_rank<R>();
       const auto picked = buffers.targets.get_like("kdist::targets/block", z);
-      pick_field_targets(target, picked, out.offsets(), s);
+      if constexpr (static_cast<std::size_t>(YV::rank) == R) {
+        // This process's block of the target field, as the output is laid out (a simulation's
+        // own block of its next state: kdist::from_local_blocks' way).
+        for (std::size_t d = 0; d < R; ++d) {
+          if (targets.extent(d) != z.extent(d)) {
+            throw ValueError("kdist::Sequential: a block of targets of extents " +
+                             detail::extents_repr(targets) + " for the output's block " +
+                             detail::extents_repr(z) + " on this process (layout " +
+                             out.layout().axes_repr() + "); give each process its block");
+          }
+        }
+        if constexpr (std::is_same_v<typename YV::memory_space, typename Field::memory_space>) {
+          Kokkos::deep_copy(picked, targets);
+        } else {
+          Kokkos::deep_copy(
+              picked, Kokkos::create_mirror_view_and_copy(typename Field::memory_space(), targets));
+        }
+      } else if constexpr (static_cast<std::size_t>(YV::rank) != 2) {
+        throw ValueError("kdist::Sequential: targets of rank " + std::to_string(YV::rank) +
+                         " for fields of rank " + std::to_string(R) +
+                         "; give this process's block of the target field (rank " +
+                         std::to_string(R) + ") or whole rows (rank 2)");
+      } else {
+        check_targets(z, targets);
+        if (targets.extent(1) != per) {
+          throw ValueError("kdist::Sequential: targets of " + std::to_string(targets.extent(1)) +
+                           " values per example for fields of " + dims + " = " +
+                           std::to_string(per) + " values");
+        }
+        pick_field_targets(loss_target(targets), picked, out.offsets(), s);
+      }
       typename Field::view_type grad;
       if (train) grad = buffers.grads.get_like("dloss", z);
       const std::size_t block = z.size() / (z.extent(0) > 0 ? z.extent(0) : 1);
