@@ -155,6 +155,21 @@ set_tests_properties(example.in_situ_heat_surrogate.np4 PROPERTIES
   PASS_REGULAR_EXPRESSION "training on 2 processes \\(DataParallel\\), 2 simulating.*held-out \\(20 pairs of 2 episodes\\).*surrogate beats persistence 100x: yes.*reloads: held-out MSE [0-9.e+-]+ \\(the same\\)"
   FAIL_REGULAR_EXPRESSION "(^|\n)error: "
   PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)
+# In-situ training on the simulation's own blocks: 4 processes on a 2 x 2 grid, each simulating and
+# training on its block (examples/in_situ/heat_blocks.cpp).
+set(_in_situ_blocks $<TARGET_FILE:in_situ_heat_blocks>)
+add_test(NAME example.in_situ_heat_blocks.np4
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_in_situ_blocks})
+set_tests_properties(example.in_situ_heat_blocks.np4 PROPERTIES
+  PASS_REGULAR_EXPRESSION "heat 32 x 32 on a 2 x 2 process grid.*held-out \\(8 pairs of 1 episodes\\).*surrogate beats persistence 100x: yes.*most View memory on a process"
+  FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  PROCESSORS 4 RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME trainer.error.in_situ_blocks_nothing_to_train
+         COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_in_situ_blocks} --episodes 3 --held-out 3)
+set_tests_properties(trainer.error.in_situ_blocks_nothing_to_train PROPERTIES
+  PASS_REGULAR_EXPRESSION "--held-out 3 leaves no episode of 3 to train on.*exit status [1-9]"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 60)
 add_test(NAME trainer.error.in_situ_one_process
          COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
                  ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_in_situ})
