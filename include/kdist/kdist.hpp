@@ -61,6 +61,7 @@
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/ops/pooling.hpp>
 #include <kdist/ops/random.hpp>
+#include <kdist/ops/shifted_copy.hpp>
 #include <kdist/ops/sparse_cross_entropy.hpp>
 #include <kdist/ops/upsampling.hpp>
 
@@ -99,6 +100,7 @@
 #include <kdist/nn/layers/activation.hpp>
 #include <kdist/nn/layers/concatenate.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/nn/layers/conv_transpose.hpp>
 #include <kdist/nn/layers/convolution.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>

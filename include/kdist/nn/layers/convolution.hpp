@@ -48,6 +48,36 @@
 #include <kdist/tensor/reusable_views.hpp>
 #include <kdist/tensor/tensor.hpp>
 
+namespace kdist::detail {
+
+//! A convolution kernel of `shape` (k..., in, out) drawn from glorot_uniform with Keras' fans,
+//! keyed by (seed, stream, row-major index): Conv and ConvTranspose layers.
+template <class T, std::size_t S>
+DistributedTensor<typename kdist::detail::dynamic_data_type<T, S + 2>::type> glorot_kernel(
+    const std::array<std::size_t, S + 2>& shape, const RuntimeTensorLayout& layout,
+    std::uint64_t seed, std::uint64_t stream, std::size_t fan_in, std::size_t fan_out) {
+  const std::size_t cin = shape[S], f = shape[S + 1];
+  if constexpr (S == 2) {
+    const std::size_t kw = shape[1];
+    return distribute_tensor<T****>(
+        KOKKOS_LAMBDA(std::size_t i, std::size_t j, std::size_t c, std::size_t o) {
+          const std::size_t flat = ((i * kw + j) * cin + c) * f + o;
+          return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, flat));
+        },
+        shape, layout);
+  } else {
+    const std::size_t kh = shape[1], kw = shape[2];
+    return distribute_tensor<T*****>(
+        KOKKOS_LAMBDA(std::size_t d, std::size_t i, std::size_t j, std::size_t c, std::size_t o) {
+          const std::size_t flat = (((d * kh + i) * kw + j) * cin + c) * f + o;
+          return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, flat));
+        },
+        shape, layout);
+  }
+}
+
+}  // namespace kdist::detail
+
 namespace kdist::layers {
 
 //! Keras' Conv2D / Conv3D arguments beyond filters, kernel_size, activation and use_bias.
@@ -164,8 +194,8 @@ class BasicConvolution {
     auto klayout = dist.get_variable_layout(
         VariableInfo(kpath, std::vector<std::size_t>(kshape.begin(), kshape.end())));
     kernel_.path = kpath;
-    kernel_.value =
-        glorot_kernel(kshape, klayout, seed, stream_id(kpath), taps * cin, taps * filters_);
+    kernel_.value = kdist::detail::glorot_kernel<T, S>(kshape, klayout, seed, stream_id(kpath),
+                                                       taps * cin, taps * filters_);
     kernel_.grad = Images::zeros(kshape, klayout, kpath + "/grad");
     if (use_bias_) {
       const std::string bpath = name_ + "/bias";
@@ -383,30 +413,6 @@ class BasicConvolution {
       return views.get(label, e[0], e[1], e[2], e[3], e[4]);
     }
   }
-  //! The glorot_uniform kernel of `shape` keyed by (seed, stream, row-major index).
-  static Images glorot_kernel(const typename Images::shape_type& shape,
-                              const RuntimeTensorLayout& layout, std::uint64_t seed,
-                              std::uint64_t stream, std::size_t fan_in, std::size_t fan_out) {
-    const std::size_t cin = shape[S], f = shape[S + 1];
-    if constexpr (S == 2) {
-      const std::size_t kw = shape[1];
-      return distribute_tensor<T****>(
-          KOKKOS_LAMBDA(std::size_t i, std::size_t j, std::size_t c, std::size_t o) {
-            const std::size_t flat = ((i * kw + j) * cin + c) * f + o;
-            return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, flat));
-          },
-          shape, layout);
-    } else {
-      const std::size_t kh = shape[1], kw = shape[2];
-      return distribute_tensor<T*****>(
-          KOKKOS_LAMBDA(std::size_t d, std::size_t i, std::size_t j, std::size_t c, std::size_t o) {
-            const std::size_t flat = (((d * kh + i) * kw + j) * cin + c) * f + o;
-            return static_cast<T>(glorot_uniform(seed, stream, fan_in, fan_out, flat));
-          },
-          shape, layout);
-    }
-  }
-
   //! The bias entries of this process's filters.
   typename Vector::view_type bias_block(const DimAxes& out_channels,
                                         const std::optional<RuntimeDeviceMesh>& mesh) {

@@ -64,6 +64,42 @@ struct WindowAxis {
   }
 };
 
+//! One spatial axis of a transposed convolution (Keras' Conv2DTranspose; padding "valid" or
+//! "same"): input position i spreads its kernel over outputs i * stride + t * dilation - before.
+//! Output extent: extent * stride, plus max(span - stride, 0) for "valid"; "same" crops
+//! max(span - stride, 0) // 2 before (TensorFlow's and JAX's split, as the gradient of a "same"
+//! convolution).
+struct TransposedWindowAxis {
+  std::size_t extent = 0;
+  std::size_t size = 1;
+  std::size_t stride = 1;
+  std::size_t dilation = 1;
+  Padding padding = Padding::valid;
+
+  std::size_t span() const { return (size - 1) * dilation + 1; }
+  std::size_t overhang() const { return span() > stride ? span() - stride : 0; }
+  std::size_t output_extent() const {
+    return extent * stride + (padding == Padding::valid ? overhang() : 0);
+  }
+  std::int64_t pad_before() const {
+    return padding == Padding::valid ? 0 : static_cast<std::int64_t>(overhang() / 2);
+  }
+  //! The inputs whose kernels reach outputs [out.offset, out.offset + out.extent) (within the
+  //! input: beyond it there is nothing to spread).
+  HaloRange input_range(Block out) const {
+    if (out.extent == 0) return {0, 0};
+    const auto s = static_cast<std::int64_t>(stride);
+    const auto a = static_cast<std::int64_t>(out.offset) + pad_before();
+    const auto b = a + static_cast<std::int64_t>(out.extent);  // outputs [a, b) before the crop
+    const std::int64_t reach = static_cast<std::int64_t>(span()) - 1;
+    // i * s <= p and p <= i * s + reach for some p in [a, b)
+    const std::int64_t first = std::max<std::int64_t>(a - reach <= 0 ? 0 : (a - reach + s - 1) / s, 0);
+    const std::int64_t last = std::min<std::int64_t>((b - 1) / s + 1, static_cast<std::int64_t>(extent));
+    return first < last ? HaloRange{first, last} : HaloRange{first, first};
+  }
+  Boundary boundary() const { return Boundary::zeros; }
+};
+
 //! One spatial axis of a nearest-neighbour upsampling by `size` (Keras' UpSampling2D): output
 //! position i repeats input position i / size. The same questions as a WindowAxis answers, so a
 //! sharded upsampling exchanges halos the same way (a block of outputs may start inside a
