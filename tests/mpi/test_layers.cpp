@@ -453,13 +453,14 @@ TEST(LayerErrors, RankMismatchesInTheForwardPassAreValueErrors) {
     });
     EXPECT_TRUE(contains(msg, "a gelu activation over a feature map is not supported")) << msg;
   }
-  {  // ends in a feature map
+  {  // ends in a feature map (a field), given class labels
     std::vector<kdist::Sequential::Layer> l;
     l.emplace_back(Conv2D(2, {3, 3}, Activation::relu, true, "conv2d"));
     kdist::Sequential m({8, 7, 2}, std::move(l));
     m.compile(dist, kdist::Loss::categorical_crossentropy, kdist::SGD(), 0);
     const auto msg = message_of<kdist::ValueError>([&] { m.fit(data, {.verbose = 0}); });
-    EXPECT_TRUE(contains(msg, "end the model with a Flatten and a Dense")) << msg;
+    EXPECT_TRUE(contains(msg, "not class labels; end it with a Flatten and a Dense to classify"))
+        << msg;
   }
 }
 

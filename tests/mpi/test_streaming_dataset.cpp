@@ -114,10 +114,12 @@ TEST(StreamingDataset, EveryExampleArrivesOnceAndWhole) {
 }
 
 // Two producer groups (two simulations, each on its own MPI_Comm_split communicator) feed trainer
-// 0 with 150 steps each into 48 slots; the producers are ahead (the trainer asks after a barrier).
+// 0 with 60 steps each into 96 slots; the producers are ahead (the trainer asks after a barrier).
+// (The order in which the trainer drains the producers varies from run to run; with 96 slots a
+// process drained first keeps about a quarter of its steps through the others' 120 at 4 processes.)
 TEST(StreamingDataset, EnsembleKeepsOldStepsAndDoesNotWaitWhenProducersAreAhead) {
   if (world_size() < 3) GTEST_SKIP() << "an ensemble needs 2 producer processes";
-  constexpr std::size_t steps = 150, capacity = 48, batch = 8;
+  constexpr std::size_t steps = 60, capacity = 96, batch = 8;
   const int me = world_rank();
   const int member = me == 0 ? MPI_UNDEFINED : (me - 1) % 2;  // simulation 0 or 1
   MPI_Comm simulation = MPI_COMM_NULL;
@@ -158,7 +160,7 @@ TEST(StreamingDataset, EnsembleKeepsOldStepsAndDoesNotWaitWhenProducersAreAhead)
     older += r.arrival(s) < st.received - capacity ? 1 : 0;
   }
   EXPECT_EQ(members.size(), 2u);  // both simulations
-  // A FIFO would hold only the last `capacity` arrivals; about 40% are older (8 is far below).
+  // A FIFO would hold only the last `capacity` arrivals; random eviction keeps many older ones.
   EXPECT_GE(older, 8u);
   while (data.next_batch(x, y) > 0) {
   }
@@ -340,7 +342,9 @@ TEST(StreamingDataset, BadMessagesOnEveryProcess) {
                                       {.capacity = 4, .tag = tag});
     std::string error;
     try {
-      for (int i = 0; i < 3; ++i) in.wait_for_end();
+      in.wait_for_end();
+      // A message after the end may still be on its way when the end arrives: look for it a while.
+      for (const double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 5.0;) in.drain();
     } catch (const kdist::ValueError& e) {
       error = e.what();
     }

@@ -443,9 +443,12 @@ class BasicSequential {
                        detail::shape_repr(data.example_shape()) +
                        " given to a model of input shape " + detail::shape_repr(input_shape_));
     }
-    // (batch, outputs) rows, or a field's height * width * channels values
-    std::size_t outputs = 1;
-    for (const auto e : output_shape_) outputs *= e;
+    // (batch, outputs) rows, a language model's token ids (one per position), or a field's values
+    // (height * width * channels, or with depth)
+    std::size_t outputs = output_shape_.at(0);
+    if (output_shape_.size() >= 3) {
+      for (std::size_t d = 1; d < output_shape_.size(); ++d) outputs *= output_shape_[d];
+    }
     if (!data.has_labels() && data.target_width() != outputs) {
       throw ValueError(std::string("kdist::Sequential::") + what + ": targets of " +
                        std::to_string(data.target_width()) + " values per example for a model of " +
