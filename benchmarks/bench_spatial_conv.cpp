@@ -8,6 +8,13 @@
 //   holds it), halos exchanged with the neighbours in forward and backward.
 // The counter `speedup` is baseline / kdist: strong scaling of one field. BM_halo_only times the
 // forward's halo exchange alone (one row each side), to set it against the step.
+// BM_overlap: the split step with the forward's halos overlapped against waiting for them.
+// BM_volume_step: a training step of a 3-D field surrogate (two Conv3D 'same' 3x3x3, 1 -> 8 -> 1
+// channels, Adam) on one n^3 volume split over the P processes (depth, then height: 1 x P, or
+// 2 x 2 at 4), input and targets the processes' own blocks (kdist::from_local_blocks); counters:
+// the most View memory any process held (`peak_MB`, kdist::AllocationCounters, from before the
+// model is built), the field's size and the step's time. A budget under the one-process peak fits
+// 2 and 4 processes: the volume that one process cannot hold trains on several.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -18,10 +25,14 @@
 
 #include <kdist/nn/gradients.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
+#include <kdist/nn/layers/convolution.hpp>
+#include <kdist/nn/model.hpp>
 #include <kdist/parallel/halo_exchange.hpp>
 #include <kdist/strategy/layout_map.hpp>
 #include <kdist/strategy/model_parallel.hpp>
+#include <kdist/tensor/allocation_counters.hpp>
 #include <kdist/tensor/distribute_tensor.hpp>
+#include <kdist/tensor/from_local_blocks.hpp>
 
 #include "mpi_benchmark_main.hpp"
 
@@ -115,6 +126,70 @@ void BM_halo_only(benchmark::State& state) {
   }
 }
 
+// The split step with the forward's halos overlapped (the rows that read only the own block
+// computed while they travel: the default) against waiting for them first; `overlap_gain` is
+// waiting / overlapped.
+void BM_overlap(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto p = static_cast<std::size_t>(processes());
+  const auto sp_mesh = mesh(1, p);
+  kdist::LayoutMap map(sp_mesh);
+  map["conv/output"] = {"data", "h", "w", kdist::replicated};
+  auto sp = std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+  Step split(sp, kdist::RuntimeTensorLayout({"data", "h", "w", kdist::replicated}, sp_mesh), n);
+  auto waiting = [&] {
+    kdist::layers::set_halo_overlap(false);
+    split();
+  };
+  auto overlapped = [&] {
+    kdist::layers::set_halo_overlap(true);
+    split();
+  };
+  const auto m = kdist::bench::paired_medians(state, waiting, overlapped);
+  kdist::layers::set_halo_overlap(true);
+  state.counters["waiting_ms"] = m.base * 1e3;
+  state.counters["overlapped_ms"] = m.lib * 1e3;
+  state.counters["overlap_gain"] = m.base / m.lib;
+}
+
+void BM_volume_step(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto p = static_cast<std::size_t>(processes());
+  const std::size_t pd = p == 4 ? 2 : p, ph = p / pd;
+  kdist::AllocationCounters memory;
+  const kdist::RuntimeDeviceMesh m({1, pd, ph, 1}, {"data", "d", "h", "w"}, kdist::list_devices());
+  const kdist::RuntimeTensorLayout blocks({kdist::replicated, "d", "h", "w", kdist::replicated}, m);
+  using namespace kdist::layers;
+  std::vector<kdist::Sequential::Layer> layers;
+  layers.emplace_back(
+      Conv3D(8, {3, 3, 3}, Activation::relu, true, "conv", {.padding = Padding::same}));
+  layers.emplace_back(
+      Conv3D(1, {3, 3, 3}, Activation::linear, true, "conv_1", {.padding = Padding::same}));
+  kdist::Sequential model({n, n, n, 1}, std::move(layers));
+  model.compile(std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(m), "data"),
+                kdist::Loss::mean_squared_error, kdist::Adam(1e-3), 1);
+  const auto coords = m.coords_of(static_cast<std::size_t>(kdist::process_id()));
+  const auto bd = kdist::detail::chunk_block(n, pd, coords[1]);
+  const auto bh = kdist::detail::chunk_block(n, ph, coords[2]);
+  Kokkos::View<float*****, Kokkos::LayoutRight> u("u", 1, bd.extent, bh.extent, n, 1),
+      next("next", 1, bd.extent, bh.extent, n, 1);
+  Kokkos::deep_copy(u, 0.5f);
+  Kokkos::deep_copy(next, 0.25f);
+  const auto x = kdist::from_local_blocks<float*****>(u, {1, n, n, n, 1}, blocks);
+  (void)model.train_step(x, next);  // the shapes seen: later steps allocate nothing
+  for (auto _ : state) {
+    const double t0 = MPI_Wtime();
+    (void)model.train_step(x, next);
+    Kokkos::fence();
+    state.SetIterationTime(kdist::bench::slowest_rank(MPI_Wtime() - t0));
+  }
+  double peak = static_cast<double>(memory.peak_bytes());
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  state.counters["peak_MB"] = peak / 1e6;
+  state.counters["field_MB"] = static_cast<double>(n * n * n) * sizeof(float) / 1e6;
+  state.counters["processes"] = static_cast<double>(p);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("BM_field_step", BM_field_step)
       ->Arg(512)
@@ -122,6 +197,18 @@ void register_all() {
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
       ->Iterations(10);
+  benchmark::RegisterBenchmark("BM_overlap", BM_overlap)
+      ->Arg(512)
+      ->Arg(1024)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(10);
+  benchmark::RegisterBenchmark("BM_volume_step", BM_volume_step)
+      ->Arg(48)
+      ->Arg(64)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3);
   benchmark::RegisterBenchmark("BM_halo_only", BM_halo_only)
       ->Arg(512)
       ->Arg(1024)

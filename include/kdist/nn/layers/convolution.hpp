@@ -21,6 +21,7 @@
 //! A kernel sharded otherwise (on a spatial extent or in_channels, or on a batch or spatial axis) is gathered
 //! for the computation: correct, with more communication.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -234,7 +235,7 @@ class BasicConvolution {
     const auto axes = windows(Shape(s.begin() + 1, s.begin() + 1 + S));
     halos_.plan(std::vector<std::size_t>(s.begin(), s.end()), x_.layout(), axes);
     // The input positions this process's outputs read: its block, halos, padding.
-    xe_ = halos_.gather(x_.local());
+    xe_ = halos_.start_gather(x_.local());  // the halos travel while convolve() starts
     typename Images::shape_type yshape{}, yblock{};
     yshape[0] = s[0];
     yblock[0] = x_.local().extent(0);
@@ -246,11 +247,12 @@ class BasicConvolution {
     yblock[S + 1] = k_.local().extent(S + 1);
     const auto y = block_of(y_views_, name_ + "/y", yblock);
     if (halos_.has_outputs()) {
-      ops::conv(xe_, k_.local(), y, window(), ops::AutoBackend{}, scratch());
+      convolve(y);
       if (use_bias_) ops::bias_add(as_rows(y), bias_block(out_channels, mesh));
       if (activation_ == Activation::relu) ops::relu_inplace(as_rows(y));
-    } else if (use_bias_) {
-      (void)bias_block(out_channels, mesh);  // a collective when the bias is moved: every process
+    } else {
+      halos_.finish_gather();
+      if (use_bias_) (void)bias_block(out_channels, mesh);  // a collective when the bias moves
     }
     y_ = Images::from_local(y, yshape, image_layout(batch, spatial, out_channels, mesh), {});
     if (output_layout_) return redistribute(y_, *output_layout_, y_moved_);
@@ -413,6 +415,68 @@ class BasicConvolution {
       return views.get(label, e[0], e[1], e[2], e[3], e[4]);
     }
   }
+  //! y = the convolution of the gathered input, whose halos along the first spatial axis may still
+  //! be in flight (start_gather): the output rows that read only this process's own rows first,
+  //! then, the halos arrived, the rows at the block's edges (kdist::layers::halo_overlap()).
+  void convolve(const typename Images::view_type& y) {
+    const auto patches = scratch();
+    if (halos_.pending_axis() != 0 || !halo_overlap()) {
+      halos_.finish_gather();
+      ops::conv(xe_, k_.local(), y, window(), ops::AutoBackend{}, patches);
+      return;
+    }
+    const auto own = halos_.own_positions(0);
+    const auto stride = static_cast<std::int64_t>(options_.strides[0]);
+    const auto span =
+        static_cast<std::int64_t>((kernel_size_[0] - 1) * options_.dilation_rate[0] + 1);
+    const auto rows = static_cast<std::int64_t>(y.extent(1));
+    // outputs o with o * stride >= own.begin and o * stride + span <= own.end
+    const std::int64_t lo = std::min((own.begin + stride - 1) / stride, rows);
+    const std::int64_t hi =
+        std::clamp<std::int64_t>(own.end >= span ? (own.end - span) / stride + 1 : 0, lo, rows);
+    if (lo < hi) convolve_rows(y, lo, hi, patches);
+    halos_.finish_gather();
+    if (lo >= hi) {
+      ops::conv(xe_, k_.local(), y, window(), ops::AutoBackend{}, patches);
+      return;
+    }
+    if (lo > 0) convolve_rows(y, 0, lo, patches);
+    if (hi < rows) convolve_rows(y, hi, rows, patches);
+  }
+  //! Output rows [first, last) along the first spatial axis, example by example (each example's
+  //! rows are contiguous), the patch matrix in the front of `patches`.
+  template <class P>
+  void convolve_rows(const typename Images::view_type& y, std::int64_t first, std::int64_t last,
+                     const P& patches) {
+    using Unmanaged =
+        Kokkos::View<typename Images::view_type::data_type, Kokkos::LayoutRight,
+                     typename Images::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Images::memory_space,
+                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const auto stride = static_cast<std::size_t>(options_.strides[0]);
+    const std::size_t span = (kernel_size_[0] - 1) * options_.dilation_rate[0] + 1;
+    const auto count = static_cast<std::size_t>(last - first);
+    const std::size_t in_rows = (count - 1) * stride + span;
+    std::size_t positions = count;  // output positions per example in these rows
+    for (std::size_t a = 1; a < S; ++a) positions *= y.extent(a + 1);
+    const Matrix part(patches.data(), positions, patches.extent(1));
+    const auto f = static_cast<std::size_t>(first);
+    for (std::size_t n = 0; n < y.extent(0); ++n) {
+      // Addresses by strides, not by element: the Views may live on a device.
+      T* const x0 = xe_.data() + n * xe_.stride(0) + f * stride * xe_.stride(1);
+      T* const y0 = y.data() + n * y.stride(0) + f * y.stride(1);
+      if constexpr (S == 2) {
+        const Unmanaged xs(x0, 1, in_rows, xe_.extent(2), xe_.extent(3));
+        const Unmanaged ys(y0, 1, count, y.extent(2), y.extent(3));
+        ops::conv(xs, k_.local(), ys, window(), ops::AutoBackend{}, part);
+      } else {
+        const Unmanaged xs(x0, 1, in_rows, xe_.extent(2), xe_.extent(3), xe_.extent(4));
+        const Unmanaged ys(y0, 1, count, y.extent(2), y.extent(3), y.extent(4));
+        ops::conv(xs, k_.local(), ys, window(), ops::AutoBackend{}, part);
+      }
+    }
+  }
+
   //! The bias entries of this process's filters.
   typename Vector::view_type bias_block(const DimAxes& out_channels,
                                         const std::optional<RuntimeDeviceMesh>& mesh) {

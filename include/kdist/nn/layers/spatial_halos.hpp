@@ -7,12 +7,16 @@
 //! outputs, gather() returns the input positions its windows read - its own block, its neighbours'
 //! edges (halos, by point-to-point messages on the communicator of each spatial dimension's mesh
 //! axes), zeros or periodic images for the padding - one spatial dimension after the other (so the
-//! corners come along). scatter_add() is its adjoint for the backward pass: the gradient of those
-//! positions goes back to their owners and is summed there. Along a dimension that is neither
-//! sharded nor padded and read whole, nothing is copied.
+//! corners come along): first those the process pads by itself, then those it exchanges with
+//! neighbours, the last exchange left in flight by start_gather() so that a layer computes the
+//! outputs that read only its own block meanwhile (kdist::layers::halo_overlap()). scatter_add() is
+//! its adjoint for the backward pass: the gradient of those positions goes back to their owners and
+//! is summed there. Along a dimension that is neither sharded nor padded and read whole, nothing is
+//! copied.
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,7 +32,24 @@
 #include <kdist/parallel/world.hpp>
 #include <kdist/tensor/reusable_views.hpp>
 
+namespace kdist::detail {
+inline bool& halo_overlap_setting() {
+  static bool on = true;
+  return on;
+}
+}  // namespace kdist::detail
+
 namespace kdist::layers {
+
+//! Whether spatially sharded layers compute the outputs that read only their own block while the
+//! halos travel (default: yes). Set it alike on every process; `false` waits for the halos first
+//! (to measure what the overlap hides: benchmarks/bench_spatial_conv.cpp).
+inline bool halo_overlap() {
+  return detail::halo_overlap_setting();
+}
+inline void set_halo_overlap(bool on) {
+  detail::halo_overlap_setting() = on;
+}
 
 template <class View, std::size_t S>
 class SpatialHalos {
@@ -76,6 +97,15 @@ class SpatialHalos {
         comms_[a] = &communicators(*mesh).comm(std::span<const std::string>(names));
       }
     }
+    // The axes padded here first, those exchanged with neighbours last, the first spatial axis
+    // last of all (the one a layer overlaps: its rows are contiguous). The same on every process.
+    std::size_t k = 0;
+    for (std::size_t a = 0; a < S; ++a) {
+      if (plans_[a]->parts() == 1) order_[k++] = a;
+    }
+    for (std::size_t a = S; a-- > 0;) {
+      if (plans_[a]->parts() > 1) order_[k++] = a;
+    }
   }
 
   //! This process's block of the outputs along spatial axis `a`.
@@ -93,16 +123,44 @@ class SpatialHalos {
 
   //! The input positions this process's outputs read, from its block `x` (contiguous).
   View gather(const View& x) {
+    View cur = start_gather(x);
+    finish_gather();
+    return cur;
+  }
+  //! gather() in two halves: the returned View holds this process's own positions (and every
+  //! dimension's but the last exchanged one's halos) at once, the halos of pending_axis() after
+  //! finish_gather(); `x` must stay unwritten and the halos unread until then.
+  View start_gather(const View& x) {
+    gather_pending_.wait();
+    pending_axis_ = S;
     View cur = x;
-    for (std::size_t a = 0; a < S; ++a) {
+    for (std::size_t k = 0; k < S; ++k) {
+      const std::size_t a = order_[k];
       if (identity_[a]) continue;
       auto extents = extents_of(cur);
       extents[a + 1] = plans_[a]->wanted().size();
       View next = get(gathered_[a], "kdist::halo/gathered", extents);
-      exchange_gather(a, cur, next);
+      gather_pending_.wait();  // the exchange before fills `cur`
+      gather_pending_.request = start_halo_gather(execution_space(), *plans_[a], a + 1, cur, next,
+                                                  comms_[a], &gather_messages_[a]);
+      pending_axis_ = comms_[a] != nullptr ? a : S;
       cur = next;
     }
     return cur;
+  }
+  void finish_gather() {
+    gather_pending_.wait();
+    pending_axis_ = S;
+  }
+  //! The spatial axis whose halos are in flight between start_gather and finish_gather (S: none).
+  std::size_t pending_axis() const { return pending_axis_; }
+  //! Where this process's own positions of spatial axis `a` lie in what gather returns.
+  HaloRange own_positions(std::size_t a) const {
+    const auto blk = plans_[a]->block();
+    const auto begin = static_cast<std::int64_t>(blk.offset) - plans_[a]->wanted().begin;
+    const auto end = begin + static_cast<std::int64_t>(blk.extent);
+    const auto size = static_cast<std::int64_t>(plans_[a]->wanted().size());
+    return {begin < 0 ? 0 : begin, end > size ? size : end};
   }
 
   //! The adjoint of gather: the gradient `dextended` of the positions gather returned, summed into
@@ -116,7 +174,8 @@ class SpatialHalos {
   void start_scatter_add(const View& dextended) {
     View cur = dextended;
     pending_.wait();
-    for (std::size_t a = S; a-- > 0;) {
+    for (std::size_t k = S; k-- > 0;) {  // gather's order, reversed
+      const std::size_t a = order_[k];
       if (identity_[a]) continue;
       auto extents = extents_of(cur);
       extents[a + 1] = plans_[a]->block().extent;
@@ -137,6 +196,11 @@ class SpatialHalos {
   using execution_space = typename View::execution_space;
   static constexpr std::size_t rank = View::rank;
 
+  static constexpr std::array<std::size_t, S> identity_order() {
+    std::array<std::size_t, S> o{};
+    for (std::size_t a = 0; a < S; ++a) o[a] = a;
+    return o;
+  }
   static std::array<std::size_t, rank> extents_of(const View& v) {
     std::array<std::size_t, rank> e{};
     for (std::size_t d = 0; d < rank; ++d) e[d] = v.extent(d);
@@ -147,11 +211,6 @@ class SpatialHalos {
     if constexpr (rank == 3) return views.get(label, e[0], e[1], e[2]);
     if constexpr (rank == 4) return views.get(label, e[0], e[1], e[2], e[3]);
     if constexpr (rank == 5) return views.get(label, e[0], e[1], e[2], e[3], e[4]);
-  }
-  void exchange_gather(std::size_t a, const View& from, const View& to) {
-    start_halo_gather(execution_space(), *plans_[a], a + 1, from, to, comms_[a],
-                      &gather_messages_[a])
-        .wait();
   }
 
   std::vector<std::size_t> shape_;
@@ -177,7 +236,9 @@ class SpatialHalos {
     Pending& operator=(Pending&&) noexcept = default;
     void wait() { request.wait(); }
   };
-  Pending pending_;
+  Pending pending_, gather_pending_;
+  std::array<std::size_t, S> order_ = identity_order();  // the order of gather's dimensions
+  std::size_t pending_axis_ = S;
   View scattered_block_;  // what finish_scatter_add returns
 };
 
