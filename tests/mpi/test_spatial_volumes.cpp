@@ -59,11 +59,12 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
-// Meshes ("data", "d", "h", "w") of the world's size: every split of the processes.
+// Meshes ("data", "d", "h", "w") of the world's size: every split of the processes (at 8, the
+// splits of the volume alone: 2 x 2 x 2 and the others, CI's time kept).
 std::vector<std::vector<std::size_t>> meshes() {
   const auto n = static_cast<std::size_t>(world_size());
   std::vector<std::vector<std::size_t>> out;
-  for (std::size_t a = 1; a <= n; ++a)
+  for (std::size_t a = 1; a <= (n >= 8 ? 1 : n); ++a)
     for (std::size_t d = 1; a * d <= n; ++d)
       for (std::size_t h = 1; a * d * h <= n; ++h) {
         if (n % (a * d * h) == 0) out.push_back({a, d, h, n / (a * d * h)});
