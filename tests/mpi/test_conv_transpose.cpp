@@ -9,6 +9,7 @@
 // losses on every mesh; the constructor's errors.
 #include <gtest/gtest.h>
 #include "model_test_support.hpp"
+#include "spatial_test_support.hpp"
 
 #include <array>
 #include <cmath>
@@ -28,8 +29,16 @@
 
 namespace {
 
+using kdist::test::all_values;
+using kdist::test::expect_close;
+using kdist::test::mesh_name;
 using kdist::test::message_of;
+using kdist::test::normal_values;
 using kdist::test::world_size;
+// Meshes of the world's size: every split of the processes over the mesh's axes.
+std::vector<std::vector<std::size_t>> meshes() {
+  return kdist::test::process_splits(3);
+}
 using Images = kdist::DistributedTensor<double****>;
 using ConvT = kdist::layers::BasicConv2DTranspose<double>;
 using kdist::layers::Activation;
@@ -37,38 +46,6 @@ using kdist::layers::Conv2DOptions;
 using kdist::layers::Padding;
 constexpr std::size_t batch = 2;
 
-std::vector<double> normal(std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> out(n);
-  for (auto& v : out) v = d(gen);
-  return out;
-}
-template <class Tensor>
-std::vector<double> values(const Tensor& t) {
-  auto h = kdist::full_tensor(t);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what, double tol = 1e-12) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
-  }
-}
-std::vector<std::vector<std::size_t>> meshes() {
-  const auto n = static_cast<std::size_t>(world_size());
-  std::vector<std::vector<std::size_t>> out;
-  for (std::size_t d = 1; d <= n; ++d)
-    for (std::size_t h = 1; d * h <= n; ++h) {
-      if (n % (d * h) == 0) out.push_back({d, h, n / (d * h)});
-    }
-  return out;
-}
-std::string mesh_name(const std::vector<std::size_t>& s) {
-  return "mesh (" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
-         std::to_string(s[2]) + ")";
-}
 kdist::RuntimeDeviceMesh mesh_of(const std::vector<std::size_t>& s) {
   return kdist::RuntimeDeviceMesh(s, {"data", "h", "w"}, kdist::list_devices());
 }
@@ -144,20 +121,20 @@ Result run(const Config& c, const kdist::Distribution& dist,
            const kdist::RuntimeTensorLayout* layout) {
   ConvT layer(c.filters, c.kernel, c.activation, true, "up", c.options);
   layer.build({c.h, c.w, c.c}, dist, 3);
-  const auto bias = normal(c.filters, 9);
+  const auto bias = normal_values(c.filters, 9);
   layer.bias()->value =
       kdist::distribute_tensor<double*>(bias.data(), {c.filters}, layer.bias()->value.layout());
   const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-  const auto xv = normal(batch * c.h * c.w * c.c, 1);
+  const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
   const auto x = kdist::distribute_tensor<double****>(xv.data(), xs,
                                                       layout ? *layout : dist.get_data_layout(xs));
   const auto y = std::get<Images>(layer.forward(kdist::LayerTensor<double>(x), {}));
-  const auto dyv = normal(y.global_size(), 2);
+  const auto dyv = normal_values(y.global_size(), 2);
   const auto dy = kdist::distribute_tensor<double****>(dyv.data(), y.shape(), y.layout());
   const auto dx = kdist::backward_and_resolve(layer, kdist::LayerTensor<double>(dy), true);
   EXPECT_EQ(std::get<Images>(*dx).layout(), x.layout()) << c.name;
-  return {values(y), values(std::get<Images>(*dx)), values(layer.kernel().grad),
-          values(layer.bias()->grad)};
+  return {all_values(y), all_values(std::get<Images>(*dx)), all_values(layer.kernel().grad),
+          all_values(layer.bias()->grad)};
 }
 
 TEST(ConvTranspose, EveryMeshGivesTheUnshardedOutputAndGradients) {
@@ -215,29 +192,29 @@ TEST(ConvTranspose, TheUnshardedLayerIsTheDefinitionAndKeras) {
   for (const auto& c : configs()) {
     ConvT layer(c.filters, c.kernel, c.activation, true, "up", c.options);
     const auto out = layer.build({c.h, c.w, c.c}, *dist, 3);
-    const auto bias = normal(c.filters, 9);
+    const auto bias = normal_values(c.filters, 9);
     layer.bias()->value =
         kdist::distribute_tensor<double*>(bias.data(), {c.filters}, layer.bias()->value.layout());
     const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-    const auto xv = normal(batch * c.h * c.w * c.c, 1);
+    const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
     auto forward = [&](const std::vector<double>& v) {
       const auto x = kdist::distribute_tensor<double****>(v.data(), xs, dist->get_data_layout(xs));
       return std::get<Images>(layer.forward(kdist::LayerTensor<double>(x), {}));
     };
     const auto y = forward(xv);
     EXPECT_EQ(y.shape(), (std::array<std::size_t, 4>{batch, out[0], out[1], c.filters})) << c.name;
-    expect_close(values(y), definition(c, xv, values(layer.kernel().value), bias),
+    expect_close(all_values(y), definition(c, xv, all_values(layer.kernel().value), bias),
                  c.name + " forward");
     if (world_size() != 1) continue;  // finite differences on one process
-    const auto r = normal(y.global_size(), 4);
+    const auto r = normal_values(y.global_size(), 4);
     const auto dy = kdist::distribute_tensor<double****>(r.data(), y.shape(), y.layout());
-    const auto dx = values(std::get<Images>(
+    const auto dx = all_values(std::get<Images>(
         *kdist::backward_and_resolve(layer, kdist::LayerTensor<double>(dy), true)));
     for (std::size_t i = 0; i < xv.size(); ++i) {
       auto loss = [&](double delta) {
         auto xp = xv;
         xp[i] += delta;
-        const auto yv = values(forward(xp));
+        const auto yv = all_values(forward(xp));
         double l = 0;
         for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
         return l;
@@ -259,7 +236,7 @@ TEST(ConvTranspose, TheUnshardedLayerIsTheDefinitionAndKeras) {
         kdist::distribute_tensor<double****>(k.data(), {3, 3, 2, 1}, layer.kernel().value.layout());
     const std::array<std::size_t, 4> xs{1, 3, 3, 1};
     const auto t = kdist::distribute_tensor<double****>(x.data(), xs, dist->get_data_layout(xs));
-    return values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {})));
+    return all_values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {})));
   };
   expect_close(keras(Padding::same),
                {0.75,    0.5,     0.25,    0.0,    0.3125,  -0.125,  0.1875,  0.0,     0.1875,
@@ -280,7 +257,7 @@ TEST(ConvTranspose, TheUnshardedLayerIsTheDefinitionAndKeras) {
                                                                 layer.kernel().value.layout());
     const std::array<std::size_t, 4> xs{1, 3, 3, 1};
     const auto t = kdist::distribute_tensor<double****>(x.data(), xs, dist->get_data_layout(xs));
-    expect_close(values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {}))),
+    expect_close(all_values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {}))),
                  {-0.125, -0.5, -0.25, -0.625, -0.4375, -0.0625, -0.4375, 0.9375, -0.125, 1.0,
                   -0.125, 1.125, -0.3125, -0.25, -0.4375, -0.4375, -0.25, -0.3125},
                  "Keras' Conv2DTranspose same, kernel (5, 4), strides (1, 2)", 1e-6);

@@ -9,6 +9,7 @@
 // losses; the constructor's and build's errors.
 #include <gtest/gtest.h>
 #include "model_test_support.hpp"
+#include "spatial_test_support.hpp"
 #include "step_allocations.hpp"
 
 #include <array>
@@ -26,9 +27,17 @@
 
 namespace {
 
+using kdist::test::all_values;
 using kdist::test::contains;
+using kdist::test::expect_close;
+using kdist::test::mesh_name;
 using kdist::test::message_of;
+using kdist::test::normal_values;
 using kdist::test::world_size;
+// Meshes of the world's size: every split of the processes over the mesh's axes.
+std::vector<std::vector<std::size_t>> meshes() {
+  return kdist::test::process_splits(3);
+}
 using Conv = kdist::layers::BasicConv2D<double>;
 using Images = kdist::DistributedTensor<double****>;
 using kdist::layers::Activation;
@@ -79,30 +88,6 @@ const std::vector<Config>& configs() {
 }
 constexpr std::size_t batch = 2;
 
-std::vector<double> normal(std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> out(n);
-  for (auto& v : out) v = d(gen);
-  return out;
-}
-template <class Tensor>
-std::vector<double> values(const Tensor& t) {
-  auto h = kdist::full_tensor(t);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-
-// Meshes ("data", "h", "w") of the world's size: every split of the processes.
-std::vector<std::vector<std::size_t>> meshes() {
-  const auto n = static_cast<std::size_t>(world_size());
-  std::vector<std::vector<std::size_t>> out;
-  for (std::size_t d = 1; d <= n; ++d)
-    for (std::size_t h = 1; d * h <= n; ++h) {
-      if (n % (d * h) == 0) out.push_back({d, h, n / (d * h)});
-    }
-  return out;
-}
-
 std::shared_ptr<const kdist::Distribution> spatial(const std::vector<std::size_t>& shape,
                                                    bool rule) {
   kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
@@ -120,11 +105,11 @@ Result run(const Config& c, const kdist::Distribution& dist,
            const std::optional<kdist::RuntimeTensorLayout>& x_layout) {
   Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
   const auto out = conv.build({c.h, c.w, c.c}, dist, 3);
-  const auto bias = normal(c.filters, 9);
+  const auto bias = normal_values(c.filters, 9);
   conv.bias()->value =
       kdist::distribute_tensor<double*>(bias.data(), {c.filters}, conv.bias()->value.layout());
   const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-  const auto xv = normal(batch * c.h * c.w * c.c, 1);
+  const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
   const auto layout = x_layout ? *x_layout : dist.get_data_layout(xs);
   const auto x = kdist::distribute_tensor<double****>(xv.data(), xs, layout);
   const auto y = std::get<Images>(conv.forward(kdist::LayerTensor<double>(x), {}));
@@ -133,21 +118,14 @@ Result run(const Config& c, const kdist::Distribution& dist,
     EXPECT_EQ(y.layout().axes()[1], kdist::DimAxes("h"));
     EXPECT_EQ(y.layout().axes()[2], kdist::DimAxes("w"));
   }
-  const auto dyv = normal(y.global_size(), 2);
+  const auto dyv = normal_values(y.global_size(), 2);
   const auto dy = kdist::distribute_tensor<double****>(dyv.data(), y.shape(), y.layout());
   const auto dx = kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true);
   EXPECT_TRUE(dx.has_value());
   const auto& dxt = std::get<Images>(*dx);
   EXPECT_EQ(dxt.layout(), x.layout()) << "the input gradient comes in the input's layout";
-  return {values(y), values(conv.kernel().grad), values(conv.bias()->grad), values(dxt)};
-}
-
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << what << " at " << i;
-  }
+  return {all_values(y), all_values(conv.kernel().grad), all_values(conv.bias()->grad),
+          all_values(dxt)};
 }
 
 // The definition, with Keras' padding: pad_before = total // 2; periodic wraps.
@@ -190,27 +168,27 @@ TEST(SpatialConv2D, TheUnshardedLayerIsTheDefinitionWithKerasPadding) {
   for (const auto& c : configs()) {
     Conv conv(c.filters, c.kernel, c.activation, true, "conv", c.options);
     conv.build({c.h, c.w, c.c}, *dist, 3);
-    const auto bias = normal(c.filters, 9);
+    const auto bias = normal_values(c.filters, 9);
     conv.bias()->value =
         kdist::distribute_tensor<double*>(bias.data(), {c.filters}, conv.bias()->value.layout());
     const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-    const auto xv = normal(batch * c.h * c.w * c.c, 1);
+    const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
     auto forward = [&](const std::vector<double>& v) {
       const auto x = kdist::distribute_tensor<double****>(v.data(), xs, dist->get_data_layout(xs));
       return std::get<Images>(conv.forward(kdist::LayerTensor<double>(x), {}));
     };
-    expect_close(values(forward(xv)), definition(c, xv, values(conv.kernel().value), bias),
+    expect_close(all_values(forward(xv)), definition(c, xv, all_values(conv.kernel().value), bias),
                  c.name + " forward");
     if (world_size() != 1) continue;  // finite differences on one process (each is 2 forwards)
     const auto y = forward(xv);
-    const auto r = normal(y.global_size(), 4);
+    const auto r = normal_values(y.global_size(), 4);
     const auto dy = kdist::distribute_tensor<double****>(r.data(), y.shape(), y.layout());
-    const auto dx = values(
+    const auto dx = all_values(
         std::get<Images>(*kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true)));
     auto loss = [&](std::size_t i, double delta) {
       auto xp = xv;
       xp[i] += delta;
-      const auto yv = values(forward(xp));
+      const auto yv = all_values(forward(xp));
       double l = 0;
       for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
       return l;

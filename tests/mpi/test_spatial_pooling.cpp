@@ -10,6 +10,7 @@
 // seen; the constructors' and build's errors.
 #include <gtest/gtest.h>
 #include "model_test_support.hpp"
+#include "spatial_test_support.hpp"
 #include "step_allocations.hpp"
 
 #include <array>
@@ -33,8 +34,16 @@
 
 namespace {
 
+using kdist::test::all_values;
+using kdist::test::expect_close;
+using kdist::test::mesh_name;
 using kdist::test::message_of;
+using kdist::test::normal_values;
 using kdist::test::world_size;
+// Meshes of the world's size: every split of the processes over the mesh's axes.
+std::vector<std::vector<std::size_t>> meshes() {
+  return kdist::test::process_splits(3);
+}
 using Images = kdist::DistributedTensor<double****>;
 using kdist::layers::Activation;
 using kdist::layers::Padding;
@@ -45,40 +54,6 @@ using UpSampling = kdist::layers::BasicUpSampling2D<double>;
 using Layer = kdist::AnyLayer<double>;
 constexpr std::size_t batch = 2;
 
-std::vector<double> normal(std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> out(n);
-  for (auto& v : out) v = d(gen);
-  return out;
-}
-template <class Tensor>
-std::vector<double> values(const Tensor& t) {
-  auto h = kdist::full_tensor(t);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << what << " at " << i;
-  }
-}
-
-// Meshes ("data", "h", "w") of the world's size: every split of the processes.
-std::vector<std::vector<std::size_t>> meshes() {
-  const auto n = static_cast<std::size_t>(world_size());
-  std::vector<std::vector<std::size_t>> out;
-  for (std::size_t d = 1; d <= n; ++d)
-    for (std::size_t h = 1; d * h <= n; ++h) {
-      if (n % (d * h) == 0) out.push_back({d, h, n / (d * h)});
-    }
-  return out;
-}
-std::string mesh_name(const std::vector<std::size_t>& s) {
-  return "mesh (" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
-         std::to_string(s[2]) + ")";
-}
 std::shared_ptr<const kdist::Distribution> plain(const std::vector<std::size_t>& shape) {
   kdist::RuntimeDeviceMesh mesh(shape, {"data", "h", "w"}, kdist::list_devices());
   return std::make_shared<kdist::ModelParallel>(kdist::LayoutMap(mesh), "data");
@@ -131,19 +106,19 @@ Result run(const Case& c, const kdist::Distribution& dist,
   Layer layer = c.make();
   const auto out = layer.build({c.h, c.w, c.c}, dist, 3);
   const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-  const auto xv = normal(batch * c.h * c.w * c.c, 1);
+  const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
   const auto x = kdist::distribute_tensor<double****>(xv.data(), xs,
                                                       layout ? *layout : dist.get_data_layout(xs));
   const auto y = std::get<Images>(layer.forward(kdist::LayerTensor<double>(x), {}));
   EXPECT_EQ(y.shape(), (std::array<std::size_t, 4>{batch, out[0], out[1], out[2]})) << c.name;
   EXPECT_EQ(y.layout(), x.layout()) << c.name << ": computed in the input's layout";
-  const auto dyv = normal(y.global_size(), 2);
+  const auto dyv = normal_values(y.global_size(), 2);
   const auto dy = kdist::distribute_tensor<double****>(dyv.data(), y.shape(), y.layout());
   const auto dx = kdist::backward_and_resolve(layer, kdist::LayerTensor<double>(dy), true);
   EXPECT_TRUE(dx.has_value());
   const auto& dxt = std::get<Images>(*dx);
   EXPECT_EQ(dxt.layout(), x.layout()) << c.name << ": the input gradient in the input's layout";
-  return {values(y), values(dxt)};
+  return {all_values(y), all_values(dxt)};
 }
 
 TEST(SpatialPooling, EveryMeshGivesTheUnshardedOutputAndInputGradient) {
@@ -217,23 +192,23 @@ TEST(SpatialPooling, TheUnshardedLayersAreTheDefinitionsWithKerasPadding) {
     Layer layer = c.make();
     layer.build({c.h, c.w, c.c}, *dist, 3);
     const std::array<std::size_t, 4> xs{batch, c.h, c.w, c.c};
-    const auto xv = normal(batch * c.h * c.w * c.c, 1);
+    const auto xv = normal_values(batch * c.h * c.w * c.c, 1);
     auto forward = [&](const std::vector<double>& v) {
       const auto x = kdist::distribute_tensor<double****>(v.data(), xs, dist->get_data_layout(xs));
       return std::get<Images>(layer.forward(kdist::LayerTensor<double>(x), {}));
     };
-    expect_close(values(forward(xv)), definition(c, xv), c.name + " forward");
+    expect_close(all_values(forward(xv)), definition(c, xv), c.name + " forward");
     if (world_size() != 1) continue;  // finite differences on one process
     const auto y = forward(xv);
-    const auto r = normal(y.global_size(), 4);
+    const auto r = normal_values(y.global_size(), 4);
     const auto dy = kdist::distribute_tensor<double****>(r.data(), y.shape(), y.layout());
-    const auto dx = values(std::get<Images>(
+    const auto dx = all_values(std::get<Images>(
         *kdist::backward_and_resolve(layer, kdist::LayerTensor<double>(dy), true)));
     for (std::size_t i = 0; i < xv.size(); ++i) {
       auto loss = [&](double delta) {
         auto xp = xv;
         xp[i] += delta;
-        const auto yv = values(forward(xp));
+        const auto yv = all_values(forward(xp));
         double l = 0;
         for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
         return l;
@@ -256,7 +231,7 @@ TEST(SpatialPooling, SamePoolingAgreesWithKeras) {
     const std::array<std::size_t, 4> shape{1, 5, 5, 1};
     const auto t =
         kdist::distribute_tensor<double****>(x.data(), shape, dist->get_data_layout(shape));
-    return values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {})));
+    return all_values(std::get<Images>(layer.forward(kdist::LayerTensor<double>(t), {})));
   };
   expect_close(apply(MaxPool({3, 3}, "m", {.strides = {2, 2}, .padding = Padding::same})),
                {-1.5, -1.0, -0.75, 1.0, 1.5, 1.75, 2.25, 2.75, 2.75}, "MaxPooling2D same");
@@ -273,12 +248,12 @@ TEST(SpatialPooling, ConcatenateJoinsXAndFOfXAndSplitsTheGradient) {
       "join", {kdist::layers::BasicDense<double>(2, Activation::linear, false, "d")});
   EXPECT_EQ(join.build({3}, *dist, 1), (kdist::Shape{5}));
   using Matrix = kdist::DistributedTensor<double**>;
-  const auto xv = normal(4 * 3, 1);
+  const auto xv = normal_values(4 * 3, 1);
   const auto x = kdist::distribute_tensor<double**>(
       xv.data(), {4, 3}, dist->get_data_layout(std::array<std::size_t, 2>{4, 3}));
-  const auto y = values(std::get<Matrix>(join.forward(kdist::LayerTensor<double>(x), {})));
+  const auto y = all_values(std::get<Matrix>(join.forward(kdist::LayerTensor<double>(x), {})));
   auto dense = join.layers()[0].variables()[0];
-  const auto k = values(std::get<kdist::TrainableVariable<double**>*>(dense)->value);
+  const auto k = all_values(std::get<kdist::TrainableVariable<double**>*>(dense)->value);
   for (std::size_t r = 0; r < 4; ++r) {
     for (std::size_t f = 0; f < 3; ++f) EXPECT_EQ(y[r * 5 + f], xv[r * 3 + f]);
     for (std::size_t o = 0; o < 2; ++o) {
@@ -287,10 +262,10 @@ TEST(SpatialPooling, ConcatenateJoinsXAndFOfXAndSplitsTheGradient) {
       EXPECT_NEAR(y[r * 5 + 3 + o], s, 1e-12);
     }
   }
-  const auto dyv = normal(4 * 5, 2);
+  const auto dyv = normal_values(4 * 5, 2);
   const auto dy = kdist::distribute_tensor<double**>(
       dyv.data(), {4, 5}, dist->get_data_layout(std::array<std::size_t, 2>{4, 5}));
-  const auto dx = values(
+  const auto dx = all_values(
       std::get<Matrix>(*kdist::backward_and_resolve(join, kdist::LayerTensor<double>(dy), true)));
   for (std::size_t r = 0; r < 4; ++r)
     for (std::size_t f = 0; f < 3; ++f) {

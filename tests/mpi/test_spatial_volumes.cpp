@@ -9,6 +9,7 @@
 // field surrogate (a U-Net level on volumes) trains to the data-parallel losses on every mesh.
 #include <gtest/gtest.h>
 #include "model_test_support.hpp"
+#include "spatial_test_support.hpp"
 #include "step_allocations.hpp"
 
 #include <array>
@@ -30,7 +31,16 @@
 
 namespace {
 
+using kdist::test::all_values;
+using kdist::test::expect_close;
+using kdist::test::mesh_name;
+using kdist::test::normal_values;
 using kdist::test::world_size;
+// Meshes of the world's size: every split of the processes over the mesh's axes (at 8 processes
+// the volumes' splits alone, CI's time kept: 2 x 2 x 2 and the others).
+std::vector<std::vector<std::size_t>> meshes() {
+  return kdist::test::process_splits(4, kdist::test::world_size() >= 8 ? 1 : 0);
+}
 using Volumes = kdist::DistributedTensor<double*****>;
 using Conv = kdist::layers::BasicConv3D<double>;
 using kdist::layers::Activation;
@@ -39,43 +49,6 @@ using Layer = kdist::AnyLayer<double>;
 using E3 = std::array<std::size_t, 3>;
 constexpr std::size_t batch = 2;
 
-std::vector<double> normal(std::size_t n, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> out(n);
-  for (auto& v : out) v = d(gen);
-  return out;
-}
-template <class Tensor>
-std::vector<double> values(const Tensor& t) {
-  auto h = kdist::full_tensor(t);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << what << " at " << i;
-  }
-}
-
-// Meshes ("data", "d", "h", "w") of the world's size: every split of the processes (at 8, the
-// splits of the volume alone: 2 x 2 x 2 and the others, CI's time kept).
-std::vector<std::vector<std::size_t>> meshes() {
-  const auto n = static_cast<std::size_t>(world_size());
-  std::vector<std::vector<std::size_t>> out;
-  for (std::size_t a = 1; a <= (n >= 8 ? 1 : n); ++a)
-    for (std::size_t d = 1; a * d <= n; ++d)
-      for (std::size_t h = 1; a * d * h <= n; ++h) {
-        if (n % (a * d * h) == 0) out.push_back({a, d, h, n / (a * d * h)});
-      }
-  return out;
-}
-std::string mesh_name(const std::vector<std::size_t>& s) {
-  std::string out = "mesh (";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
 kdist::RuntimeDeviceMesh mesh_of(const std::vector<std::size_t>& shape) {
   return kdist::RuntimeDeviceMesh(shape, {"data", "d", "h", "w"}, kdist::list_devices());
 }
@@ -145,18 +118,18 @@ Result run(const Case& c, const kdist::Distribution& dist,
   const auto e = c.extents;
   layer.build({e[0], e[1], e[2], c.channels}, dist, 3);
   const std::array<std::size_t, 5> xs{batch, e[0], e[1], e[2], c.channels};
-  const auto xv = normal(batch * e[0] * e[1] * e[2] * c.channels, 1);
+  const auto xv = normal_values(batch * e[0] * e[1] * e[2] * c.channels, 1);
   const auto x = kdist::distribute_tensor<double*****>(xv.data(), xs,
                                                        layout ? *layout : dist.get_data_layout(xs));
   const auto y = std::get<Volumes>(layer.forward(kdist::LayerTensor<double>(x), {}));
-  const auto dyv = normal(y.global_size(), 2);
+  const auto dyv = normal_values(y.global_size(), 2);
   const auto dy = kdist::distribute_tensor<double*****>(dyv.data(), y.shape(), y.layout());
   const auto dx = kdist::backward_and_resolve(layer, kdist::LayerTensor<double>(dy), true);
   EXPECT_TRUE(dx.has_value());
-  Result r{values(y), values(std::get<Volumes>(*dx)), {}};
+  Result r{all_values(y), all_values(std::get<Volumes>(*dx)), {}};
   for (auto v : layer.variables()) {
     if (auto* k = std::get_if<kdist::TrainableVariable<double*****>*>(&v))
-      r.dk = values((*k)->grad);
+      r.dk = all_values((*k)->grad);
   }
   return r;
 }
@@ -199,11 +172,11 @@ TEST(SpatialVolumes, Conv3DIsTheDefinitionAndItsGradientFiniteDifferences) {
     Conv conv(f, c.kernel, Activation::linear, true, "c", c.options);
     const auto e = c.extents;
     conv.build({e[0], e[1], e[2], c.channels}, *dist, 3);
-    const auto k = values(conv.kernel().value);
+    const auto k = all_values(conv.kernel().value);
     const auto& opt = c.options;
     const auto ks = c.kernel;
     const std::array<std::size_t, 5> xs{batch, e[0], e[1], e[2], c.channels};
-    const auto xv = normal(batch * e[0] * e[1] * e[2] * c.channels, 1);
+    const auto xv = normal_values(batch * e[0] * e[1] * e[2] * c.channels, 1);
     auto forward = [&](const std::vector<double>& v) {
       const auto x = kdist::distribute_tensor<double*****>(v.data(), xs, dist->get_data_layout(xs));
       return std::get<Volumes>(conv.forward(kdist::LayerTensor<double>(x), {}));
@@ -247,17 +220,17 @@ TEST(SpatialVolumes, Conv3DIsTheDefinitionAndItsGradientFiniteDifferences) {
               }
               want.push_back(sum);
             }
-    expect_close(values(y), want, c.name + " forward");
+    expect_close(all_values(y), want, c.name + " forward");
     if (world_size() != 1) continue;  // finite differences on one process
-    const auto r = normal(y.global_size(), 4);
+    const auto r = normal_values(y.global_size(), 4);
     const auto dy = kdist::distribute_tensor<double*****>(r.data(), y.shape(), y.layout());
-    const auto dx = values(std::get<Volumes>(
+    const auto dx = all_values(std::get<Volumes>(
         *kdist::backward_and_resolve(conv, kdist::LayerTensor<double>(dy), true)));
     for (std::size_t i = 0; i < xv.size(); i += 3) {
       auto loss = [&](double delta) {
         auto xp = xv;
         xp[i] += delta;
-        const auto yv = values(forward(xp));
+        const auto yv = all_values(forward(xp));
         double l = 0;
         for (std::size_t j = 0; j < yv.size(); ++j) l += yv[j] * r[j];
         return l;

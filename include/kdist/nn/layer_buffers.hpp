@@ -6,6 +6,7 @@
 //! for its outputs, one for its input gradients and one for each place it redistributes a tensor
 //! (Dropout, Residual, LayerNormalization).
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -75,6 +76,14 @@ template <class DataType, class Views>
 DistributedTensor<DataType> contiguous(const DistributedTensor<DataType>& t, Views& views) {
   if (t.local().span_is_contiguous()) return t;
   return copy_of(t, views);
+}
+
+//! A kept View of `views` (a kdist::ReusableViews) with extents `e`, one per dimension.
+template <class Views, std::size_t R>
+auto get_block(Views& views, const std::string& label, const std::array<std::size_t, R>& e) {
+  return [&]<std::size_t... D>(std::index_sequence<D...>) {
+    return views.get(label, e[D]...);
+  }(std::make_index_sequence<R>());
 }
 
 //! A contiguous block (rows..., features) seen as the (rows, features) matrix of its memory.

@@ -171,9 +171,9 @@ class BasicConvTranspose {
                     halos_.reads(a).begin * static_cast<std::int64_t>(w[a].stride);
     }
     yshape[S + 1] = yblock[S + 1] = filters_;
-    const auto y = block_of(y_views_, name_ + "/y", yblock);
+    const auto y = get_block(y_views_, name_ + "/y", yblock);
     if (reads_anything_) {
-      const auto spread = block_of(full_views_, name_ + "/spread", spread_extents());
+      const auto spread = get_block(full_views_, name_ + "/spread", spread_extents());
       ops::conv_backward_input(xe_, k_.local(), spread, window(), ops::AutoBackend{},
                                scratch(spread));
       ops::shifted_copy(spread, y, offsets_);
@@ -206,11 +206,11 @@ class BasicConvTranspose {
     }
     const auto& mesh = y_.layout().device_mesh();
     const auto& ks = kernel_.value.shape();
-    const auto dk = block_of(dk_views_, name_ + "/dk", ks);
+    const auto dk = get_block(dk_views_, name_ + "/dk", ks);
     const auto dxe = dx_views_.get_like(name_ + "/dx", xe_);
     if (reads_anything_) {
       // The gradient of what the gathered inputs spread over: this block's, zeros around it.
-      const auto dfull = block_of(full_grad_views_, name_ + "/dspread", spread_extents());
+      const auto dfull = get_block(full_grad_views_, name_ + "/dspread", spread_extents());
       std::array<std::int64_t, S> back{};
       for (std::size_t a = 0; a < S; ++a) back[a] = -offsets_[a];
       ops::shifted_copy(dy.local(), dfull, back);
@@ -271,15 +271,6 @@ class BasicConvTranspose {
     }
     e[S + 1] = filters_;
     return e;
-  }
-  template <class Views>
-  static auto block_of(Views& views, const std::string& label,
-                       const typename Images::shape_type& e) {
-    if constexpr (S == 2) {
-      return views.get(label, e[0], e[1], e[2], e[3]);
-    } else {
-      return views.get(label, e[0], e[1], e[2], e[3], e[4]);
-    }
   }
   //! The patch matrix for the convolution whose input is `spread` (its kernel: this layer's).
   template <class V>

@@ -245,7 +245,7 @@ class BasicConvolution {
     }
     yshape[S + 1] = filters_;
     yblock[S + 1] = k_.local().extent(S + 1);
-    const auto y = block_of(y_views_, name_ + "/y", yblock);
+    const auto y = get_block(y_views_, name_ + "/y", yblock);
     if (halos_.has_outputs()) {
       convolve(y);
       if (use_bias_) ops::bias_add(as_rows(y), bias_block(out_channels, mesh));
@@ -293,7 +293,7 @@ class BasicConvolution {
     const auto& ks = kernel_.value.shape();
     auto dk_block = ks;
     dk_block[S + 1] = k_.local().extent(S + 1);
-    const auto dk = block_of(dk_views_, name_ + "/dk", dk_block);
+    const auto dk = get_block(dk_views_, name_ + "/dk", dk_block);
     if (outputs) {
       ops::conv_backward_kernel(xe_, dy.local(), dk, window(), ops::AutoBackend{}, scratch());
     } else {
@@ -404,16 +404,6 @@ class BasicConvolution {
     axes.insert(axes.end(), spatial.begin(), spatial.end());
     axes.push_back(channels);
     return RuntimeTensorLayout(std::move(axes), mesh);
-  }
-  //! A kept View of `views` with extents `e` (rank S + 2).
-  template <class Views>
-  static auto block_of(Views& views, const std::string& label,
-                       const typename Images::shape_type& e) {
-    if constexpr (S == 2) {
-      return views.get(label, e[0], e[1], e[2], e[3]);
-    } else {
-      return views.get(label, e[0], e[1], e[2], e[3], e[4]);
-    }
   }
   //! y = the convolution of the gathered input, whose halos along the first spatial axis may still
   //! be in flight (start_gather): the output rows that read only this process's own rows first,

@@ -126,7 +126,7 @@ class BasicPooling {
       yshape[a + 1] = axes[a].output_extent();
       yblock[a + 1] = halos_.output_block(a).extent;
     }
-    const auto y = block_of(y_views_, name_ + "/y", yblock);
+    const auto y = get_block(y_views_, name_ + "/y", yblock);
     if (halos_.has_outputs()) ops::pool(Kind, xe_, y, window(axes));
     y_ = Images::from_local(y, yshape, x_.layout(), {});
     if (output_layout_) return redistribute(y_, *output_layout_, y_moved_);
@@ -173,16 +173,6 @@ class BasicPooling {
       w[a] = WindowAxis{extents[a], pool_size_[a], options_.strides[a], 1, options_.padding};
     }
     return w;
-  }
-  //! A kept View of `views` with extents `e` (rank S + 2).
-  template <class Views>
-  static auto block_of(Views& views, const std::string& label,
-                       const typename Images::shape_type& e) {
-    if constexpr (S == 2) {
-      return views.get(label, e[0], e[1], e[2], e[3]);
-    } else {
-      return views.get(label, e[0], e[1], e[2], e[3], e[4]);
-    }
   }
   //! The pooling of this process's gathered positions: the padding beyond the field is marked.
   ops::PoolWindow<S> window(const std::array<WindowAxis, S>& axes) const {

@@ -93,7 +93,7 @@ class BasicUpSampling {
       yshape[a + 1] = s[a + 1] * size_[a];
       yblock[a + 1] = halos_.output_block(a).extent;
     }
-    const auto y = block_of(y_views_, name_ + "/y", yblock);
+    const auto y = get_block(y_views_, name_ + "/y", yblock);
     ops::upsample_nearest(xe_, y, window());
     y_ = Images::from_local(y, yshape, x_.layout(), {});
     if (output_layout_) return redistribute(y_, *output_layout_, y_moved_);
@@ -121,16 +121,6 @@ class BasicUpSampling {
   }
   std::string prefix() const {
     return "kdist::layers::" + std::string(keras_class) + " '" + name_ + "': ";
-  }
-  //! A kept View of `views` with extents `e` (rank S + 2).
-  template <class Views>
-  static auto block_of(Views& views, const std::string& label,
-                       const typename Images::shape_type& e) {
-    if constexpr (S == 2) {
-      return views.get(label, e[0], e[1], e[2], e[3]);
-    } else {
-      return views.get(label, e[0], e[1], e[2], e[3], e[4]);
-    }
   }
   //! Where this process's gathered input positions and its block of outputs start.
   ops::UpsamplingWindow<S> window() const {
