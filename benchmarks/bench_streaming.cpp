@@ -6,7 +6,8 @@
 //    once, then each iteration's arrivals evict, as in a long run).
 //  - hdf5 (the baseline): the producer writes each snapshot as a row of a dataset in an HDF5 file
 //    (serial HDF5, one file per run, closed when done) and tells the trainer, which opens the file
-//    and reads the rows back into its memory.
+//    and reads the rows back into its memory; with `synced` 1 the producer also fsyncs the file
+//    before it tells (the snapshots on the disk, as a file another job reads must be).
 // Both in one run, alternating (kdist::bench::paired_medians); each call's time is the slower
 // rank's. Counters: stream_MBps and hdf5_MBps (snapshot bytes per second), examples_per_s
 // (streaming), and ratio = hdf5 time / stream time (issue 38's target: 5 or more).
@@ -15,6 +16,7 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <cstdio>
 #include <kdist/nn/streaming_dataset.hpp>
@@ -37,10 +39,15 @@ int bench_rank() {
 struct Snapshots {
   std::size_t n, count;
   std::vector<float> values;  // count x 2 n^2: the field, then its target
+  bool synced;
   std::string file;
 
-  Snapshots(std::size_t side, std::size_t examples)
-      : n(side), count(examples), values(examples * 2 * side * side), file(file_name()) {
+  Snapshots(std::size_t side, std::size_t examples, bool sync)
+      : n(side),
+        count(examples),
+        values(examples * 2 * side * side),
+        synced(sync),
+        file(file_name()) {
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) / 7;
   }
   //! /tmp/kdist_bench_streaming_PID.h5, PID the writer's (rank 1's) process id, alike on both.
@@ -103,6 +110,11 @@ struct Snapshots {
       H5Dclose(d);
       H5Sclose(space);
       H5Fclose(f);
+      if (synced) {
+        const int fd = open(file.c_str(), O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0) std::fprintf(stderr, "bench: fsync failed\n");
+        if (fd >= 0) close(fd);
+      }
       int done = 1;
       MPI_Send(&done, 1, MPI_INT, 0, 99, MPI_COMM_WORLD);
     } else if (bench_rank() == 0) {
@@ -121,7 +133,7 @@ struct Snapshots {
 
 void BM_stream_vs_hdf5(benchmark::State& state) {
   const Snapshots s(static_cast<std::size_t>(state.range(0)),
-                    static_cast<std::size_t>(state.range(1)));
+                    static_cast<std::size_t>(state.range(1)), state.range(2) != 0);
   std::vector<float> read_back;
   auto ends = s.ends();
   const auto m = kdist::bench::paired_medians(
@@ -139,12 +151,14 @@ void register_all() {
   // (side, snapshots): 32 MB of fields and targets each; 64 x 64 snapshots go as MPI's eager
   // messages, 256 x 256 ones (512 KB) by rendezvous.
   for (const auto& [side, count] : {std::pair{64, 1024}, std::pair{256, 64}}) {
-    benchmark::RegisterBenchmark("BM_stream_vs_hdf5", BM_stream_vs_hdf5)
-        ->Args({side, count})
-        ->ArgNames({"side", "snapshots"})
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(20);
+    for (const int synced : {0, 1}) {
+      benchmark::RegisterBenchmark("BM_stream_vs_hdf5", BM_stream_vs_hdf5)
+          ->Args({side, count, synced})
+          ->ArgNames({"side", "snapshots", "synced"})
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(20);
+    }
   }
 }
 
