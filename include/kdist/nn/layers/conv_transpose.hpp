@@ -67,29 +67,11 @@ class BasicConvTranspose {
         use_bias_(use_bias),
         name_(std::move(name)),
         options_(options) {
-    const char* every =
-        S == 2 ? " must be >= 1 in both dimensions" : " must be >= 1 in every dimension";
-    if (filters == 0) throw ValueError(prefix() + "filters must be >= 1");
-    for (std::size_t a = 0; a < S; ++a) {
-      if (kernel_size[a] == 0) {
-        throw ValueError(prefix() + "kernel_size " + kdist::detail::shape_repr(kernel_size) +
-                         every);
-      }
-      if (options.strides[a] == 0 || options.dilation_rate[a] == 0) {
-        throw ValueError(prefix() + "strides " + kdist::detail::shape_repr(options.strides) +
-                         " and dilation_rate " + kdist::detail::shape_repr(options.dilation_rate) +
-                         every);
-      }
-    }
+    check_convolution_arguments<S>(prefix(), filters, kernel_size, options, activation);
     if (options.padding == Padding::periodic) {
       throw ValueError(prefix() +
                        "padding 'periodic' is not defined for a transposed convolution; give "
                        "'valid' or 'same'");
-    }
-    if (activation == Activation::softmax || activation == Activation::gelu) {
-      throw ValueError(prefix() + (activation == Activation::softmax ? "a softmax" : "a gelu") +
-                       " activation over a feature map is not supported; use "
-                       "Activation::linear or Activation::relu");
     }
   }
 

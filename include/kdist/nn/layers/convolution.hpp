@@ -97,6 +97,34 @@ struct ConvOptions {
 using Conv2DOptions = ConvOptions<2>;
 using Conv3DOptions = ConvOptions<3>;
 
+//! The checks a convolution and a transposed one share (`who` starts the message): filters,
+//! kernel extents, strides and dilation >= 1, no softmax or gelu over a feature map.
+template <std::size_t S>
+void check_convolution_arguments(const std::string& who, std::size_t filters,
+                                 const std::array<std::size_t, S>& kernel_size,
+                                 const ConvOptions<S>& options, Activation activation) {
+  const char* every =
+      S == 2 ? " must be >= 1 in both dimensions" : " must be >= 1 in every dimension";
+  if (filters == 0) throw ValueError(who + "filters must be >= 1");
+  for (std::size_t a = 0; a < S; ++a) {
+    if (kernel_size[a] == 0) {
+      throw ValueError(who + "kernel_size " + kdist::detail::shape_repr(kernel_size) + every);
+    }
+  }
+  for (std::size_t a = 0; a < S; ++a) {
+    if (options.strides[a] == 0 || options.dilation_rate[a] == 0) {
+      throw ValueError(who + "strides " + kdist::detail::shape_repr(options.strides) +
+                       " and dilation_rate " + kdist::detail::shape_repr(options.dilation_rate) +
+                       every);
+    }
+  }
+  if (activation == Activation::softmax || activation == Activation::gelu) {
+    throw ValueError(who + (activation == Activation::softmax ? "a softmax" : "a gelu") +
+                     " activation over a feature map is not supported; use "
+                     "Activation::linear or Activation::relu");
+  }
+}
+
 template <class T, std::size_t S>
 class BasicConvolution {
   static_assert(S == 2 || S == 3, "kdist::layers::BasicConvolution: 2 or 3 spatial axes");
@@ -119,31 +147,16 @@ class BasicConvolution {
         name_(std::move(name)),
         options_(options) {
     const std::string who = prefix();
-    const char* every =
-        S == 2 ? " must be >= 1 in both dimensions" : " must be >= 1 in every dimension";
-    if (filters == 0) throw ValueError(who + "filters must be >= 1");
-    if (any(kernel_size, [](std::size_t e) { return e == 0; })) {
-      throw ValueError(who + "kernel_size " + kdist::detail::shape_repr(kernel_size) + every);
-    }
+    check_convolution_arguments<S>(who, filters, kernel_size, options, activation);
     const auto& st = options.strides;
     const auto& dil = options.dilation_rate;
-    const auto zero = [](std::size_t e) { return e == 0; };
     const auto above_one = [](std::size_t e) { return e > 1; };
-    if (any(st, zero) || any(dil, zero)) {
-      throw ValueError(who + "strides " + kdist::detail::shape_repr(st) + " and dilation_rate " +
-                       kdist::detail::shape_repr(dil) + every);
-    }
     if (any(st, above_one) && any(dil, above_one)) {
       throw ValueError(who +
                        "strides > 1 not supported in conjunction with dilation_rate > 1 (as "
                        "in Keras); received strides " +
                        kdist::detail::shape_repr(st) + " and dilation_rate " +
                        kdist::detail::shape_repr(dil));
-    }
-    if (activation == Activation::softmax || activation == Activation::gelu) {
-      throw ValueError(who + (activation == Activation::softmax ? "a softmax" : "a gelu") +
-                       " activation over a feature map is not supported; use "
-                       "Activation::linear or Activation::relu");
     }
   }
 
