@@ -451,11 +451,10 @@ class BasicConvolution {
   template <class P>
   void convolve_rows(const typename Images::view_type& y, std::int64_t first, std::int64_t last,
                      const P& patches) {
-    using Unmanaged =
-        Kokkos::View<typename Images::view_type::data_type, Kokkos::LayoutRight,
-                     typename Images::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Images::memory_space,
-                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    // Views of the same types as the whole convolution's, over its memory (a View made from a
+    // pointer does not own it): the kernels compiled for them serve these parts too.
+    using Unmanaged = typename Images::view_type;
+    using Matrix = P;
     const auto stride = static_cast<std::size_t>(options_.strides[0]);
     const std::size_t span = (kernel_size_[0] - 1) * options_.dilation_rate[0] + 1;
     const auto count = static_cast<std::size_t>(last - first);
