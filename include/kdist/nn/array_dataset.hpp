@@ -214,7 +214,14 @@ class BatchLoader {
     if constexpr (R == 2) {
       x_ = Examples("kdist::batch/x", max_rows, s[0]);
     } else if constexpr (R == 4) {
-      x_ = Examples("kdist::batch/x", max_rows, s[0], s[1], s[2]);
+      // (height, width, channels) images; (depth, height, width, channels) volumes as (depth *
+      // height, width, channels): the same memory, one loader and epoch loop for both
+      // (Sequential's input_tensor views them as volumes again).
+      if (s.size() == 4) {
+        x_ = Examples("kdist::batch/x", max_rows, s[0] * s[1], s[2], s[3]);
+      } else {
+        x_ = Examples("kdist::batch/x", max_rows, s[0], s[1], s[2]);
+      }
     } else {
       x_ = Examples("kdist::batch/x", max_rows, s[0], s[1], s[2], s[3]);
     }

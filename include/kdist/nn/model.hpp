@@ -356,7 +356,6 @@ class BasicSequential {
         data.size(), options.batch_size, *dist_,
         {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
     if (input_shape_.size() == 1) return fit_epochs<2>(data, plan, options);
-    if (input_shape_.size() == 4) return fit_epochs<5>(data, plan, options);
     return fit_epochs<4>(data, plan, options);
   }
 
@@ -369,10 +368,6 @@ class BasicSequential {
     const bool print = options.verbose > 0 && process_id() == 0;
     if (input_shape_.size() == 1) {
       auto loader = loader_for<2>(data, plan, 0);
-      return run_epoch(loader, data, plan, 0, 0, false, print);
-    }
-    if (input_shape_.size() == 4) {
-      auto loader = loader_for<5>(data, plan, 0);
       return run_epoch(loader, data, plan, 0, 0, false, print);
     }
     auto loader = loader_for<4>(data, plan, 0);
@@ -416,6 +411,22 @@ class BasicSequential {
                   "kdist::Sequential: x_local must be a rank-2 (batch, features), rank-4 (batch, "
                   "height, width, channels) or rank-5 (batch, depth, height, width, channels) "
                   "Kokkos::View");
+    if constexpr (rank == 4) {
+      // Volumes as fit loads them: (batch, depth * height, width, channels), the same memory
+      // (one epoch loop for images and volumes: kdist::detail::BatchLoader).
+      if (input_shape_.size() == 4 && x_local.extent(1) == input_shape_[0] * input_shape_[1] &&
+          x_local.extent(2) == input_shape_[2] && x_local.extent(3) == input_shape_[3]) {
+        if (!x_local.span_is_contiguous()) {
+          throw ValueError("kdist::Sequential: a batch of volumes must be contiguous");
+        }
+        const Shape s = global_shape(global_batch);
+        using Volumes = DistributedTensor<T*****>;
+        const typename Volumes::view_type local(x_local.data(), x_local.extent(0), input_shape_[0],
+                                                input_shape_[1], input_shape_[2], input_shape_[3]);
+        return Volumes::from_local(local, {s[0], s[1], s[2], s[3], s[4]},
+                                   dist_->get_data_layout(s));
+      }
+    }
     if (rank != input_shape_.size() + 1) {
       throw ValueError("kdist::Sequential: x_local has rank " + std::to_string(rank) +
                        " but the model takes examples of shape " +
