@@ -83,7 +83,8 @@ template <class Views, std::size_t R>
 auto get_block(Views& views, const std::string& label, const std::array<std::size_t, R>& e) {
   return [&]<std::size_t... D>(std::index_sequence<D...>) {
     return views.get(label, e[D]...);
-  }(std::make_index_sequence<R>());
+  }
+  (std::make_index_sequence<R>());
 }
 
 //! A contiguous block (rows..., features) seen as the (rows, features) matrix of its memory.

@@ -93,8 +93,10 @@ struct TransposedWindowAxis {
     const auto b = a + static_cast<std::int64_t>(out.extent);  // outputs [a, b) before the crop
     const std::int64_t reach = static_cast<std::int64_t>(span()) - 1;
     // i * s <= p and p <= i * s + reach for some p in [a, b)
-    const std::int64_t first = std::max<std::int64_t>(a - reach <= 0 ? 0 : (a - reach + s - 1) / s, 0);
-    const std::int64_t last = std::min<std::int64_t>((b - 1) / s + 1, static_cast<std::int64_t>(extent));
+    const std::int64_t first =
+        std::max<std::int64_t>(a - reach <= 0 ? 0 : (a - reach + s - 1) / s, 0);
+    const std::int64_t last =
+        std::min<std::int64_t>((b - 1) / s + 1, static_cast<std::int64_t>(extent));
     return first < last ? HaloRange{first, last} : HaloRange{first, first};
   }
   Boundary boundary() const { return Boundary::zeros; }
