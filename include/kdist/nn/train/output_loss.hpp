@@ -37,6 +37,7 @@
 #include <kdist/nn/loss.hpp>
 #include <kdist/nn/sparse_categorical_crossentropy.hpp>
 #include <kdist/nn/train/metrics.hpp>
+#include <kdist/ops/detail/images.hpp>
 #include <kdist/ops/losses.hpp>
 #include <kdist/parallel/collective_request.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -64,16 +65,6 @@ void pick_targets(const YV& y, const PickedTargets& picked, std::size_t r0, std:
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t j) {
         picked(i, j) = static_cast<std::int32_t>(y(i + r0, j + c0));
       });
-}
-
-//! "(2, 3, 4)": a View's extents.
-template <class V>
-std::string extents_repr(const V& v) {
-  std::string out = "(";
-  for (std::size_t d = 0; d < static_cast<std::size_t>(V::rank); ++d) {
-    out += (d ? ", " : "") + std::to_string(v.extent(d));
-  }
-  return out + ")";
 }
 
 //! A process's block of its rows of target fields: block(n, p..., c) = targets(n, the row-major
@@ -490,8 +481,8 @@ class OutputLoss {
         for (std::size_t d = 0; d < R; ++d) {
           if (targets.extent(d) != z.extent(d)) {
             throw ValueError("kdist::Sequential: a block of targets of extents " +
-                             detail::extents_repr(targets) + " for the output's block " +
-                             detail::extents_repr(z) + " on this process (layout " +
+                             ops::detail::extents_of(targets) + " for the output's block " +
+                             ops::detail::extents_of(z) + " on this process (layout " +
                              out.layout().axes_repr() + "); give each process its block");
           }
         }
