@@ -1,7 +1,8 @@
 // kdist-mpi-ranks: 1 2 4
 // kdist/parallel/halo_exchange.hpp: halo_gather fills each process's wanted range (own block,
 // neighbours' rows, zeros or periodic images; uneven and empty blocks; ranges past a neighbour),
-// started and waited with work between, through host copies too; halo_scatter_add is its adjoint
+// started and waited with work between, through host copies too, on Views empty along the
+// other axes; halo_scatter_add is its adjoint
 // (<gather(b), e> = <b, scatter_add(e)> over all processes, and the sums against a serial
 // reference); the argument errors, on every process alike.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <kdist/parallel/halo_exchange.hpp>
 #include <kdist/parallel/world.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -165,6 +167,41 @@ TEST(HaloExchange, RunsThroughHostCopiesAndOnRankFiveViews) {
           const auto g = ((p % std::int64_t(n)) + std::int64_t(n)) % std::int64_t(n);
           ASSERT_EQ(he(a, b, k, d / 2, d % 2), static_cast<float>(field(a * 3 + b, g, d)));
         }
+}
+
+// A block with no rows along the other axes (a coarse level of a U-Net on more processes than
+// rows: its outer or inner extent 0) exchanges empty slabs: nothing is read or written (the
+// sanitizer job's UBSan checks no null pointer is offset), and the next exchange still gets its
+// neighbours' rows (the empty messages matched theirs).
+TEST(HaloExchange, EmptyOuterOrInnerExtentsExchangeNothingAndTheNextExchangeStillWorks) {
+  const auto comm = world();
+  const auto parts = static_cast<std::size_t>(comm.size());
+  const auto me = static_cast<std::size_t>(comm.rank());
+  const std::size_t n = 7;
+  for (auto boundary : {Boundary::zeros, Boundary::periodic}) {
+    const HaloPlan plan(n, parts, me, widened(n, parts, 2, 1), boundary);
+    const auto blk = plan.block();
+    for (const auto& [outer, inner] : {std::pair<std::size_t, std::size_t>{0, 3}, {2, 0}}) {
+      View3 block("block", outer, blk.extent, inner);
+      View3 extended("extended", outer, plan.wanted().size(), inner);
+      kdist::halo_gather(Space(), plan, 1, block, extended, comm);
+      kdist::halo_scatter_add(Space(), plan, 1, extended, block, comm);
+      EXPECT_EQ(extended.extent(1), plan.wanted().size());
+    }
+    View3 block("block", 1, blk.extent, 1);
+    for (std::size_t g = 0; g < blk.extent; ++g) {
+      block(0, g, 0) = field(0, static_cast<std::int64_t>(blk.offset + g), 0);
+    }
+    View3 extended("extended", 1, plan.wanted().size(), 1);
+    kdist::halo_gather(Space(), plan, 1, block, extended, comm);
+    for (std::size_t k = 0; k < extended.extent(1); ++k) {
+      const std::int64_t p = plan.wanted().begin + static_cast<std::int64_t>(k);
+      const auto wrapped = ((p % std::int64_t(n)) + std::int64_t(n)) % std::int64_t(n);
+      const bool inside = p >= 0 && p < std::int64_t(n);
+      const double want = inside || boundary == Boundary::periodic ? field(0, wrapped, 0) : 0.0;
+      ASSERT_EQ(extended(0, k, 0), want) << "position " << p;
+    }
+  }
 }
 
 // A plan of one block needs no communicator: padding (zeros or periodic) on this process alone.

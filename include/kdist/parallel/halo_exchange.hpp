@@ -81,6 +81,9 @@ Slabs<V> as_slabs(const V& v, std::size_t dim, const char* who, const char* what
 
 template <class S>
 auto slab(const S& s, std::int64_t from, std::int64_t length) {
+  // An empty View (no rows along the other axes: a coarse level of a U-Net on more processes than
+  // rows) may have no memory; Kokkos would offset its null pointer. Any slab of it is empty.
+  if (s.size() == 0) from = 0;
   return Kokkos::subview(
       s, Kokkos::ALL, Kokkos::pair<std::int64_t, std::int64_t>(from, from + length), Kokkos::ALL);
 }
@@ -91,6 +94,10 @@ auto slab(const S& s, std::int64_t from, std::int64_t length) {
 //! Calls f(a, b) for every row (a, b) of an (outer, length, inner) View, on `space`.
 template <class Space, class V, class F>
 void for_each_row(const char* name, const Space& space, const V& v, const F& f) {
+  // An empty slab (a block with no rows along an axis after `dim`: a coarse level of a U-Net on
+  // more processes than rows) has rows of no elements: `&v(a, b, 0)` would bind a reference past
+  // its end (UBSan's "reference binding to null pointer").
+  if (v.size() == 0) return;
   const auto length = static_cast<std::int64_t>(v.extent(1));
   Kokkos::parallel_for(
       name,
