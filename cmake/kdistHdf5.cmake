@@ -48,3 +48,6 @@ endif()
 # LayoutMap rules as JSON files. Optional: without it kdist::io builds, that one header does not
 # (the staged GPU machine has no nlohmann-json; the trainers' --layout-map then says so).
 find_package(nlohmann_json 3 QUIET)
+# libzip (Debian: libzip-dev): io/keras_model_file.hpp reads and writes Keras' model files (zip
+# archives), with nlohmann-json; optional as it is.
+pkg_check_modules(KDIST_LIBZIP QUIET IMPORTED_TARGET GLOBAL libzip)

@@ -27,6 +27,7 @@ KDIST_PACKAGES=(
   hdf5-tools                         # h5dump/h5ls for the checkpoint tests
   libcli11-dev                       # the example trainers' command-line flags
   nlohmann-json3-dev                 # LayoutMap rules in JSON files (kdist::io)
+  libzip-dev                         # Keras model files (.keras: zip archives; kdist::io)
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data
   fortunes                           # English text for the GPT trainer (/usr/share/games/fortunes)

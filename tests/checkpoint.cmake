@@ -13,6 +13,11 @@ if(KDIST_H5LS)
     target_compile_definitions(${_keras_program} PRIVATE KDIST_TEST_H5LS="${KDIST_H5LS}")
   endif()
 endif()
+get_property(_model_file_program GLOBAL PROPERTY KDIST_TEST_PROGRAM_mpi_test_keras_model_file)
+if(_model_file_program AND NOT _model_file_program STREQUAL _keras_program)
+  target_compile_definitions(${_model_file_program}
+                             PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")
+endif()
 if(_keras_program)  # not in CI's sanitizer job (KDIST_TEST_RUNTIME_PATHS_ONLY)
   target_compile_definitions(${_keras_program}
                              PRIVATE KDIST_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data")

@@ -161,6 +161,8 @@ class BasicSequential {
   }
 
   const Distribution& distribution() const { return *dist_; }
+  //! Whether compile() was called (the variables, loss and optimizer exist).
+  bool compiled() const noexcept { return dist_ != nullptr; }
 
   //! Keras' `compile(steps_per_execution=n)`: fit reads the metrics after every n steps (and at
   //! the end of each epoch), and in between they stay on the device - the library's losses on

@@ -166,6 +166,8 @@ class BasicConvolution {
   std::size_t filters() const { return filters_; }
   const Extents& kernel_size() const { return kernel_size_; }
   const ConvOptions<S>& options() const { return options_; }
+  Activation activation() const { return activation_; }
+  bool use_bias() const { return use_bias_; }
 
   //! Builds for examples (spatial..., channels): (height, width, channels) for Conv2D, (depth,
   //! height, width, channels) for Conv3D; returns (out..., filters): Keras' extents for the

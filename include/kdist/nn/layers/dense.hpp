@@ -68,6 +68,7 @@ class BasicDense {
   static constexpr std::string_view keras_class = "Dense";
   std::size_t units() const { return units_; }
   Activation activation() const { return activation_; }
+  bool use_bias() const { return use_bias_; }
   bool ends_in_softmax() const { return activation_ == Activation::softmax; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------

@@ -1,0 +1,699 @@
+#pragma once
+//! \file io/keras_model_file.hpp
+//! Keras' model files: `kdist::load_model<T>("model.keras", distribution)` builds, compiles and
+//! loads a model a user designed in Keras (`model.save("model.keras")`), and
+//! `kdist::save_model(model, "x.keras")` writes one Keras loads (`keras.saving.load_model`).
+//! `kdist::model_from_json` / `kdist::model_to_json` do the same for the architecture alone
+//! (Keras' `keras.models.model_from_json` / `model.to_json()`).
+//!
+//! \code
+//! auto dist = std::make_shared<kdist::DataParallel>(kdist::list_devices());
+//! auto model = kdist::load_model("mnist.keras", dist);  // compiled, with Keras' weights
+//! model.fit(data, {.epochs = 2});
+//! kdist::save_model(model, "mnist_tuned.keras");        // Keras: keras.saving.load_model(...)
+//! \endcode
+//!
+//! A `.keras` file is a zip archive (Keras writes its members stored, not compressed) of
+//! `metadata.json` (the Keras version), `config.json` (the model's class, its layers' configs and
+//! the compile config) and `model.weights.h5` (kdist::load_keras_weights' layout,
+//! io/keras_weights.hpp). What kdist reads of the config:
+//!  - the model: "Sequential" (a "Functional" model is an error for now), its input shape from
+//!    the InputLayer's `batch_shape` (or `build_input_shape`), the dtype policy of each layer;
+//!  - the layers: Dense, Dropout, Flatten, Conv2D/Conv3D, MaxPooling2D/3D, AveragePooling2D/3D,
+//!    UpSampling2D/3D (channels_last; padding "valid" or "same"; activations linear, relu,
+//!    softmax, gelu). An option kdist does not implement (a regularizer, a constraint, groups, a
+//!    causal padding, bilinear upsampling, channels_first...) is a kdist::ValueError naming the
+//!    layer, its index and the option, never a silent difference;
+//!  - the compile config: optimizers SGD, Adam, AdamW, RMSprop (learning rate, their moments,
+//!    weight_decay, global_clipnorm), losses mean_squared_error, categorical_crossentropy and
+//!    sparse_categorical_crossentropy (by name, or as a class without from_logits); the metrics
+//!    are kdist's own (fit's loss and accuracy).
+//! What Keras does not keep (the seed of dropout, the mesh) comes from the arguments. Initializers
+//! need not be read: every variable is loaded from the file.
+//!
+//! Collective over kdist::communicator(): process 0 reads the archive and sends the config to
+//! the others, so every process builds the same model or throws the same error. The weights go
+//! through a file beside the archive (`<path>.kdist-<pid>.weights.h5`, removed afterwards) that
+//! every process reads its blocks of with parallel HDF5, as load_keras_weights does: the
+//! archive's directory must be writable and shared by the processes, as a checkpoint's is.
+
+#include <zip.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <kdist/core/error.hpp>
+#include <kdist/io/keras_weights.hpp>
+#include <kdist/nn/layers/convolution.hpp>
+#include <kdist/nn/layers/dense.hpp>
+#include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/layers/pooling.hpp>
+#include <kdist/nn/layers/upsampling.hpp>
+#include <kdist/nn/model.hpp>
+#include <kdist/parallel/collectives.hpp>
+#include <kdist/parallel/mpi/agree.hpp>
+#include <kdist/parallel/world.hpp>
+
+namespace kdist {
+
+//! Options of kdist::load_model.
+struct LoadModelOptions {
+  //! compile()'s seed (what Keras does not keep: dropout's keys).
+  std::uint64_t seed = 0;
+  //! How the weights load (e.g. `.optimizer = false`: the weights without the optimizer's state).
+  KerasWeightsOptions weights{};
+};
+
+namespace detail::keras_model {
+
+using json = nlohmann::json;
+
+//! "layer 2 'dense_1' (Dense)": where in the config a problem is.
+inline std::string where(std::size_t index, const json& layer) {
+  const json& c = layer.value("config", json::object());
+  return "layer " + std::to_string(index) + " '" + c.value("name", std::string("?")) + "' (" +
+         layer.value("class_name", std::string("?")) + ")";
+}
+
+//! Throws unless `key` of `config` is absent, null or `expected` (an option kdist lacks).
+inline void require(const std::string& at, const json& config, const char* key,
+                    const json& expected = nullptr, const char* hint = "") {
+  if (!config.contains(key) || config[key].is_null() || config[key] == expected) return;
+  throw ValueError(at + ": " + key + " = " + config[key].dump() + " is not in kdist" +
+                   (expected.is_null() ? "" : " (only " + expected.dump() + ")") + hint);
+}
+
+inline layers::Activation activation_of(const std::string& at, const json& config) {
+  const json a = config.value("activation", json("linear"));
+  if (a.is_null() || a == "linear") return layers::Activation::linear;
+  if (a == "relu") return layers::Activation::relu;
+  if (a == "softmax") return layers::Activation::softmax;
+  if (a == "gelu") return layers::Activation::gelu;
+  throw ValueError(at + ": activation " + a.dump() +
+                   " is not in kdist (linear, relu, softmax, gelu); follow the layer with an "
+                   "Activation kdist has, or train this model in Keras");
+}
+
+inline std::string activation_name(layers::Activation a) {
+  switch (a) {
+    case layers::Activation::relu:
+      return "relu";
+    case layers::Activation::softmax:
+      return "softmax";
+    case layers::Activation::gelu:
+      return "gelu";
+    default:
+      return "linear";
+  }
+}
+
+//! An int or a list of S ints (Keras' `kernel_size=3` or `(3, 3)`).
+template <std::size_t S>
+std::array<std::size_t, S> extents(const std::string& at, const json& config, const char* key,
+                                   std::optional<std::array<std::size_t, S>> absent = {}) {
+  std::array<std::size_t, S> out{};
+  if (!config.contains(key) || config[key].is_null()) {
+    if (absent) return *absent;
+    throw ValueError(at + ": no " + key + " in its config");
+  }
+  const json& v = config[key];
+  if (v.is_number_integer() && v.get<long long>() > 0) {
+    out.fill(v.get<std::size_t>());
+    return out;
+  }
+  if (v.is_array() && v.size() == S) {
+    for (std::size_t a = 0; a < S; ++a) {
+      if (!v[a].is_number_integer() || v[a].get<long long>() <= 0) break;
+      out[a] = v[a].get<std::size_t>();
+      if (a + 1 == S) return out;
+    }
+  }
+  throw ValueError(at + ": " + key + " = " + v.dump() + " is not " + std::to_string(S) +
+                   " positive integers");
+}
+
+inline layers::Padding padding_of(const std::string& at, const json& config) {
+  const std::string p = config.value("padding", std::string("valid"));
+  if (p == "valid") return layers::Padding::valid;
+  if (p == "same") return layers::Padding::same;
+  throw ValueError(at + ": padding \"" + p + "\" is not in kdist (\"valid\", \"same\")");
+}
+
+inline std::string padding_name(const std::string& at, layers::Padding p) {
+  if (p == layers::Padding::valid) return "valid";
+  if (p == layers::Padding::same) return "same";
+  throw ValueError(at +
+                   ": padding \"periodic\" is kdist's, not Keras'; a Keras file cannot hold it");
+}
+
+inline void require_channels_last(const std::string& at, const json& config) {
+  require(at, config, "data_format", "channels_last",
+          ": give the layer channels_last data (kdist's images are (batch, ..., channels))");
+}
+
+//! The options of Dense and convolutions that kdist has no counterpart of.
+inline void require_plain_variables(const std::string& at, const json& config) {
+  for (const char* key : {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                          "kernel_constraint", "bias_constraint", "quantization_config"}) {
+    require(at, config, key);
+  }
+  require(at, config, "lora_rank");
+}
+
+//! The layer of config `layer` (index `index` of the model's layers).
+template <class T>
+AnyLayer<T> layer_from_config(std::size_t index, const json& layer) {
+  const std::string at = "kdist::model_from_json: " + where(index, layer);
+  const std::string cls = layer.value("class_name", std::string());
+  const json& c = layer.value("config", json::object());
+  const std::string name = c.value("name", std::string());
+  if (name.empty()) throw ValueError(at + ": the layer has no name");
+  auto with_policy = [&](AnyLayer<T> l) {
+    if (c.contains("dtype") && c["dtype"].is_object()) {
+      const std::string policy = c["dtype"].value("config", json::object()).value("name", "");
+      if (!policy.empty() && policy != "float32") l.set_dtype_policy(DTypePolicy(policy));
+    } else if (c.contains("dtype") && c["dtype"].is_string() && c["dtype"] != "float32") {
+      l.set_dtype_policy(DTypePolicy(c["dtype"].get<std::string>()));
+    }
+    return l;
+  };
+  if (cls == "Dense") {
+    require_plain_variables(at, c);
+    return with_policy(layers::BasicDense<T>(c.at("units").get<std::size_t>(), activation_of(at, c),
+                                             c.value("use_bias", true), name));
+  }
+  if (cls == "Dropout") {
+    require(at, c, "noise_shape");
+    return with_policy(layers::BasicDropout<T>(c.at("rate").get<double>(), name));
+  }
+  if (cls == "Flatten") {
+    require_channels_last(at, c);
+    return with_policy(layers::BasicFlatten<T>(name));
+  }
+  auto convolution = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+    require_plain_variables(at, c);
+    require_channels_last(at, c);
+    require(at, c, "groups", 1);
+    layers::ConvOptions<S> o;
+    o.strides = extents<S>(at, c, "strides", o.strides);
+    o.dilation_rate = extents<S>(at, c, "dilation_rate", o.dilation_rate);
+    o.padding = padding_of(at, c);
+    return with_policy(layers::BasicConvolution<T, S>(
+        c.at("filters").get<std::size_t>(), extents<S>(at, c, "kernel_size"), activation_of(at, c),
+        c.value("use_bias", true), name, o));
+  };
+  if (cls == "Conv2D") return convolution(std::integral_constant<std::size_t, 2>{});
+  if (cls == "Conv3D") return convolution(std::integral_constant<std::size_t, 3>{});
+  auto pooling = [&]<ops::PoolingKind K, std::size_t S>(std::integral_constant<ops::PoolingKind, K>,
+                                                        std::integral_constant<std::size_t, S>) {
+    require_channels_last(at, c);
+    layers::PoolingOptions<S> o;
+    const auto pool = extents<S>(at, c, "pool_size");
+    o.strides = extents<S>(at, c, "strides", pool);
+    o.padding = padding_of(at, c);
+    return with_policy(layers::BasicPooling<T, K, S>(pool, name, o));
+  };
+  using Max = std::integral_constant<ops::PoolingKind, ops::PoolingKind::max>;
+  using Average = std::integral_constant<ops::PoolingKind, ops::PoolingKind::average>;
+  using Two = std::integral_constant<std::size_t, 2>;
+  using Three = std::integral_constant<std::size_t, 3>;
+  if (cls == "MaxPooling2D") return pooling(Max{}, Two{});
+  if (cls == "MaxPooling3D") return pooling(Max{}, Three{});
+  if (cls == "AveragePooling2D") return pooling(Average{}, Two{});
+  if (cls == "AveragePooling3D") return pooling(Average{}, Three{});
+  auto upsampling = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+    require_channels_last(at, c);
+    require(at, c, "interpolation", "nearest");
+    return with_policy(layers::BasicUpSampling<T, S>(extents<S>(at, c, "size"), name));
+  };
+  if (cls == "UpSampling2D") return upsampling(Two{});
+  if (cls == "UpSampling3D") return upsampling(Three{});
+  throw ValueError(
+      at + ": kdist has no layer of class \"" + cls +
+      "\" in model files yet (Dense, Dropout, Flatten, Conv2D, Conv3D, MaxPooling2D/3D, "
+      "AveragePooling2D/3D, UpSampling2D/3D); build this model in C++ and load its "
+      "weights with kdist::load_keras_weights");
+}
+
+//! The input shape of a Sequential config (without the batch).
+inline Shape input_shape_of(const json& config) {
+  const auto from = [](const json& batch_shape) -> std::optional<Shape> {
+    if (!batch_shape.is_array() || batch_shape.size() < 2) return std::nullopt;
+    Shape s;
+    for (std::size_t i = 1; i < batch_shape.size(); ++i) {
+      if (!batch_shape[i].is_number_integer()) return std::nullopt;
+      s.push_back(batch_shape[i].get<std::size_t>());
+    }
+    return s;
+  };
+  const json& layers = config.at("layers");
+  if (!layers.empty() && layers[0].value("class_name", "") == "InputLayer") {
+    const json& c = layers[0].value("config", json::object());
+    if (auto s = from(c.value("batch_shape", c.value("batch_input_shape", json())))) return *s;
+  }
+  if (auto s = from(config.value("build_input_shape", json()))) return *s;
+  throw ValueError(
+      "kdist::model_from_json: the model has no input shape (no InputLayer with a batch_shape "
+      "of known extents, no build_input_shape); give the Keras model an keras.Input(shape) with "
+      "every extent known");
+}
+
+template <class T>
+BasicSequential<T> sequential_from_config(const json& model) {
+  const std::string cls = model.value("class_name", std::string());
+  if (cls != "Sequential") {
+    throw ValueError("kdist::model_from_json: the model is a \"" + cls +
+                     "\"; kdist reads Sequential models from Keras files so far (a Functional "
+                     "model: build it in C++ and load its weights with kdist::load_keras_weights)");
+  }
+  const json& config = model.at("config");
+  std::vector<AnyLayer<T>> layers;
+  const json& list = config.at("layers");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (list[i].value("class_name", "") == "InputLayer") continue;
+    layers.push_back(layer_from_config<T>(i, list[i]));
+  }
+  return BasicSequential<T>(input_shape_of(config), std::move(layers));
+}
+
+inline json parse(const std::string& text, const std::string& source) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw ValueError(source + ": not JSON (" + e.what() + ")");
+  }
+}
+
+//! Keras' optimizer of a compile config.
+template <class T>
+AnyOptimizer<T> optimizer_from_config(const json& o) {
+  const std::string at = "kdist::load_model: the optimizer";
+  const std::string cls = o.value("class_name", std::string());
+  const json& c = o.value("config", json::object());
+  for (const char* key : {"clipnorm", "clipvalue", "loss_scale_factor",
+                          "gradient_accumulation_steps", "ema_overwrite_frequency"}) {
+    require(at + " (" + cls + ")", c, key);
+  }
+  require(at + " (" + cls + ")", c, "use_ema", false);
+  if (c.contains("learning_rate") && !c["learning_rate"].is_number()) {
+    throw ValueError(
+        at + " (" + cls + "): its learning_rate is a schedule (" + c["learning_rate"].dump() +
+        "); kdist reads a number: set the rate in C++ (Sequential::set_learning_rate)");
+  }
+  const auto number = [&](const char* key, double otherwise) {
+    return c.contains(key) && c[key].is_number() ? c[key].get<double>() : otherwise;
+  };
+  const double lr = number("learning_rate", 0.001);
+  auto finish = [&](auto opt) -> AnyOptimizer<T> {
+    if (number("weight_decay", 0.0) != 0.0 && cls != "AdamW") {
+      opt.set_weight_decay(number("weight_decay", 0.0));
+    }
+    if (c.contains("global_clipnorm") && c["global_clipnorm"].is_number()) {
+      opt.set_global_clipnorm(c["global_clipnorm"].get<double>());
+    }
+    return opt;
+  };
+  if (cls == "SGD") {
+    return finish(
+        SGD(number("learning_rate", 0.01), number("momentum", 0.0), c.value("nesterov", false)));
+  }
+  if (cls == "Adam" || cls == "AdamW") {
+    require(at + " (" + cls + ")", c, "amsgrad", false);
+    if (cls == "Adam") {
+      return finish(
+          Adam(lr, number("beta_1", 0.9), number("beta_2", 0.999), number("epsilon", 1e-7)));
+    }
+    return finish(AdamW(lr, number("weight_decay", 0.004), number("beta_1", 0.9),
+                        number("beta_2", 0.999), number("epsilon", 1e-7)));
+  }
+  if (cls == "RMSprop") {
+    return finish(RMSprop(lr, number("rho", 0.9), number("momentum", 0.0), number("epsilon", 1e-7),
+                          c.value("centered", false)));
+  }
+  throw ValueError(at + " is \"" + cls +
+                   "\"; kdist has SGD, Adam, AdamW and RMSprop: compile the model with one of them "
+                   "in Keras, or build it in C++");
+}
+
+inline Loss loss_from_config(const json& l) {
+  const std::string at = "kdist::load_model: the loss";
+  std::string name;
+  if (l.is_string()) {
+    name = l.get<std::string>();
+  } else if (l.is_object()) {
+    const json& c = l.value("config", json::object());
+    require(at, c, "from_logits", false,
+            ": kdist's losses take probabilities; end the model in a softmax");
+    require(at, c, "label_smoothing", 0);
+    const std::string cls = l.value("class_name", std::string());
+    name = cls == "MeanSquaredError"                ? "mean_squared_error"
+           : cls == "CategoricalCrossentropy"       ? "categorical_crossentropy"
+           : cls == "SparseCategoricalCrossentropy" ? "sparse_categorical_crossentropy"
+                                                    : cls;
+  }
+  if (name == "mean_squared_error" || name == "mse") return Loss::mean_squared_error;
+  if (name == "categorical_crossentropy") return Loss::categorical_crossentropy;
+  if (name == "sparse_categorical_crossentropy") return Loss::sparse_categorical_crossentropy;
+  throw ValueError(at + " is " + l.dump() +
+                   "; kdist has mean_squared_error, categorical_crossentropy and "
+                   "sparse_categorical_crossentropy");
+}
+
+//! Keras' config of a layer kdist can write (with the dtype policy the layer has).
+template <class T>
+json layer_config(std::size_t index, AnyLayer<T>& layer) {
+  const std::string at =
+      "kdist::model_to_json: layer " + std::to_string(index) + " '" + layer.name() + "'";
+  json c = {{"name", layer.name()},
+            {"trainable", true},
+            {"dtype",
+             {{"module", "keras"},
+              {"class_name", "DTypePolicy"},
+              {"config", {{"name", layer.dtype_policy().name()}}},
+              {"registered_name", nullptr}}}};
+  const auto list = [](const auto& a) {
+    return json(std::vector<std::size_t>(a.begin(), a.end()));
+  };
+  const json glorot = {{"module", "keras.initializers"},
+                       {"class_name", "GlorotUniform"},
+                       {"config", {{"seed", nullptr}}},
+                       {"registered_name", nullptr}};
+  const json zeros = {{"module", "keras.initializers"},
+                      {"class_name", "Zeros"},
+                      {"config", json::object()},
+                      {"registered_name", nullptr}};
+  std::string cls = layer.keras_class();
+  if (auto* d = layer.template get_if<layers::BasicDense<T>>()) {
+    c["units"] = d->units();
+    c["activation"] = activation_name(d->activation());
+    c["use_bias"] = d->use_bias();
+    c["kernel_initializer"] = glorot;
+    c["bias_initializer"] = zeros;
+  } else if (auto* r = layer.template get_if<layers::BasicDropout<T>>()) {
+    c["rate"] = r->rate();
+    c["seed"] = nullptr;
+    c["noise_shape"] = nullptr;
+  } else if (layer.template get_if<layers::BasicFlatten<T>>() != nullptr) {
+    c["data_format"] = "channels_last";
+  } else {
+    bool found = false;
+    auto convolution = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+      if (auto* v = layer.template get_if<layers::BasicConvolution<T, S>>()) {
+        c["filters"] = v->filters();
+        c["kernel_size"] = list(v->kernel_size());
+        c["strides"] = list(v->options().strides);
+        c["padding"] = padding_name(at, v->options().padding);
+        c["data_format"] = "channels_last";
+        c["dilation_rate"] = list(v->options().dilation_rate);
+        c["groups"] = 1;
+        c["activation"] = activation_name(v->activation());
+        c["use_bias"] = v->use_bias();
+        c["kernel_initializer"] = glorot;
+        c["bias_initializer"] = zeros;
+        found = true;
+      }
+    };
+    auto pooling = [&]<ops::PoolingKind K, std::size_t S>(
+                       std::integral_constant<ops::PoolingKind, K>,
+                       std::integral_constant<std::size_t, S>) {
+      if (auto* p = layer.template get_if<layers::BasicPooling<T, K, S>>()) {
+        c["pool_size"] = list(p->pool_size());
+        c["strides"] = list(p->options().strides);
+        c["padding"] = padding_name(at, p->options().padding);
+        c["data_format"] = "channels_last";
+        found = true;
+      }
+    };
+    auto upsampling = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+      if (auto* u = layer.template get_if<layers::BasicUpSampling<T, S>>()) {
+        c["size"] = list(u->size());
+        c["data_format"] = "channels_last";
+        c["interpolation"] = "nearest";
+        found = true;
+      }
+    };
+    using Max = std::integral_constant<ops::PoolingKind, ops::PoolingKind::max>;
+    using Average = std::integral_constant<ops::PoolingKind, ops::PoolingKind::average>;
+    using Two = std::integral_constant<std::size_t, 2>;
+    using Three = std::integral_constant<std::size_t, 3>;
+    convolution(Two{});
+    convolution(Three{});
+    pooling(Max{}, Two{});
+    pooling(Max{}, Three{});
+    pooling(Average{}, Two{});
+    pooling(Average{}, Three{});
+    upsampling(Two{});
+    upsampling(Three{});
+    if (!found) {
+      throw ValueError(at + " (" + (cls.empty() ? "a user layer" : cls) +
+                       ") cannot be written to a Keras file yet: kdist writes Dense, Dropout, "
+                       "Flatten, Conv2D/3D, MaxPooling2D/3D, AveragePooling2D/3D and "
+                       "UpSampling2D/3D; save its weights with kdist::save_keras_weights");
+    }
+  }
+  return {{"module", "keras.layers"},
+          {"class_name", cls},
+          {"config", std::move(c)},
+          {"registered_name", nullptr}};
+}
+
+template <class T>
+json optimizer_config(const AnyOptimizer<T>& optimizer) {
+  const std::string cls = optimizer.name();
+  if (cls != "SGD" && cls != "Adam" && cls != "AdamW" && cls != "RMSprop") {
+    throw ValueError("kdist::save_model: the optimizer " + cls +
+                     " has no Keras counterpart kdist writes (SGD, Adam, AdamW, RMSprop); save the "
+                     "weights with kdist::save_keras_weights");
+  }
+  json c = {{"name", detail::keras_weights::to_snake_case(cls)}};
+  for (const auto& [key, value] : optimizer.hyperparameters()) {
+    if (key == "nesterov" || key == "centered" || key == "amsgrad") {
+      c[key] = value != 0.0;
+    } else {
+      c[key] = value;
+    }
+  }
+  return {{"module", "keras.optimizers"},
+          {"class_name", cls},
+          {"config", std::move(c)},
+          {"registered_name", nullptr}};
+}
+
+//! A zip archive, closed (discarding what was not committed) when it goes.
+struct Zip {
+  zip_t* z = nullptr;
+  ~Zip() {
+    if (z != nullptr) zip_discard(z);
+  }
+};
+
+//! Member `name` of the open archive.
+inline std::string read_member(zip_t* z, const std::string& path, const char* name) {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat(z, name, 0, &st) != 0 || (st.valid & ZIP_STAT_SIZE) == 0) {
+    throw ValueError(path + ": the archive has no " + name +
+                     "; a Keras model file holds config.json, metadata.json and model.weights.h5 "
+                     "(keras' model.save(\"x.keras\"))");
+  }
+  std::string out(st.size, '\0');
+  zip_file_t* f = zip_fopen(z, name, 0);
+  const bool read =
+      f != nullptr && zip_fread(f, out.data(), st.size) == static_cast<zip_int64_t>(st.size);
+  if (f != nullptr) zip_fclose(f);
+  if (!read) throw ValueError(path + ": cannot read its " + name + " (" + zip_strerror(z) + ")");
+  return out;
+}
+
+//! Removes `path` (on process 0) when it goes.
+struct RemovedAfterwards {
+  std::string path;
+  ~RemovedAfterwards() {
+    if (!path.empty() && kdist::process_id() == 0) std::remove(path.c_str());
+  }
+};
+
+//! `<path>.kdist-<pid of process 0>.weights.h5`, the same on every process.
+inline std::string weights_beside(const std::string& path) {
+  std::string name;
+  if (kdist::process_id() == 0) {
+    name = path + ".kdist-" + std::to_string(static_cast<long>(getpid())) + ".weights.h5";
+  }
+  broadcast(name, 0, kdist::communicator());
+  return name;
+}
+
+}  // namespace detail::keras_model
+
+//! The uncompiled Sequential of Keras' `model.to_json()` text (Keras' `model_from_json`).
+//! Errors: kdist::ValueError for text that is not JSON, a model that is not Sequential, a layer,
+//! option or activation kdist lacks (naming the layer, its index and the option), no input shape.
+template <class T = float>
+BasicSequential<T> model_from_json(const std::string& text) {
+  return detail::keras_model::sequential_from_config<T>(
+      detail::keras_model::parse(text, "kdist::model_from_json"));
+}
+
+//! Keras' `model.to_json()` of a model (layers, input shape, dtype policies; compiled: the
+//! optimizer and the loss). Errors: kdist::ValueError for a layer or optimizer Keras' files
+//! cannot hold from kdist (a user layer, "periodic" padding).
+template <class T>
+std::string model_to_json(BasicSequential<T>& model) {
+  namespace km = detail::keras_model;
+  using json = km::json;
+  json shape = json::array({nullptr});
+  for (const auto e : model.input_shape()) shape.push_back(e);
+  json layers = json::array();
+  layers.push_back(
+      {{"module", "keras.layers"},
+       {"class_name", "InputLayer"},
+       {"config",
+        {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"name", "input_layer"}}},
+       {"registered_name", nullptr}});
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    layers.push_back(km::layer_config(i + 1, model.layers()[i]));
+  }
+  json out = {{"module", "keras"},
+              {"class_name", "Sequential"},
+              {"config",
+               {{"name", "sequential"},
+                {"trainable", true},
+                {"layers", std::move(layers)},
+                {"build_input_shape", shape}}},
+              {"registered_name", nullptr},
+              {"build_config", {{"input_shape", shape}}}};
+  if (model.compiled()) {
+    out["compile_config"] = {{"optimizer", km::optimizer_config(model.optimizer())},
+                             {"loss", model.loss().name()},
+                             {"loss_weights", nullptr},
+                             {"metrics", nullptr},
+                             {"weighted_metrics", nullptr},
+                             {"run_eagerly", false},
+                             {"steps_per_execution", 1},
+                             {"jit_compile", false}};
+  }
+  return out.dump();
+}
+
+//! The model of Keras file `path` (`.keras`), compiled with the file's optimizer and loss on
+//! `dist` and holding the file's weights and optimizer state (collective; see the file's comment).
+//! Errors (kdist::ValueError, the same on every process): a file that cannot be read or is not a
+//! Keras model file, what model_from_json rejects, a model saved without compile (no optimizer:
+//! build it with model_from_json, compile it and call load_keras_weights), and what
+//! load_keras_weights rejects.
+template <class T = float>
+BasicSequential<T> load_model(const std::string& path, std::shared_ptr<const Distribution> dist,
+                              LoadModelOptions options = {}) {
+  namespace km = detail::keras_model;
+  const auto weights = km::weights_beside(path);
+  km::RemovedAfterwards remove{kdist::process_id() == 0 ? weights : std::string()};
+  std::string config, failure;
+  if (kdist::process_id() == 0) {
+    try {
+      int error = 0;
+      km::Zip zip{zip_open(path.c_str(), ZIP_RDONLY, &error)};
+      if (zip.z == nullptr) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, error);
+        failure = "kdist::load_model: '" + path + "' cannot be opened as a Keras model file (" +
+                  zip_error_strerror(&e) + ")";
+        zip_error_fini(&e);
+      } else {
+        config = km::read_member(zip.z, path, "config.json");
+        const std::string h5 = km::read_member(zip.z, path, "model.weights.h5");
+        std::FILE* out = std::fopen(weights.c_str(), "wb");
+        const bool written =
+            out != nullptr && std::fwrite(h5.data(), 1, h5.size(), out) == h5.size();
+        if (out != nullptr && std::fclose(out) != 0) failure = "close";
+        if (!written || !failure.empty()) {
+          failure = "kdist::load_model: cannot write the weights beside '" + path + "' ('" +
+                    weights + "'); its directory must be writable by process 0";
+        }
+      }
+    } catch (const Error& e) {
+      failure = std::string("kdist::load_model: ") + e.what();
+    }
+  }
+  mpi::agree<ValueError>(kdist::communicator(), failure.empty(), failure);
+  broadcast(config, 0, kdist::communicator());
+  const auto parsed = km::parse(config, "kdist::load_model: '" + path + "' config.json");
+  auto model = km::sequential_from_config<T>(parsed);
+  if (!parsed.contains("compile_config") || parsed["compile_config"].is_null()) {
+    throw ValueError("kdist::load_model: '" + path +
+                     "' holds a model saved without compile (no optimizer, no loss); build it with "
+                     "kdist::model_from_json, compile it, and load the weights with "
+                     "kdist::load_keras_weights");
+  }
+  const auto& compile = parsed["compile_config"];
+  model.compile(std::move(dist), km::loss_from_config(compile.value("loss", km::json())),
+                km::optimizer_from_config<T>(compile.value("optimizer", km::json::object())),
+                options.seed);
+  load_keras_weights(model, weights, options.weights);
+  return model;
+}
+
+//! Writes `model` (compiled) to Keras file `path` (`.keras`): its config, Keras' metadata and its
+//! weights with the optimizer's state (collective; see the file's comment). Errors: what
+//! model_to_json rejects, a model not compiled, a file that cannot be written (the same
+//! kdist::ValueError on every process).
+template <class T>
+void save_model(BasicSequential<T>& model, const std::string& path) {
+  namespace km = detail::keras_model;
+  if (!model.compiled()) {
+    throw ValueError(
+        "kdist::save_model: the model is not compiled; compile it first (a Keras "
+        "file holds the variables and the optimizer)");
+  }
+  const std::string config = model_to_json(model);
+  const auto weights = km::weights_beside(path);
+  km::RemovedAfterwards remove{kdist::process_id() == 0 ? weights : std::string()};
+  save_keras_weights(model, weights);
+  std::string failure;
+  if (kdist::process_id() == 0) {
+    // Keras' metadata: the version whose format kdist writes (checked against it), the date
+    // as Keras writes it
+    char date[32] = "";
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", std::localtime(&now));
+    const std::string metadata = km::json{{"keras_version", "3.15.1"}, {"date_saved", date}}.dump();
+    int error = 0;
+    km::Zip zip{zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error)};
+    auto add = [&](const char* name, zip_source_t* source) {
+      if (source == nullptr) return false;
+      const zip_int64_t i = zip_file_add(zip.z, name, source, ZIP_FL_OVERWRITE);
+      if (i < 0) {
+        zip_source_free(source);
+        return false;
+      }
+      return zip_set_file_compression(zip.z, static_cast<zip_uint64_t>(i), ZIP_CM_STORE, 0) == 0;
+    };
+    const bool ok =
+        zip.z != nullptr &&
+        add("metadata.json", zip_source_buffer(zip.z, metadata.data(), metadata.size(), 0)) &&
+        add("config.json", zip_source_buffer(zip.z, config.data(), config.size(), 0)) &&
+        add("model.weights.h5", zip_source_file(zip.z, weights.c_str(), 0, -1)) &&
+        zip_close(zip.z) == 0;
+    if (ok) {
+      zip.z = nullptr;
+    } else {
+      failure = "kdist::save_model: cannot write '" + path + "' (" +
+                (zip.z != nullptr ? zip_strerror(zip.z) : "cannot create it") + ")";
+    }
+  }
+  mpi::agree<ValueError>(kdist::communicator(), failure.empty(), failure);
+}
+
+}  // namespace kdist

@@ -1,0 +1,45 @@
+"""Writes tests/data/keras_cnn.keras and tests/data/keras_cnn_predictions.txt: a model file written
+by Keras 3 itself, which tests/mpi/test_keras_model_file.cpp loads with kdist::load_model, and
+Keras' predictions of it. Not run by the tests (they need no Keras): run it again (with
+keras==3.15 and jax installed) only to regenerate the fixture.
+
+The model: Input (8, 8, 1) -> Conv2D(4, 3, "same", relu) -> MaxPooling2D(2) -> Conv2D(3, 2) ->
+UpSampling2D(2) -> AveragePooling2D(2, padding="same") -> Flatten -> Dropout(0.25) ->
+Dense(10, softmax), compiled with Adam(0.01) and sparse_categorical_crossentropy and trained 3
+steps on inputs x[i] = sin(0.37 i) with labels i % 10, so the file holds trained weights and the
+optimizer's state. The predictions are of the 4 examples x[i] = cos(0.11 i), one row of 10 per
+line.
+
+    KERAS_BACKEND=jax python scripts/keras/make_model_file_fixture.py tests/data
+"""
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+out = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
+keras.utils.set_random_seed(3)
+model = keras.Sequential(
+    [
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="c1"),
+        keras.layers.MaxPooling2D(2, name="p1"),
+        keras.layers.Conv2D(3, 2, name="c2"),
+        keras.layers.UpSampling2D(2, name="up"),
+        keras.layers.AveragePooling2D(2, padding="same", name="p2"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dropout(0.25, name="dropout"),
+        keras.layers.Dense(10, activation="softmax", name="d"),
+    ]
+)
+model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+x = np.sin(0.37 * np.arange(16 * 64, dtype=np.float32)).reshape(16, 8, 8, 1)
+y = np.arange(16) % 10
+model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+model.save(os.path.join(out, "keras_cnn.keras"))
+probe = np.cos(0.11 * np.arange(4 * 64, dtype=np.float32)).reshape(4, 8, 8, 1)
+p = model.predict(probe, verbose=0)
+np.savetxt(os.path.join(out, "keras_cnn_predictions.txt"), p, fmt="%.9e")
+print("wrote", os.path.join(out, "keras_cnn.keras"), "iterations", int(model.optimizer.iterations))

@@ -1,0 +1,327 @@
+// kdist-mpi-ranks: 1 2 4
+// Keras model files (issue 39, kdist/io/keras_model_file.hpp): a `.keras` file Keras 3.15 wrote
+// (tests/data/keras_cnn.keras, made by scripts/keras/make_model_file_fixture.py) loads as a
+// compiled kdist model that predicts what Keras predicted and resumes its optimizer, on every
+// layout; save_model writes a file that loads back to the same model, weights and optimizer bit
+// for bit (and Keras loads: scripts/keras/check_model_file.py); every config kdist cannot honour
+// is a ValueError naming the layer and the option, the same on every process.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <zip.h>
+
+#include <cmath>
+#include <fstream>
+#include <kdist/io/keras_model_file.hpp>
+#include <kdist/nn/layers/conv2d.hpp>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpi/model_test_support.hpp"
+#include "mpi/mpi_test_util.hpp"
+
+#ifndef KDIST_TEST_DATA_DIR
+#error "KDIST_TEST_DATA_DIR (tests/data) must be defined by the build"
+#endif
+
+namespace {
+
+using namespace kdist::test;
+using json = nlohmann::json;
+using kdist::test::message_of;
+
+class KerasModelFile : public TempDirTest {};
+
+const std::string fixture = std::string(KDIST_TEST_DATA_DIR) + "/keras_cnn.keras";
+
+std::shared_ptr<const kdist::Distribution> model_parallel() {
+  kdist::RuntimeDeviceMesh mesh({1, static_cast<std::size_t>(world_size())}, {"data", "model"},
+                                kdist::list_devices());
+  kdist::LayoutMap map(mesh);
+  map["d/kernel"] = {kdist::replicated, "model"};
+  return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
+}
+
+// The probe of the fixture's script: 4 examples x[i] = cos(0.11 i), every row on every process
+// (the output is gathered whole).
+std::vector<float> probe() {
+  std::vector<float> x(4 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
+  return x;
+}
+
+// The model's probabilities for the probe, whole on every process (predict_step gives the
+// logits of a model that ends in a softmax: the softmax of each row here).
+std::vector<float> predictions(kdist::Sequential& m) {
+  const auto rows = kdist::BatchPlan(4, 4, m.distribution()).local_indices({0, 1, 2, 3}, 0);
+  auto x = probe();
+  const std::size_t first = rows.empty() ? 0 : rows.front();
+  const Kokkos::View<float****, Kokkos::HostSpace> xs(x.data() + first * 64, rows.size(), 8, 8, 1);
+  const auto y =
+      kdist::full_tensor(std::get<kdist::DistributedTensor<float**>>(m.predict_step(xs, 4)));
+  std::vector<float> out(y.size());
+  for (std::size_t r = 0; r < y.extent(0); ++r) {
+    double top = y(r, 0), sum = 0;
+    for (std::size_t j = 0; j < y.extent(1); ++j) top = std::max(top, double(y(r, j)));
+    for (std::size_t j = 0; j < y.extent(1); ++j) sum += std::exp(double(y(r, j)) - top);
+    for (std::size_t j = 0; j < y.extent(1); ++j) {
+      out[r * y.extent(1) + j] = static_cast<float>(std::exp(double(y(r, j)) - top) / sum);
+    }
+  }
+  return out;
+}
+
+std::vector<float> keras_predictions() {
+  std::ifstream in(std::string(KDIST_TEST_DATA_DIR) + "/keras_cnn_predictions.txt");
+  std::vector<float> out;
+  double v = 0;
+  while (in >> v) out.push_back(static_cast<float>(v));
+  return out;
+}
+
+// The fixture's config.json.
+json fixture_config() {
+  int error = 0;
+  zip_t* z = zip_open(fixture.c_str(), ZIP_RDONLY, &error);
+  EXPECT_NE(z, nullptr);
+  const std::string text = kdist::detail::keras_model::read_member(z, fixture, "config.json");
+  zip_discard(z);
+  return json::parse(text);
+}
+
+// A `.keras` archive of `members` (name, bytes), written by process 0.
+void write_archive(const std::string& path,
+                   const std::vector<std::pair<std::string, std::string>>& members) {
+  if (world_rank() == 0) {
+    int error = 0;
+    zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
+    ASSERT_NE(z, nullptr);
+    for (const auto& [name, bytes] : members) {
+      zip_source_t* s = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+      ASSERT_GE(zip_file_add(z, name.c_str(), s, ZIP_FL_OVERWRITE), 0);
+    }
+    ASSERT_EQ(zip_close(z), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+std::string layer_error(const std::function<void(json&)>& change) {
+  json config = fixture_config();
+  change(config);
+  return message_of<kdist::ValueError>([&] { (void)kdist::model_from_json(config.dump()); });
+}
+
+TEST_F(KerasModelFile, AFileKerasWrotePredictsWhatKerasPredictedAndTrainsOnOnEveryLayout) {
+  const auto want = keras_predictions();
+  ASSERT_EQ(want.size(), 40U);
+  for (const auto& dist :
+       {std::shared_ptr<const kdist::Distribution>(std::make_shared<kdist::DataParallel>()),
+        model_parallel()}) {
+    auto m = kdist::load_model(fixture, dist, {.seed = 5});
+    const std::string what = name_of(*dist);
+    EXPECT_EQ(m.iterations(), 3) << what;  // Keras trained 3 steps: its optimizer's state loaded
+    EXPECT_EQ(m.layers().size(), 8U) << what;
+    EXPECT_EQ(m.layers()[0].name(), "c1");
+    EXPECT_EQ(std::get<kdist::Adam>(m.optimizer()).learning_rate(), 0.01f) << what;
+    EXPECT_EQ(m.loss().name(), "sparse_categorical_crossentropy");
+    const auto got = predictions(m);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-5 * std::abs(want[i])) << what << " value " << i;
+    }
+    std::vector<std::int32_t> labels(16);
+    for (std::size_t i = 0; i < 16; ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+    const kdist::ArrayDataset<float> small(kdist::examples::random_normal(16 * 64, 3), {8, 8, 1},
+                                           labels);
+    const double loss = m.fit(small, {.batch_size = 8, .epochs = 1, .verbose = 0}).epochs[0].loss;
+    EXPECT_TRUE(std::isfinite(loss)) << what;
+    EXPECT_EQ(m.iterations(), 5) << what;
+  }
+}
+
+TEST_F(KerasModelFile, ASavedModelLoadsBackTheSameLayersWeightsAndOptimizer) {
+  const auto dist = std::make_shared<kdist::DataParallel>();
+  auto m = kdist::load_model(fixture, dist);
+  std::vector<std::int32_t> labels(16);
+  for (std::size_t i = 0; i < 16; ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+  m.fit(kdist::ArrayDataset<float>(kdist::examples::random_normal(16 * 64, 4), {8, 8, 1}, labels),
+        {.batch_size = 8, .epochs = 1, .verbose = 0});
+  kdist::save_model(m, file("tuned.keras"));
+  auto back = kdist::load_model(file("tuned.keras"), model_parallel());
+  EXPECT_EQ(kdist::model_to_json(back), kdist::model_to_json(m));
+  EXPECT_EQ(back.iterations(), m.iterations());
+  expect_bitwise_equal(state_of(back), state_of(m), "saved and loaded");
+  // the same weights on another layout: the same probabilities but for the GEMMs' rounding
+  const auto p = predictions(back), q = predictions(m);
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], q[i], 1e-6) << i;
+  // the archive is what Keras writes: three stored members, and no file left beside it
+  if (world_rank() == 0) {
+    int error = 0;
+    zip_t* z = zip_open(file("tuned.keras").c_str(), ZIP_RDONLY, &error);
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(zip_get_num_entries(z, 0), 3);
+    for (const char* name : {"metadata.json", "config.json", "model.weights.h5"}) {
+      zip_stat_t st;
+      EXPECT_EQ(zip_stat(z, name, 0, &st), 0) << name;
+      EXPECT_EQ(st.comp_method, ZIP_CM_STORE) << name;
+    }
+    zip_discard(z);
+    std::size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) files += e.is_regular_file();
+    EXPECT_EQ(files, 1U);
+  }
+}
+
+TEST_F(KerasModelFile, ConfigsKdistCannotHonourAreValueErrorsNamingTheLayerAndOption) {
+  EXPECT_EQ(layer_error([](json& c) { c["class_name"] = "Functional"; }),
+            "kdist::model_from_json: the model is a \"Functional\"; kdist reads Sequential models "
+            "from Keras files so far (a Functional model: build it in C++ and load its weights "
+            "with kdist::load_keras_weights)");
+  EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][2]["class_name"] = "LSTM"; }),
+            "kdist::model_from_json: layer 2 'p1' (LSTM): kdist has no layer of class \"LSTM\" in "
+            "model files yet (Dense, Dropout, Flatten, Conv2D, Conv3D, MaxPooling2D/3D, "
+            "AveragePooling2D/3D, UpSampling2D/3D); build this model in C++ and load its weights "
+            "with kdist::load_keras_weights");
+  EXPECT_EQ(layer_error([](json& c) {
+              c["config"]["layers"][1]["config"]["kernel_regularizer"] = {{"class_name", "L2"}};
+            }),
+            "kdist::model_from_json: layer 1 'c1' (Conv2D): kernel_regularizer = "
+            "{\"class_name\":\"L2\"} is not in kdist");
+  EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][8]["config"]["activation"] = "tanh"; }),
+            "kdist::model_from_json: layer 8 'd' (Dense): activation \"tanh\" is not in kdist "
+            "(linear, relu, softmax, gelu); follow the layer with an Activation kdist has, or "
+            "train this model in Keras");
+  EXPECT_EQ(layer_error([](json& c) {
+              c["config"]["layers"][1]["config"]["data_format"] = "channels_first";
+            }),
+            "kdist::model_from_json: layer 1 'c1' (Conv2D): data_format = \"channels_first\" is "
+            "not in kdist (only \"channels_last\"): give the layer channels_last data (kdist's "
+            "images are (batch, ..., channels))");
+  EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][3]["config"]["groups"] = 2; }),
+            "kdist::model_from_json: layer 3 'c2' (Conv2D): groups = 2 is not in kdist (only 1)");
+  EXPECT_EQ(layer_error(
+                [](json& c) { c["config"]["layers"][4]["config"]["interpolation"] = "bilinear"; }),
+            "kdist::model_from_json: layer 4 'up' (UpSampling2D): interpolation = \"bilinear\" is "
+            "not in kdist (only \"nearest\")");
+  EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][3]["config"]["padding"] = "causal"; }),
+            "kdist::model_from_json: layer 3 'c2' (Conv2D): padding \"causal\" is not in kdist "
+            "(\"valid\", \"same\")");
+  EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][1]["config"]["kernel_size"] = {3}; }),
+            "kdist::model_from_json: layer 1 'c1' (Conv2D): kernel_size = [3] is not 2 positive "
+            "integers");
+  EXPECT_EQ(layer_error([](json& c) {
+              c["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 8, 1};
+              c["config"]["build_input_shape"] = nullptr;
+            }),
+            "kdist::model_from_json: the model has no input shape (no InputLayer with a "
+            "batch_shape of known extents, no build_input_shape); give the Keras model an "
+            "keras.Input(shape) with every extent known");
+  EXPECT_TRUE(contains(message_of<kdist::ValueError>([] { (void)kdist::model_from_json("{"); }),
+                       "kdist::model_from_json: not JSON ("));
+}
+
+TEST_F(KerasModelFile, OptimizersAndLossesKdistLacksAreValueErrors) {
+  namespace km = kdist::detail::keras_model;
+  const json adam = fixture_config()["compile_config"]["optimizer"];
+  auto optimizer_error = [&](const std::function<void(json&)>& change) {
+    json o = adam;
+    change(o);
+    return message_of<kdist::ValueError>([&] { (void)km::optimizer_from_config<float>(o); });
+  };
+  EXPECT_EQ(optimizer_error([](json& o) { o["class_name"] = "Nadam"; }),
+            "kdist::load_model: the optimizer is \"Nadam\"; kdist has SGD, Adam, AdamW and "
+            "RMSprop: compile the model with one of them in Keras, or build it in C++");
+  EXPECT_EQ(optimizer_error([](json& o) { o["config"]["clipvalue"] = 0.5; }),
+            "kdist::load_model: the optimizer (Adam): clipvalue = 0.5 is not in kdist");
+  EXPECT_EQ(optimizer_error([](json& o) { o["config"]["amsgrad"] = true; }),
+            "kdist::load_model: the optimizer (Adam): amsgrad = true is not in kdist (only false)");
+  EXPECT_TRUE(contains(optimizer_error([](json& o) {
+                         o["config"]["learning_rate"] = {{"class_name", "ExponentialDecay"}};
+                       }),
+                       "its learning_rate is a schedule"));
+  // what kdist has: SGD with Nesterov momentum and weight decay, RMSprop centred, a clip norm
+  json sgd = {{"class_name", "SGD"},
+              {"config",
+               {{"learning_rate", 0.1},
+                {"momentum", 0.9},
+                {"nesterov", true},
+                {"weight_decay", 0.001},
+                {"global_clipnorm", 1.5}}}};
+  const auto o = km::optimizer_from_config<float>(sgd);
+  const auto& s = std::get<kdist::SGD>(o);
+  EXPECT_EQ(s.momentum(), 0.9);
+  EXPECT_TRUE(s.nesterov());
+  EXPECT_EQ(s.weight_decay(), 0.001);
+  EXPECT_EQ(s.global_clipnorm(), 1.5);
+  EXPECT_EQ(km::loss_from_config("mse"), kdist::Loss::mean_squared_error);
+  EXPECT_EQ(km::loss_from_config(
+                {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", false}}}}),
+            kdist::Loss::categorical_crossentropy);
+  EXPECT_EQ(message_of<kdist::ValueError>([] {
+              (void)km::loss_from_config({{"class_name", "SparseCategoricalCrossentropy"},
+                                          {"config", {{"from_logits", true}}}});
+            }),
+            "kdist::load_model: the loss: from_logits = true is not in kdist (only false): "
+            "kdist's losses take probabilities; end the model in a softmax");
+  EXPECT_EQ(message_of<kdist::ValueError>([] { (void)km::loss_from_config("hinge"); }),
+            "kdist::load_model: the loss is \"hinge\"; kdist has mean_squared_error, "
+            "categorical_crossentropy and sparse_categorical_crossentropy");
+}
+
+TEST_F(KerasModelFile, FilesThatCannotBeLoadedAreTheSameValueErrorOnEveryProcess) {
+  const auto dist = std::make_shared<kdist::DataParallel>();
+  auto error = [&](const std::string& path) {
+    const auto m = message_of<kdist::ValueError>([&] { (void)kdist::load_model(path, dist); });
+    expect_same_on_every_process(m);
+    return m;
+  };
+  EXPECT_TRUE(contains(
+      error(file("none.keras")),
+      "kdist::load_model: '" + file("none.keras") + "' cannot be opened as a Keras model file ("));
+  write_file_on_zero(file("text.keras"), "not an archive");
+  EXPECT_TRUE(contains(error(file("text.keras")), "cannot be opened as a Keras model file"));
+  write_archive(file("no_config.keras"), {{"metadata.json", "{}"}});
+  EXPECT_EQ(error(file("no_config.keras")),
+            "kdist::load_model: " + file("no_config.keras") +
+                ": the archive has no config.json; a Keras model file holds config.json, "
+                "metadata.json and model.weights.h5 (keras' model.save(\"x.keras\"))");
+  json uncompiled = fixture_config();
+  uncompiled.erase("compile_config");
+  write_archive(file("uncompiled.keras"),
+                {{"config.json", uncompiled.dump()}, {"model.weights.h5", "unused"}});
+  EXPECT_EQ(error(file("uncompiled.keras")),
+            "kdist::load_model: '" + file("uncompiled.keras") +
+                "' holds a model saved without compile (no optimizer, no loss); build it with "
+                "kdist::model_from_json, compile it, and load the weights with "
+                "kdist::load_keras_weights");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {  // nothing left beside the archives
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().extension(), ".keras") << e.path();
+    }
+  }
+}
+
+TEST_F(KerasModelFile, ModelsKerasFilesCannotHoldAreValueErrorsOnSave) {
+  auto m = small_model();
+  EXPECT_EQ(message_of<kdist::ValueError>([&] { kdist::save_model(m, file("x.keras")); }),
+            "kdist::save_model: the model is not compiled; compile it first (a Keras file holds "
+            "the variables and the optimizer)");
+  std::vector<kdist::Sequential::Layer> l;
+  l.emplace_back(kdist::layers::Conv2D(2, {3, 3}, kdist::layers::Activation::relu, true, "c",
+                                       {.padding = kdist::layers::Padding::periodic}));
+  l.emplace_back(kdist::layers::Flatten());
+  l.emplace_back(kdist::layers::Dense(10, kdist::layers::Activation::softmax, true, "d"));
+  kdist::Sequential periodic({8, 8, 1}, std::move(l));
+  periodic.compile(std::make_shared<kdist::DataParallel>(), kdist::Loss::mean_squared_error,
+                   kdist::Adam(), 1);
+  EXPECT_EQ(message_of<kdist::ValueError>([&] { kdist::save_model(periodic, file("x.keras")); }),
+            "kdist::model_to_json: layer 1 'c': padding \"periodic\" is kdist's, not Keras'; a "
+            "Keras file cannot hold it");
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(std::filesystem::exists(file("x.keras")));
+}
+
+}  // namespace
