@@ -170,6 +170,35 @@ add_test(NAME trainer.error.in_situ_blocks_nothing_to_train
 set_tests_properties(trainer.error.in_situ_blocks_nothing_to_train PROPERTIES
   PASS_REGULAR_EXPRESSION "--held-out 3 leaves no episode of 3 to train on.*exit status [1-9]"
   PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 60)
+# A model designed in Keras (examples/keras_model_trainer.cpp; tests/data/keras_fashion_tiny.keras,
+# written by Keras 3.15.1: scripts/keras/make_model_file_fixture.py): loaded with its optimizer's
+# 2 steps, trained 5 more and saved as a Keras file, which the second test loads back.
+if(TARGET keras_model_trainer)  # built with libzip
+set(_keras_trainer $<TARGET_FILE:keras_model_trainer>)
+set(_keras_trained ${CMAKE_CURRENT_BINARY_DIR}/keras_fashion_tiny_trained.keras)
+add_test(NAME example.keras_model_trainer.np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_keras_trainer}
+                 --model ${CMAKE_CURRENT_SOURCE_DIR}/data/keras_fashion_tiny.keras --max-steps 5
+                 --batch-size 64 --out ${_keras_trained})
+set_tests_properties(example.keras_model_trainer.np2 PROPERTIES
+  PASS_REGULAR_EXPRESSION "keras_fashion_tiny.keras: 4 layers, input \\(28, 28, 1\\), Adam \\(iterations 2\\), loss sparse_categorical_crossentropy.*test loss before: .*test loss after: .*Saved "
+  FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  FIXTURES_SETUP keras_trained PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME example.keras_model_trainer.reload
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_keras_trainer}
+                 --model ${_keras_trained} --epochs 0)
+set_tests_properties(example.keras_model_trainer.reload PROPERTIES
+  PASS_REGULAR_EXPRESSION "Adam \\(iterations 7\\).*test loss before: "
+  FAIL_REGULAR_EXPRESSION "(^|\n)error: "
+  FIXTURES_REQUIRED keras_trained RESOURCE_LOCK mpi TIMEOUT 120)
+add_test(NAME trainer.error.keras_model_input_shape
+         COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_keras_trainer}
+                 --model ${CMAKE_CURRENT_SOURCE_DIR}/data/keras_cnn.keras)
+set_tests_properties(trainer.error.keras_model_input_shape PROPERTIES
+  PASS_REGULAR_EXPRESSION "error: the model's input is \\(8, 8, 1\\); this trainer feeds Fashion-MNIST's.*exit status [1-9]"
+  PROCESSORS 2 RESOURCE_LOCK mpi TIMEOUT 60)
+endif()
 add_test(NAME trainer.error.in_situ_one_process
          COMMAND sh -c "\"$@\"; echo \"exit status $?\"" sh
                  ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_in_situ})

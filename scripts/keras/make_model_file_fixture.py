@@ -43,3 +43,21 @@ probe = np.cos(0.11 * np.arange(4 * 64, dtype=np.float32)).reshape(4, 8, 8, 1)
 p = model.predict(probe, verbose=0)
 np.savetxt(os.path.join(out, "keras_cnn_predictions.txt"), p, fmt="%.9e")
 print("wrote", os.path.join(out, "keras_cnn.keras"), "iterations", int(model.optimizer.iterations))
+
+# tests/data/keras_fashion_tiny.keras: a model of Fashion-MNIST's shape for the example trainer's
+# tests (examples/keras_model_trainer.cpp): Conv2D(2, 3, relu) -> MaxPooling2D(4) -> Flatten ->
+# Dense(10, softmax), Adam(0.01), trained 2 steps of 32 examples.
+keras.utils.set_random_seed(4)
+tiny = keras.Sequential(
+    [
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(2, 3, activation="relu", name="c"),
+        keras.layers.MaxPooling2D(4, name="p"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dense(10, activation="softmax", name="d"),
+    ]
+)
+tiny.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+xf = np.sin(0.01 * np.arange(64 * 784, dtype=np.float32)).reshape(64, 28, 28, 1) ** 2
+tiny.fit(xf, np.arange(64) % 10, batch_size=32, epochs=1, shuffle=False, verbose=0)
+tiny.save(os.path.join(out, "keras_fashion_tiny.keras"))
