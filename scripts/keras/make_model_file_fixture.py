@@ -3,12 +3,16 @@ by Keras 3 itself, which tests/mpi/test_keras_model_file.cpp loads with kdist::l
 Keras' predictions of it. Not run by the tests (they need no Keras): run it again (with
 keras==3.15 and jax installed) only to regenerate the fixture.
 
-The model: Input (8, 8, 1) -> Conv2D(4, 3, "same", relu) -> MaxPooling2D(2) -> Conv2D(3, 2) ->
+The model (keras_cnn.keras): Input (8, 8, 1) -> Conv2D(4, 3, "same", relu) -> MaxPooling2D(2) -> Conv2D(3, 2) ->
 UpSampling2D(2) -> AveragePooling2D(2, padding="same") -> Flatten -> Dropout(0.25) ->
 Dense(10, softmax), compiled with Adam(0.01) and sparse_categorical_crossentropy and trained 3
 steps on inputs x[i] = sin(0.37 i) with labels i % 10, so the file holds trained weights and the
 optimizer's state. The predictions are of the 4 examples x[i] = cos(0.11 i), one row of 10 per
 line.
+
+It also writes tests/data/keras_unet.keras and keras_unet_predictions.txt: a Functional model of
+skips (a U-Net's shape, below) trained and probed the same way on (8, 8, 2) inputs, and
+tests/data/keras_fashion_tiny.keras (below).
 
     KERAS_BACKEND=jax python scripts/keras/make_model_file_fixture.py tests/data
 """
@@ -61,3 +65,27 @@ tiny.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_cro
 xf = np.sin(0.01 * np.arange(64 * 784, dtype=np.float32)).reshape(64, 28, 28, 1) ** 2
 tiny.fit(xf, np.arange(64) % 10, batch_size=32, epochs=1, shuffle=False, verbose=0)
 tiny.save(os.path.join(out, "keras_fashion_tiny.keras"))
+
+# tests/data/keras_unet.keras: Input (8, 8, 2) -> Conv2D(4, 3, same, relu, "c1") -> x;
+# x + Conv2D(4, 3, same, "c2")(x) ("skip1") -> x; concatenate([x, u]) ("cat") where u is
+# MaxPooling2D(2) -> Conv2D(4, 3, same, relu, "c3") -> (v + Conv2D(4, 3, same, "c4")(v), "inner")
+# -> UpSampling2D(2); then Flatten -> Dense(10, softmax). Adam(0.01), 3 steps as above.
+keras.utils.set_random_seed(5)
+x0 = keras.Input((8, 8, 2), name="in")
+x = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="c1")(x0)
+x = keras.layers.Add(name="skip1")([x, keras.layers.Conv2D(4, 3, padding="same", name="c2")(x)])
+u = keras.layers.MaxPooling2D(2, name="p")(x)
+u = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="c3")(u)
+u = keras.layers.Add(name="inner")([u, keras.layers.Conv2D(4, 3, padding="same", name="c4")(u)])
+u = keras.layers.UpSampling2D(2, name="up")(u)
+x = keras.layers.Concatenate(name="cat")([x, u])
+x = keras.layers.Flatten(name="flatten")(x)
+unet = keras.Model(x0, keras.layers.Dense(10, activation="softmax", name="d")(x), name="unet")
+unet.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+xu = np.sin(0.37 * np.arange(16 * 128, dtype=np.float32)).reshape(16, 8, 8, 2)
+unet.fit(xu, np.arange(16) % 10, batch_size=16, epochs=3, shuffle=False, verbose=0)
+unet.save(os.path.join(out, "keras_unet.keras"))
+probe_u = np.cos(0.11 * np.arange(4 * 128, dtype=np.float32)).reshape(4, 8, 8, 2)
+np.savetxt(os.path.join(out, "keras_unet_predictions.txt"), unet.predict(probe_u, verbose=0),
+           fmt="%.9e")
+print("layers", [l.name for l in unet.layers])

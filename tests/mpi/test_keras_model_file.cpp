@@ -11,10 +11,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <kdist/io/keras_model_file.hpp>
 #include <kdist/nn/layers/conv2d.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,10 +46,9 @@ std::shared_ptr<const kdist::Distribution> model_parallel() {
   return std::make_shared<kdist::ModelParallel>(std::move(map), "data");
 }
 
-// The probe of the fixture's script: 4 examples x[i] = cos(0.11 i), every row on every process
-// (the output is gathered whole).
-std::vector<float> probe() {
-  std::vector<float> x(4 * 64);
+// The probe of the fixture's script: 4 examples x[i] = cos(0.11 i) of 8 x 8 x `channels`.
+std::vector<float> probe(std::size_t channels) {
+  std::vector<float> x(4 * 64 * channels);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
   return x;
 }
@@ -55,10 +56,12 @@ std::vector<float> probe() {
 // The model's probabilities for the probe, whole on every process (predict_step gives the
 // logits of a model that ends in a softmax: the softmax of each row here).
 std::vector<float> predictions(kdist::Sequential& m) {
+  const std::size_t channels = m.input_shape().back();
   const auto rows = kdist::BatchPlan(4, 4, m.distribution()).local_indices({0, 1, 2, 3}, 0);
-  auto x = probe();
+  auto x = probe(channels);
   const std::size_t first = rows.empty() ? 0 : rows.front();
-  const Kokkos::View<float****, Kokkos::HostSpace> xs(x.data() + first * 64, rows.size(), 8, 8, 1);
+  const Kokkos::View<float****, Kokkos::HostSpace> xs(x.data() + first * 64 * channels, rows.size(),
+                                                      8, 8, channels);
   const auto y =
       kdist::full_tensor(std::get<kdist::DistributedTensor<float**>>(m.predict_step(xs, 4)));
   std::vector<float> out(y.size());
@@ -73,20 +76,22 @@ std::vector<float> predictions(kdist::Sequential& m) {
   return out;
 }
 
-std::vector<float> keras_predictions() {
-  std::ifstream in(std::string(KDIST_TEST_DATA_DIR) + "/keras_cnn_predictions.txt");
+std::vector<float> keras_predictions(const std::string& model = "keras_cnn") {
+  std::ifstream in(std::string(KDIST_TEST_DATA_DIR) + "/" + model + "_predictions.txt");
   std::vector<float> out;
   double v = 0;
   while (in >> v) out.push_back(static_cast<float>(v));
   return out;
 }
 
-// The fixture's config.json.
-json fixture_config() {
+const std::string unet = std::string(KDIST_TEST_DATA_DIR) + "/keras_unet.keras";
+
+// A fixture's config.json.
+json fixture_config(const std::string& path = fixture) {
   int error = 0;
-  zip_t* z = zip_open(fixture.c_str(), ZIP_RDONLY, &error);
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &error);
   EXPECT_NE(z, nullptr);
-  const std::string text = kdist::detail::keras_model::read_member(z, fixture, "config.json");
+  const std::string text = kdist::detail::keras_model::read_member(z, path, "config.json");
   zip_discard(z);
   return json::parse(text);
 }
@@ -107,8 +112,9 @@ void write_archive(const std::string& path,
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-std::string layer_error(const std::function<void(json&)>& change) {
-  json config = fixture_config();
+std::string layer_error(const std::function<void(json&)>& change,
+                        const std::string& path = fixture) {
+  json config = fixture_config(path);
   change(config);
   return message_of<kdist::ValueError>([&] { (void)kdist::model_from_json(config.dump()); });
 }
@@ -175,10 +181,9 @@ TEST_F(KerasModelFile, ASavedModelLoadsBackTheSameLayersWeightsAndOptimizer) {
 }
 
 TEST_F(KerasModelFile, ConfigsKdistCannotHonourAreValueErrorsNamingTheLayerAndOption) {
-  EXPECT_EQ(layer_error([](json& c) { c["class_name"] = "Functional"; }),
-            "kdist::model_from_json: the model is a \"Functional\"; kdist reads Sequential models "
-            "from Keras files so far (a Functional model: build it in C++ and load its weights "
-            "with kdist::load_keras_weights)");
+  EXPECT_EQ(layer_error([](json& c) { c["class_name"] = "Bogus"; }),
+            "kdist::model_from_json: the model is a \"Bogus\"; kdist reads Sequential and "
+            "Functional models");
   EXPECT_EQ(layer_error([](json& c) { c["config"]["layers"][2]["class_name"] = "LSTM"; }),
             "kdist::model_from_json: layer 2 'p1' (LSTM): kdist has no layer of class \"LSTM\" in "
             "model files yet (Dense, Dropout, Flatten, Conv2D, Conv3D, MaxPooling2D/3D, "
@@ -220,6 +225,86 @@ TEST_F(KerasModelFile, ConfigsKdistCannotHonourAreValueErrorsNamingTheLayerAndOp
             "keras.Input(shape) with every extent known");
   EXPECT_TRUE(contains(message_of<kdist::ValueError>([] { (void)kdist::model_from_json("{"); }),
                        "kdist::model_from_json: not JSON ("));
+}
+
+// A Functional model of skips (tests/data/keras_unet.keras): x + f(x) and concatenate([x, g(x)])
+// with another x + h(x) inside g, as Keras wrote it.
+TEST_F(KerasModelFile, AFunctionalModelOfSkipsIsResidualAndConcatenateBlocksThatPredictAsKeras) {
+  const auto want = keras_predictions("keras_unet");
+  ASSERT_EQ(want.size(), 40U);
+  for (const auto& dist :
+       {std::shared_ptr<const kdist::Distribution>(std::make_shared<kdist::DataParallel>()),
+        model_parallel()}) {
+    auto m = kdist::load_model(unet, dist);
+    const std::string what = name_of(*dist);
+    ASSERT_EQ(m.layers().size(), 5U) << what;  // c1, skip1, cat, flatten, d
+    auto* skip = m.layers()[1].get_if<kdist::layers::BasicResidual<float>>();
+    auto* cat = m.layers()[2].get_if<kdist::layers::BasicConcatenate<float>>();
+    ASSERT_NE(skip, nullptr);
+    ASSERT_NE(cat, nullptr);
+    EXPECT_EQ(skip->name(), "skip1");
+    ASSERT_EQ(cat->layers().size(), 4U);  // p, c3, inner (c4), up
+    EXPECT_NE(cat->layers()[2].get_if<kdist::layers::BasicResidual<float>>(), nullptr);
+    EXPECT_EQ(m.iterations(), 3) << what;
+    const auto got = predictions(m);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-5 * std::abs(want[i])) << what << " value " << i;
+    }
+  }
+  // saved as Keras' Functional model, and back
+  auto m = kdist::load_model(unet, std::make_shared<kdist::DataParallel>());
+  kdist::save_model(m, file("unet.keras"));
+  auto back = kdist::load_model(file("unet.keras"), model_parallel());
+  const auto config = json::parse(kdist::model_to_json(back));
+  EXPECT_EQ(config["class_name"], "Functional");
+  EXPECT_EQ(kdist::model_to_json(back), kdist::model_to_json(m));
+  expect_bitwise_equal(state_of(back), state_of(m), "saved and loaded");
+}
+
+TEST_F(KerasModelFile, FunctionalGraphsThatAreNotChainsOfSkipsAreValueErrors) {
+  auto layer = [](json& c, const char* name) -> json& {
+    for (auto& l : c["config"]["layers"]) {
+      if (l["name"] == name) return l;
+    }
+    throw std::runtime_error(name);
+  };
+  EXPECT_EQ(layer_error(
+                [&](json& c) {
+                  auto& args = layer(c, "cat")["inbound_nodes"][0]["args"][0];
+                  std::swap(args[0], args[1]);
+                },
+                unet),
+            "kdist::model_from_json: layer 9 'cat' (Concatenate) takes the branch 'up' before the "
+            "skip 'skip1'; kdist's Concatenate puts the skip first: Concatenate()([x, f(x)])");
+  EXPECT_EQ(layer_error([&](json& c) { layer(c, "cat")["config"]["axis"] = 1; }, unet),
+            "kdist::model_from_json: layer 9 'cat' (Concatenate): axis = 1 is not in kdist (only "
+            "-1: the channels)");
+  EXPECT_EQ(layer_error(
+                [&](json& c) {  // flatten reads c1's output too: 'c1' feeds three layers
+                  auto& args = layer(c, "flatten")["inbound_nodes"][0]["args"];
+                  args[0]["config"]["keras_history"][0] = "c1";
+                },
+                unet),
+            "kdist::model_from_json: the output of 'c1' feeds 'c2', 'skip1', 'flatten'; kdist "
+            "takes a tensor used twice only as a skip joined by an Add or a Concatenate of two "
+            "inputs");
+  EXPECT_EQ(layer_error(
+                [&](json& c) {
+                  c["config"]["output_layers"] = {{"d", 0, 0}, {"c1", 0, 0}};
+                },
+                unet),
+            "kdist::model_from_json: the Functional model has 2 outputs; kdist's models take one "
+            "input and give one output");
+  EXPECT_EQ(layer_error(
+                [&](json& c) {  // the layers listed in another order than the graph's
+                  auto& list = c["config"]["layers"];
+                  std::swap(list[1], list[2]);
+                },
+                unet),
+            "kdist::model_from_json: the Functional model lists its layers in another order than "
+            "kdist walks them (a branch created before the layers it follows?); build it in C++ "
+            "and load its weights with kdist::load_keras_weights");
 }
 
 TEST_F(KerasModelFile, OptimizersAndLossesKdistLacksAreValueErrors) {

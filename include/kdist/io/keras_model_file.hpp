@@ -17,8 +17,11 @@
 //! `metadata.json` (the Keras version), `config.json` (the model's class, its layers' configs and
 //! the compile config) and `model.weights.h5` (kdist::load_keras_weights' layout,
 //! io/keras_weights.hpp). What kdist reads of the config:
-//!  - the model: "Sequential" (a "Functional" model is an error for now), its input shape from
-//!    the InputLayer's `batch_shape` (or `build_input_shape`), the dtype policy of each layer;
+//!  - the model: "Sequential", or "Functional" made of one chain from its input to its output
+//!    with skips - a tensor used twice, joined again by `Add()([x, f(x)])` (a kdist Residual) or
+//!    `Concatenate()([x, f(x)])` (a kdist Concatenate), nested as deep as wanted (a U-Net); its
+//!    input shape from the InputLayer's `batch_shape` (or `build_input_shape`); each layer's dtype
+//!    policy. kdist writes a model with a Residual or a Concatenate as a Functional one;
 //!  - the layers: Dense, Dropout, Flatten, Conv2D/Conv3D, MaxPooling2D/3D, AveragePooling2D/3D,
 //!    UpSampling2D/3D (channels_last; padding "valid" or "same"; activations linear, relu,
 //!    softmax, gelu). An option kdist does not implement (a regularizer, a constraint, groups, a
@@ -41,12 +44,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -56,11 +61,13 @@
 
 #include <kdist/core/error.hpp>
 #include <kdist/io/keras_weights.hpp>
+#include <kdist/nn/layers/concatenate.hpp>
 #include <kdist/nn/layers/convolution.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
 #include <kdist/nn/layers/flatten.hpp>
 #include <kdist/nn/layers/pooling.hpp>
+#include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/layers/upsampling.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -271,13 +278,196 @@ inline Shape input_shape_of(const json& config) {
       "every extent known");
 }
 
+//! A Functional config as kdist's layers: a chain from the input to the output, where a tensor
+//! that feeds two layers is a skip, the branch from one of them joining it again in an `Add`
+//! (a kdist Residual) or a `Concatenate` with the skip first (a kdist Concatenate); skips nest.
+template <class T>
+class FunctionalGraph {
+ public:
+  explicit FunctionalGraph(const json& config) {
+    const json& list = config.at("layers");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const json& l = list[i];
+      Node n{i, l, l.value("class_name", std::string()), {}};
+      const std::string name = l.value("name", l.value("config", json::object()).value("name", ""));
+      for (const json& node : l.value("inbound_nodes", json::array())) {
+        collect(node.value("args", json::array()), n.inputs);
+      }
+      if (n.inputs.size() > 1 && n.cls != "Add" && n.cls != "Concatenate" &&
+          std::all_of(n.inputs.begin(), n.inputs.end(),
+                      [&](const std::string& x) { return x == n.inputs.front(); })) {
+        n.inputs.resize(1);  // e.g. attention(x, x): one input
+      }
+      for (const auto& from : n.inputs) consumers_[from].push_back(name);
+      if (n.cls == "InputLayer") inputs_.push_back(name);
+      order_.push_back(name);
+      nodes_.emplace(name, std::move(n));
+    }
+    input_ = single(config.value("input_layers", json()), "input");
+    output_ = single(config.value("output_layers", json()), "output");
+  }
+  const std::string& input() const { return input_; }
+  //! The layers from the input to the output.
+  std::vector<AnyLayer<T>> layers() { return walk(input_, output_, ""); }
+  //! The non-input layers in the config's order (Keras' model.layers: its weights file's order).
+  std::vector<std::string> order() const {
+    std::vector<std::string> out;
+    for (const auto& n : order_) {
+      if (nodes_.at(n).cls != "InputLayer") out.push_back(n);
+    }
+    return out;
+  }
+
+ private:
+  struct Node {
+    std::size_t index;
+    json layer;
+    std::string cls;
+    std::vector<std::string> inputs;  // the layers whose outputs it takes, in order
+  };
+
+  static void collect(const json& args, std::vector<std::string>& out) {
+    for (const json& a : args) {
+      if (a.is_array()) {
+        collect(a, out);
+      } else if (a.is_object() && a.value("class_name", "") == "__keras_tensor__") {
+        out.push_back(a.at("config").at("keras_history").at(0).get<std::string>());
+      }
+    }
+  }
+  static std::string single(const json& ends, const char* what) {
+    const json& e =
+        ends.is_array() && !ends.empty() && ends[0].is_array() && ends.size() == 1 ? ends[0] : ends;
+    if (!e.is_array() || e.empty() || !e[0].is_string()) {
+      throw ValueError(std::string("kdist::model_from_json: the Functional model has ") +
+                       (ends.is_array() ? std::to_string(ends.size()) : std::string("no")) + " " +
+                       what + "s; kdist's models take one input and give one output");
+    }
+    return e[0].get<std::string>();
+  }
+  std::string at(const Node& n) const { return where(n.index, n.layer); }
+
+  //! The layers after tensor `from` up to tensor `to` (the output of layer `to`); `first`, when
+  //! given, is the consumer of `from` to follow (a skip's branch).
+  std::vector<AnyLayer<T>> walk(std::string from, const std::string& to, std::string first) {
+    const std::string who = "kdist::model_from_json: ";
+    std::vector<AnyLayer<T>> out;
+    while (from != to) {
+      std::vector<std::string> next =
+          first.empty() ? consumers_[from] : std::vector<std::string>{first};
+      first.clear();
+      if (next.empty()) {
+        throw ValueError(who + "the output of '" + from +
+                         "' leads nowhere (the model's output is '" + to +
+                         "'); kdist's models are one chain from the input to the output");
+      }
+      if (next.size() == 1) {
+        const Node& n = nodes_.at(next.front());
+        if (n.inputs.size() != 1) {
+          throw ValueError(who + at(n) + " joins '" + join(n.inputs) +
+                           "', which do not branch from one tensor just before it; kdist takes "
+                           "skips x -> Add()([x, f(x)]) and Concatenate()([x, f(x)])");
+        }
+        out.push_back(layer_from_config<T>(n.index, n.layer));
+        from = next.front();
+        continue;
+      }
+      // a skip: one consumer joins `from` with the end of a branch that starts at the other
+      const Node* merge = nullptr;
+      const Node* branch = nullptr;
+      if (next.size() == 2) {
+        for (int k = 0; k < 2; ++k) {
+          const Node& m = nodes_.at(next[static_cast<std::size_t>(k)]);
+          if ((m.cls == "Add" || m.cls == "Concatenate") && m.inputs.size() == 2) {
+            merge = &m;
+            branch = &nodes_.at(next[static_cast<std::size_t>(1 - k)]);
+          }
+        }
+      }
+      if (merge == nullptr) {
+        throw ValueError(who + "the output of '" + from + "' feeds " + join(next) +
+                         "; kdist takes a tensor used twice only as a skip joined by an Add or a "
+                         "Concatenate of two inputs");
+      }
+      const std::string name = merge->layer.value("name", std::string());
+      const std::string end = merge->inputs[0] == from ? merge->inputs[1] : merge->inputs[0];
+      if (merge->inputs[0] != from && merge->inputs[1] != from) {
+        throw ValueError(who + at(*merge) + " does not take the skip '" + from + "'");
+      }
+      const json& mc = merge->layer.value("config", json::object());
+      if (merge->cls == "Concatenate") {
+        if (merge->inputs[0] != from) {
+          throw ValueError(who + at(*merge) + " takes the branch '" + end + "' before the skip '" +
+                           from +
+                           "'; kdist's Concatenate puts the skip first: "
+                           "Concatenate()([x, f(x)])");
+        }
+        if (const json axis = mc.value("axis", json(-1)); axis != -1) {
+          throw ValueError(who + at(*merge) + ": axis = " + axis.dump() +
+                           " is not in kdist (only -1: the channels)");
+        }
+      }
+      auto inner = walk(from, end, branch->layer.value("name", std::string()));
+      if (merge->cls == "Add") {
+        out.push_back(layers::BasicResidual<T>(name, std::move(inner)));
+      } else {
+        out.push_back(layers::BasicConcatenate<T>(name, std::move(inner)));
+      }
+      from = name;
+    }
+    return out;
+  }
+  static std::string join(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+    return s;
+  }
+
+  std::map<std::string, Node> nodes_;
+  std::map<std::string, std::vector<std::string>> consumers_;
+  std::vector<std::string> inputs_, order_;
+  std::string input_, output_;
+};
+
+//! The names of a model's layers as Keras' model.layers lists them (a Residual's and a
+//! Concatenate's inner layers, then the merge).
+template <class T>
+void flattened_names(std::vector<AnyLayer<T>>& layers, std::vector<std::string>& out) {
+  for (auto& l : layers) {
+    if (auto* r = l.template get_if<layers::BasicResidual<T>>()) {
+      flattened_names(r->layers(), out);
+    } else if (auto* c = l.template get_if<layers::BasicConcatenate<T>>()) {
+      flattened_names(c->layers(), out);
+    }
+    out.push_back(l.name());
+  }
+}
+
 template <class T>
 BasicSequential<T> sequential_from_config(const json& model) {
   const std::string cls = model.value("class_name", std::string());
+  if (cls == "Functional" || cls == "Model") {
+    const json& config = model.at("config");
+    FunctionalGraph<T> graph(config);
+    auto layers = graph.layers();
+    // Keras' weights file numbers the layers in the config's order: kdist's must be the same
+    std::vector<std::string> names;
+    flattened_names(layers, names);
+    if (names != graph.order()) {
+      throw ValueError(
+          "kdist::model_from_json: the Functional model lists its layers in another order than "
+          "kdist walks them (a branch created before the layers it follows?); build it in C++ "
+          "and load its weights with kdist::load_keras_weights");
+    }
+    json inputs = json::object();
+    for (const json& l : config.at("layers")) {
+      if (l.value("name", "") == graph.input()) inputs = json{{"layers", json::array({l})}};
+    }
+    return BasicSequential<T>(input_shape_of(inputs), std::move(layers));
+  }
   if (cls != "Sequential") {
     throw ValueError("kdist::model_from_json: the model is a \"" + cls +
-                     "\"; kdist reads Sequential models from Keras files so far (a Functional "
-                     "model: build it in C++ and load its weights with kdist::load_keras_weights)");
+                     "\"; kdist reads Sequential and Functional models");
   }
   const json& config = model.at("config");
   std::vector<AnyLayer<T>> layers;
@@ -492,6 +682,110 @@ json optimizer_config(const AnyOptimizer<T>& optimizer) {
           {"registered_name", nullptr}};
 }
 
+//! A functional config's reference to the output of layer `from`, of `shape` (per example).
+inline json tensor_of(const std::string& from, const Shape& shape) {
+  json s = json::array({nullptr});
+  for (const auto e : shape) s.push_back(e);
+  return {{"class_name", "__keras_tensor__"},
+          {"config",
+           {{"shape", std::move(s)},
+            {"dtype", "float32"},
+            {"keras_history", json::array({from, 0, 0})}}}};
+}
+
+//! The output shape (per example) of a layer kdist writes to Keras files, from its input's, by
+//! Keras' rules (a functional config names each tensor's shape).
+template <class T>
+Shape shape_after(AnyLayer<T>& layer, Shape in) {
+  const auto windowed = [&](std::size_t a, std::size_t extent, std::size_t stride,
+                            layers::Padding p) {
+    in[a] = p == layers::Padding::valid ? (in[a] >= extent ? (in[a] - extent) / stride + 1 : 0)
+                                        : (in[a] + stride - 1) / stride;
+  };
+  if (auto* d = layer.template get_if<layers::BasicDense<T>>()) {
+    in.back() = d->units();
+  } else if (layer.template get_if<layers::BasicFlatten<T>>() != nullptr) {
+    std::size_t n = 1;
+    for (const auto e : in) n *= e;
+    in = Shape{n};
+  } else {
+    auto spatial = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+      if (auto* c = layer.template get_if<layers::BasicConvolution<T, S>>()) {
+        const auto& o = c->options();
+        for (std::size_t a = 0; a < S; ++a) {
+          windowed(a, o.dilation_rate[a] * (c->kernel_size()[a] - 1) + 1, o.strides[a], o.padding);
+        }
+        in.back() = c->filters();
+      }
+      auto pooled = [&](auto* p) {
+        if (p == nullptr) return;
+        for (std::size_t a = 0; a < S; ++a) {
+          windowed(a, p->pool_size()[a], p->options().strides[a], p->options().padding);
+        }
+      };
+      pooled(layer.template get_if<layers::BasicPooling<T, ops::PoolingKind::max, S>>());
+      pooled(layer.template get_if<layers::BasicPooling<T, ops::PoolingKind::average, S>>());
+      if (auto* u = layer.template get_if<layers::BasicUpSampling<T, S>>()) {
+        for (std::size_t a = 0; a < S; ++a) in[a] *= u->size()[a];
+      }
+    };
+    if (in.size() == 3) spatial(std::integral_constant<std::size_t, 2>{});
+    if (in.size() == 4) spatial(std::integral_constant<std::size_t, 3>{});
+  }
+  return in;
+}
+inline json called_on(std::vector<json> inputs, bool merge) {
+  json args = json::array();
+  if (merge) {
+    args.push_back(json(std::move(inputs)));
+  } else {
+    args.push_back(std::move(inputs.front()));
+  }
+  return json::array({{{"args", std::move(args)}, {"kwargs", json::object()}}});
+}
+
+//! The layers of a functional config, after tensor `t` (left at the last layer's output): a
+//! Residual is its inner layers then an Add of its input and theirs, a Concatenate the same with
+//! a Concatenate; `index` numbers the layers for messages.
+template <class T>
+void functional_layers(std::vector<AnyLayer<T>>& list, std::string& t, Shape& shape, json& out,
+                       std::size_t& index) {
+  for (auto& l : list) {
+    auto* r = l.template get_if<layers::BasicResidual<T>>();
+    auto* c = l.template get_if<layers::BasicConcatenate<T>>();
+    if (r != nullptr || c != nullptr) {
+      const std::string start = t;
+      const Shape start_shape = shape;
+      functional_layers(r != nullptr ? r->layers() : c->layers(), t, shape, out, index);
+      json config = {{"name", l.name()},
+                     {"trainable", true},
+                     {"dtype",
+                      {{"module", "keras"},
+                       {"class_name", "DTypePolicy"},
+                       {"config", {{"name", l.dtype_policy().name()}}},
+                       {"registered_name", nullptr}}}};
+      if (c != nullptr) config["axis"] = -1;
+      out.push_back({{"module", "keras.layers"},
+                     {"class_name", r != nullptr ? "Add" : "Concatenate"},
+                     {"config", std::move(config)},
+                     {"registered_name", nullptr},
+                     {"name", l.name()},
+                     {"inbound_nodes",
+                      called_on({tensor_of(start, start_shape), tensor_of(t, shape)}, true)}});
+      if (c != nullptr) shape.back() += start_shape.back();
+      t = l.name();
+      ++index;
+      continue;
+    }
+    json e = layer_config(index++, l);
+    e["name"] = l.name();
+    e["inbound_nodes"] = called_on({tensor_of(t, shape)}, false);
+    out.push_back(std::move(e));
+    shape = shape_after(l, shape);
+    t = l.name();
+  }
+}
+
 //! A zip archive, closed (discarding what was not committed) when it goes.
 struct Zip {
   zip_t* z = nullptr;
@@ -538,8 +832,9 @@ inline std::string weights_beside(const std::string& path) {
 
 }  // namespace detail::keras_model
 
-//! The uncompiled Sequential of Keras' `model.to_json()` text (Keras' `model_from_json`).
-//! Errors: kdist::ValueError for text that is not JSON, a model that is not Sequential, a layer,
+//! The uncompiled model of Keras' `model.to_json()` text (Keras' `model_from_json`): a Sequential
+//! or a Functional model of skips. Errors: kdist::ValueError for text that is not JSON, a model
+//! that is neither or a graph that is not a chain of skips (naming the layers), a layer,
 //! option or activation kdist lacks (naming the layer, its index and the option), no input shape.
 template <class T = float>
 BasicSequential<T> model_from_json(const std::string& text) {
@@ -563,18 +858,39 @@ std::string model_to_json(BasicSequential<T>& model) {
        {"config",
         {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"name", "input_layer"}}},
        {"registered_name", nullptr}});
-  for (std::size_t i = 0; i < model.layers().size(); ++i) {
-    layers.push_back(km::layer_config(i + 1, model.layers()[i]));
+  json out;
+  if (detail::keras_weights::is_functional(model)) {
+    // a Residual or a Concatenate: Keras' Functional model (its Sequential has no skips)
+    layers[0]["name"] = "input_layer";
+    layers[0]["inbound_nodes"] = json::array();
+    std::string t = "input_layer";
+    Shape tensor_shape = model.input_shape();
+    std::size_t index = 1;
+    km::functional_layers(model.layers(), t, tensor_shape, layers, index);
+    out = {{"module", "keras.src.models.functional"},
+           {"class_name", "Functional"},
+           {"config",
+            {{"name", "functional"},
+             {"trainable", true},
+             {"layers", std::move(layers)},
+             {"input_layers", json::array({"input_layer", 0, 0})},
+             {"output_layers", json::array({t, 0, 0})}}},
+           {"registered_name", "Functional"},
+           {"build_config", {{"input_shape", nullptr}}}};
+  } else {
+    for (std::size_t i = 0; i < model.layers().size(); ++i) {
+      layers.push_back(km::layer_config(i + 1, model.layers()[i]));
+    }
+    out = {{"module", "keras"},
+           {"class_name", "Sequential"},
+           {"config",
+            {{"name", "sequential"},
+             {"trainable", true},
+             {"layers", std::move(layers)},
+             {"build_input_shape", shape}}},
+           {"registered_name", nullptr},
+           {"build_config", {{"input_shape", shape}}}};
   }
-  json out = {{"module", "keras"},
-              {"class_name", "Sequential"},
-              {"config",
-               {{"name", "sequential"},
-                {"trainable", true},
-                {"layers", std::move(layers)},
-                {"build_input_shape", shape}}},
-              {"registered_name", nullptr},
-              {"build_config", {{"input_shape", shape}}}};
   if (model.compiled()) {
     out["compile_config"] = {{"optimizer", km::optimizer_config(model.optimizer())},
                              {"loss", model.loss().name()},

@@ -28,10 +28,11 @@
 //!    sublayers as `<group>/query_dense`, `key_dense`, `value_dense`, `output_dense` (each: vars/0
 //!    kernel, vars/1 bias; attribute `name` "query", "key", "value", "attention_output"), and empty
 //!    `<group>/_softmax`, `<group>/_dropout_layer`.
-//!  - A model with a Residual (`y = x + f(x)`) is Keras' functional model (Keras' Sequential
-//!    cannot add): `/layers/input_layer` (empty) and the layers flattened in the functional
-//!    model's topological order, a Residual being its inner layers in order, then an `add[_<k>]`
-//!    group (empty, attribute `name` = the Residual's name). Keras' counterpart of make_gpt is in
+//!  - A model with a Residual (`y = x + f(x)`) or a Concatenate (`concatenate([x, f(x)])`) is
+//!    Keras' functional model (Keras' Sequential has no skips): `/layers/input_layer` (empty) and
+//!    the layers flattened in the functional model's topological order, a Residual being its
+//!    inner layers in order, then an `add[_<k>]` group (empty, attribute `name` = the Residual's
+//!    name), a Concatenate the same with a `concatenate[_<k>]` group. Keras' counterpart of make_gpt is in
 //!    scripts/keras/gpt_keras_side.py.
 //!  - `/vars`, empty, attribute `name` = "sequential" ("functional" for a functional model).
 //! What Keras does not store (the seed, the epoch, the mesh) is not in the file: for an exact
@@ -59,6 +60,7 @@
 #include <kdist/io/detail/hdf5.hpp>
 #include <kdist/io/detail/io_watch.hpp>
 #include <kdist/io/detail/parallel_hdf5_io.hpp>
+#include <kdist/nn/layers/concatenate.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/model.hpp>
 #include <kdist/parallel/collectives.hpp>
@@ -192,6 +194,11 @@ struct EntryBuilder {
       variable_free("add", r->name());
       return;
     }
+    if (auto* c = layer.template get_if<layers::BasicConcatenate<T>>()) {
+      for (auto& inner : c->layers()) add(inner);
+      variable_free("concatenate", c->name());
+      return;
+    }
     const std::size_t n = layer.variables().size();
     const std::string cls = layer.keras_class();
     if (cls.empty()) {
@@ -216,13 +223,17 @@ struct EntryBuilder {
   }
 };
 
-//! Whether the model is written as Keras' functional model (it has a Residual: Keras has no
-//! Sequential form of `x + f(x)`) rather than as a Sequential.
+//! Whether the model is written as Keras' functional model (it has a Residual or a Concatenate:
+//! Keras has no Sequential form of `x + f(x)` or `concatenate([x, f(x)])`) rather than as a
+//! Sequential.
 template <class Model>
 bool is_functional(Model& model) {
   using T = typename Model::value_type;
   for (auto& layer : model.layers()) {
-    if (layer.template get_if<layers::BasicResidual<T>>() != nullptr) return true;
+    if (layer.template get_if<layers::BasicResidual<T>>() != nullptr ||
+        layer.template get_if<layers::BasicConcatenate<T>>() != nullptr) {
+      return true;
+    }
   }
   return false;
 }
