@@ -39,6 +39,13 @@ kdist_watchdog_test(agree ${_wd_env} 3 10 "stuck|agree|outside"
 # A halo exchange's point-to-point messages (issue 38): process 1 waits for its neighbour, 2.
 kdist_watchdog_test(halo_gather ${_wd_env} 3 10 "stuck|halo_gather"
   "process 1 of 3 failed: kdist::halo_gather along dimension 0 on mesh axis 'data' did not complete within 2 s, during fit, epoch 1, step 3: no message from or to process\\(es\\) 2 of it")
+# A process that returns from its main while another is stuck: kdist::run's end does not wait in
+# MPI_Finalize forever; process 0 names the one that did not arrive.
+foreach(_np 2 3)
+  math(EXPR _last "${_np} - 1")
+  kdist_watchdog_test(end ${_wd_env} ${_np} 10 "end"
+    "error: process 0 of ${_np} failed: kdist::run: this process returned from its main, and process ${_last} did not within 2 s \\(stopped, or still working\\): the job ends.*MPI_Abort")
+endforeach()
 # A producer of streamed training data that stops without close() (issue 38): the trainer,
 # waiting for a batch, names it.
 kdist_watchdog_test(stream ${_wd_env} 3 10 "stream"

@@ -8,6 +8,8 @@
 //                                 of every process), in step 3 of epoch 1 of "fit" (not inside a
 //                                 step with "outside"); with "api" the timeout is 2 s by
 //                                 kdist::set_collective_timeout, else KDIST_COLLECTIVE_TIMEOUT.
+//   collective_timeout end        the last process stops; the others return from their main at
+//                                 once: kdist::run's end waits for it, within the timeout.
 //   collective_timeout grid       a (2, 2) mesh: process 3 stops; process 2 waits on axis "model",
 //                                 process 1 on axis "data" (where process 3 is rank 1).
 //   collective_timeout stream     process 0 trains from a StreamingDataset fed by all others; each
@@ -221,12 +223,17 @@ int main(int argc, char** argv) {
     const std::string arg = argc_ > 2 ? argv_[2] : "";
     const std::string how = argc_ > 3 ? argv_[3] : "";
     if (mode == "stuck") return stuck(arg, how);
+    if (mode == "end") {
+      if (kdist::process_id() + 1 == kdist::process_count()) stop_here();
+      std::printf("process %d: returns\n", kdist::process_id());
+      return 0;
+    }
     if (mode == "grid") return grid();
     if (mode == "stream") return stream();
     if (mode == "train") return train(arg);
     if (mode == "check") return check(arg);
     throw kdist::ValueError(
-        "usage: collective_timeout stuck C [api|outside] | grid | stream | train DIR | "
+        "usage: collective_timeout stuck C [api|outside] | end | grid | stream | train DIR | "
         "check DIR");
   });
 }
