@@ -562,18 +562,24 @@ inline Loss loss_from_config(const json& l) {
                    "sparse_categorical_crossentropy");
 }
 
+//! What every layer's Keras config holds: its name, trainable, its dtype policy.
+template <class T>
+json base_config(const AnyLayer<T>& layer) {
+  return {{"name", layer.name()},
+          {"trainable", true},
+          {"dtype",
+           {{"module", "keras"},
+            {"class_name", "DTypePolicy"},
+            {"config", {{"name", layer.dtype_policy().name()}}},
+            {"registered_name", nullptr}}}};
+}
+
 //! Keras' config of a layer kdist can write (with the dtype policy the layer has).
 template <class T>
 json layer_config(std::size_t index, AnyLayer<T>& layer) {
   const std::string at =
       "kdist::model_to_json: layer " + std::to_string(index) + " '" + layer.name() + "'";
-  json c = {{"name", layer.name()},
-            {"trainable", true},
-            {"dtype",
-             {{"module", "keras"},
-              {"class_name", "DTypePolicy"},
-              {"config", {{"name", layer.dtype_policy().name()}}},
-              {"registered_name", nullptr}}}};
+  json c = base_config(layer);
   const auto list = [](const auto& a) {
     return json(std::vector<std::size_t>(a.begin(), a.end()));
   };
@@ -757,13 +763,7 @@ void functional_layers(std::vector<AnyLayer<T>>& list, std::string& t, Shape& sh
       const std::string start = t;
       const Shape start_shape = shape;
       functional_layers(r != nullptr ? r->layers() : c->layers(), t, shape, out, index);
-      json config = {{"name", l.name()},
-                     {"trainable", true},
-                     {"dtype",
-                      {{"module", "keras"},
-                       {"class_name", "DTypePolicy"},
-                       {"config", {{"name", l.dtype_policy().name()}}},
-                       {"registered_name", nullptr}}}};
+      json config = base_config(l);
       if (c != nullptr) config["axis"] = -1;
       out.push_back({{"module", "keras.layers"},
                      {"class_name", r != nullptr ? "Add" : "Concatenate"},
