@@ -299,7 +299,6 @@ class FunctionalGraph {
         n.inputs.resize(1);  // e.g. attention(x, x): one input
       }
       for (const auto& from : n.inputs) consumers_[from].push_back(name);
-      if (n.cls == "InputLayer") inputs_.push_back(name);
       order_.push_back(name);
       nodes_.emplace(name, std::move(n));
     }
@@ -425,7 +424,7 @@ class FunctionalGraph {
 
   std::map<std::string, Node> nodes_;
   std::map<std::string, std::vector<std::string>> consumers_;
-  std::vector<std::string> inputs_, order_;
+  std::vector<std::string> order_;
   std::string input_, output_;
 };
 
