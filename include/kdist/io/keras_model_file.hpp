@@ -841,6 +841,38 @@ BasicSequential<T> model_from_json(const std::string& text) {
       detail::keras_model::parse(text, "kdist::model_from_json"));
 }
 
+namespace detail::keras_model {
+//! The model of a parsed config, compiled with its compile_config on `dist` (`source` names the
+//! text in messages).
+template <class T>
+BasicSequential<T> compiled_from_config(const json& parsed, std::shared_ptr<const Distribution> dist,
+                                        std::uint64_t seed, const std::string& source) {
+  auto model = sequential_from_config<T>(parsed);
+  if (!parsed.contains("compile_config") || parsed["compile_config"].is_null()) {
+    throw ValueError(source +
+                     " holds a model saved without compile (no optimizer, no loss); build it with "
+                     "kdist::model_from_json, compile it, and load the weights with "
+                     "kdist::load_keras_weights");
+  }
+  const auto& compile = parsed["compile_config"];
+  model.compile(std::move(dist), loss_from_config(compile.value("loss", json())),
+                optimizer_from_config<T>(compile.value("optimizer", json::object())), seed);
+  return model;
+}
+}  // namespace detail::keras_model
+
+//! The model of Keras' JSON of a compiled model (`model.to_json()` holds its compile_config),
+//! compiled with that optimizer and loss on `dist`, its variables initialised from `seed` (what
+//! the C API's kdist_model_from_json builds). Errors: those of model_from_json above, and a
+//! kdist::ValueError for JSON without a compile_config (compile the uncompiled model yourself).
+template <class T = float>
+BasicSequential<T> model_from_json(const std::string& text, std::shared_ptr<const Distribution> dist,
+                                   std::uint64_t seed = 0) {
+  namespace km = detail::keras_model;
+  return km::compiled_from_config<T>(km::parse(text, "kdist::model_from_json"), std::move(dist),
+                                     seed, "kdist::model_from_json: the JSON");
+}
+
 //! Keras' `model.to_json()` of a model (layers, input shape, dtype policies; compiled: the
 //! optimizer and the loss). Errors: kdist::ValueError for a layer or optimizer Keras' files
 //! cannot hold from kdist (a user layer, "periodic" padding).
@@ -945,17 +977,8 @@ BasicSequential<T> load_model(const std::string& path, std::shared_ptr<const Dis
   mpi::agree<ValueError>(kdist::communicator(), failure.empty(), failure);
   broadcast(config, 0, kdist::communicator());
   const auto parsed = km::parse(config, "kdist::load_model: '" + path + "' config.json");
-  auto model = km::sequential_from_config<T>(parsed);
-  if (!parsed.contains("compile_config") || parsed["compile_config"].is_null()) {
-    throw ValueError("kdist::load_model: '" + path +
-                     "' holds a model saved without compile (no optimizer, no loss); build it with "
-                     "kdist::model_from_json, compile it, and load the weights with "
-                     "kdist::load_keras_weights");
-  }
-  const auto& compile = parsed["compile_config"];
-  model.compile(std::move(dist), km::loss_from_config(compile.value("loss", km::json())),
-                km::optimizer_from_config<T>(compile.value("optimizer", km::json::object())),
-                options.seed);
+  auto model = km::compiled_from_config<T>(parsed, std::move(dist), options.seed,
+                                           "kdist::load_model: '" + path + "'");
   load_keras_weights(model, weights, options.weights);
   return model;
 }

@@ -337,6 +337,14 @@ class BasicSequential {
     return step_.forward(layers_, input_tensor(x_local, global_batch), context);
   }
 
+  //! Whether predict_step gives the logits of the last layer's softmax rather than its
+  //! probabilities (Keras' predict): a final softmax that a cross-entropy loss takes fused, which
+  //! kdist::ops::softmax turns into Keras' output.
+  bool predicts_logits() const {
+    require_compiled("predicts_logits");
+    return loss().fuses_softmax() && layers_.back().ends_in_softmax();
+  }
+
   //! Loss (and accuracy) of the rows `x_local` (no dropout, no update).
   template <class XV, class YV>
   Metrics evaluate_batch(const XV& x_local, const YV& targets, std::size_t global_batch) {
