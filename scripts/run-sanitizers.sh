@@ -16,11 +16,14 @@ KDIST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export KDIST_EXTRA_PACKAGES="clang libclang-rt-14-dev"
 export KDIST_BUILD="${KDIST_SANITIZE_BUILD:-$KDIST_ROOT/build-sanitize}"
 cxx="${KDIST_SANITIZE_CXX:-clang++}"
-case "$cxx" in *clang*) lines=-gline-tables-only ;; *) lines=-g1 ;; esac
+case "$cxx" in *clang*) lines=-gline-tables-only cc=clang ;; *) lines=-g1 cc=gcc ;; esac
 all=OFF
 only=ON
 [ "${KDIST_SANITIZE_ALL:-0}" = 1 ] && all=ON && only=OFF
-export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# The C API's test (tests/bindings) runs here too, compiled by the C compiler of the same family
+# (one sanitizer runtime); the Fortran module does not (gfortran's runtime is GCC's).
+export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_C_COMPILER=$cc -DKDIST_ENABLE_FORTRAN=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKDIST_SANITIZE=address,undefined -DKDIST_SANITIZE_DEBUG_INFO=$lines \
   -DKDIST_ENABLE_BENCHMARKS=OFF -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
   -DKDIST_TEST_GUIDE_EXAMPLES=$all -DKDIST_TEST_RUNTIME_PATHS_ONLY=$only \
@@ -28,6 +31,7 @@ export KDIST_CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDeb
 source "$KDIST_ROOT/scripts/setup.sh"
 # setup.sh configures a new build directory only; an existing one follows KDIST_SANITIZE_ALL too.
 cmake "$KDIST_BUILD" -DKDIST_TEST_KERNEL_REFERENCES=$all -DKDIST_ENABLE_EXAMPLES=$all \
+  -DCMAKE_C_COMPILER=$cc -DKDIST_ENABLE_FORTRAN=OFF \
   -DKDIST_TEST_GUIDE_EXAMPLES=$all -DKDIST_TEST_RUNTIME_PATHS_ONLY=$only > /dev/null
 
 # Every sanitizer report ends the process with an error; MPICH's own allocations at exit are not

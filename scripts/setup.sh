@@ -28,6 +28,7 @@ KDIST_PACKAGES=(
   libcli11-dev                       # the example trainers' command-line flags
   nlohmann-json3-dev                 # LayoutMap rules in JSON files (kdist::io)
   libzip-dev                         # Keras model files (.keras: zip archives; kdist::io)
+  gcc gfortran                       # C and Fortran callers (bindings/: the C API, the Fortran module)
   libgtest-dev libbenchmark-dev      # tests and benchmarks
   dataset-fashion-mnist              # the trainers' data
   fortunes                           # English text for the GPT trainer (/usr/share/games/fortunes)

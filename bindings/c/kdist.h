@@ -3,7 +3,7 @@
  * JSON (model.to_json() of a compiled model), is distributed as a kdist distribution says
  * (DataParallel; ModelParallel over a mesh with LayoutMap rules in JSON: tensor parallelism, or
  * FSDP with rules that shard weights on the batch axis), and trains and predicts on the caller's
- * arrays. docs/c_and_fortran.md is the guide; bindings/fortran/kdist.f90 the Fortran module over it.
+ * arrays. docs/guide/09-c-and-fortran.md is the guide; bindings/fortran/kdist.f90 the Fortran module over it.
  *
  *   kdist_initialize(MPI_COMM_WORLD);                    // MPI started by the caller
  *   kdist_distribution dist;  kdist_data_parallel(&dist);
@@ -40,15 +40,16 @@ extern "C" {
 /* Keep in step with bindings/fortran/kdist.f90. */
 typedef enum kdist_status {
   KDIST_OK = 0,
-  KDIST_VALUE_ERROR = 1,        /* bad input (kdist::ValueError): a shape, a file, a config */
-  KDIST_RUNTIME_ERROR = 2,      /* kdist::RuntimeError: MPI, I/O, the processes disagree */
-  KDIST_INVALID_ARGUMENT = 3,   /* a null handle or pointer, a negative extent or rank */
-  KDIST_NOT_INITIALIZED = 4,    /* kdist_initialize was not called (or kdist_finalize was) */
-  KDIST_INTERNAL_ERROR = 5      /* anything else: a bug, please report it with the message */
+  KDIST_VALUE_ERROR = 1,      /* bad input (kdist::ValueError): a shape, a file, a config */
+  KDIST_RUNTIME_ERROR = 2,    /* kdist::RuntimeError: MPI, I/O, the processes disagree */
+  KDIST_INVALID_ARGUMENT = 3, /* a null handle or pointer, a negative extent or rank */
+  KDIST_NOT_INITIALIZED = 4,  /* kdist_initialize was not called (or kdist_finalize was) */
+  KDIST_INTERNAL_ERROR = 5    /* anything else: a bug, please report it with the message */
 } kdist_status;
 
-/* Where an array lives: host memory, or the memory of kdist's device (a GPU's, taken in place: no
- * copy; on a CPU build the host's). A host array given to a GPU build is copied to the device. */
+/* Where an array lives (the `memory` arguments, an int holding one of these): host memory, or the
+ * memory of kdist's device (a GPU's, taken in place: no copy; on a CPU build the host's). A host
+ * array given to a GPU build is copied to the device. */
 typedef enum kdist_memory { KDIST_MEMORY_HOST = 0, KDIST_MEMORY_DEVICE = 1 } kdist_memory;
 
 typedef struct kdist_distribution_s* kdist_distribution;
@@ -101,31 +102,29 @@ int kdist_model_input_shape(kdist_model model, int64_t* shape, int capacity, int
 int kdist_model_output_size(kdist_model model, int64_t* size);
 /* This process's rows of a global batch of `global_batch` examples under the distribution's data
  * layout: `first` and `count` (processes of one model replica share theirs). */
-int kdist_model_input_rows(kdist_model model, int64_t global_batch, int64_t* first,
-                           int64_t* count);
+int kdist_model_input_rows(kdist_model model, int64_t global_batch, int64_t* first, int64_t* count);
 
 /* One training step (Keras' train_on_batch) on this process's rows: `x` of `x_rank` extents
  * `x_shape` (rows first), targets `y` of `y_rank` extents `y_shape` (rows first; the rest hold
  * one example's output values, in row-major order); `global_batch`: the rows of every model
  * replica together. Writes the global mean loss, the same on every process. Collective. */
 int kdist_model_train_step(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                           const float* y, int y_rank, const int64_t* y_shape,
-                           int64_t global_batch, kdist_memory memory, double* loss);
+                           const float* y, int y_rank, const int64_t* y_shape, int64_t global_batch,
+                           int memory, double* loss);
 /* The same with integer class labels (sparse_categorical_crossentropy), one per row: writes the
  * loss and the accuracy (NULL: not wanted). Collective. */
 int kdist_model_train_step_labels(kdist_model model, const float* x, int x_rank,
                                   const int64_t* x_shape, const int32_t* labels,
-                                  int64_t global_batch, kdist_memory memory, double* loss,
-                                  double* accuracy);
+                                  int64_t global_batch, int memory, double* loss, double* accuracy);
 /* The loss on this process's rows without dropout or update (Keras' test_on_batch). */
 int kdist_model_test_step(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                          const float* y, int y_rank, const int64_t* y_shape,
-                          int64_t global_batch, kdist_memory memory, double* loss);
+                          const float* y, int y_rank, const int64_t* y_shape, int64_t global_batch,
+                          int memory, double* loss);
 /* The model's output for this process's rows (Keras' predict_on_batch): rows x
  * kdist_model_output_size values written to `out` (room for `out_size` floats, in `memory`).
  * Collective. */
 int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                        int64_t global_batch, kdist_memory memory, float* out, int64_t out_size);
+                        int64_t global_batch, int memory, float* out, int64_t out_size);
 
 /* Keras model file `path` (.keras: keras.saving.load_model reads it). Collective. */
 int kdist_model_save(kdist_model model, const char* path);

@@ -139,22 +139,25 @@ std::size_t product(const std::vector<std::size_t>& e, std::size_t from = 0) {
 }
 
 using DeviceSpace = Kokkos::DefaultExecutionSpace::memory_space;
-constexpr bool device_is_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceSpace>::accessible;
+constexpr bool device_is_host =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceSpace>::accessible;
 template <class DataType>
 using Unmanaged = Kokkos::View<DataType, Kokkos::LayoutRight, DeviceSpace,
                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-//! `n` values at `p` as device memory: in place when they are there (or the device is the host),
-//! else copied into `copy` (grown when too small).
+//! `n` values at `p` (array `what`) as device memory: in place when they are there (or the device
+//! is the host), else copied into `copy` (grown when too small).
 template <class V>
-typename V::value_type* on_device(const typename V::value_type* p, std::size_t n,
-                                  kdist_memory memory, V& copy, const char* label) {
+typename V::value_type* on_device(const typename V::value_type* p, std::size_t n, int memory,
+                                  V& copy, const char* what) {
   using E = typename V::value_type;
   if (memory != KDIST_MEMORY_HOST && memory != KDIST_MEMORY_DEVICE) {
     throw InvalidArgument("memory must be KDIST_MEMORY_HOST or KDIST_MEMORY_DEVICE");
   }
+  if (n > 0) require_pointer(p, what);  // an empty block may be NULL
   if (device_is_host || memory == KDIST_MEMORY_DEVICE) return const_cast<E*>(p);
-  if (copy.extent(0) < n) copy = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+  if (copy.extent(0) < n)
+    copy = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kdist_c::") + what), n);
   Kokkos::deep_copy(
       Kokkos::subview(copy, std::pair<std::size_t, std::size_t>(0, n)),
       Kokkos::View<const E*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(p, n));
@@ -165,9 +168,12 @@ typename V::value_type* on_device(const typename V::value_type* p, std::size_t n
 template <class F>
 void with_input(const std::vector<std::size_t>& e, float* p, F&& f) {
   switch (e.size()) {
-    case 2: return f(Unmanaged<float**>(p, e[0], e[1]));
-    case 4: return f(Unmanaged<float****>(p, e[0], e[1], e[2], e[3]));
-    case 5: return f(Unmanaged<float*****>(p, e[0], e[1], e[2], e[3], e[4]));
+    case 2:
+      return f(Unmanaged<float**>(p, e[0], e[1]));
+    case 4:
+      return f(Unmanaged<float****>(p, e[0], e[1], e[2], e[3]));
+    case 5:
+      return f(Unmanaged<float*****>(p, e[0], e[1], e[2], e[3], e[4]));
     default:
       throw kdist::ValueError("kdist: x has rank " + std::to_string(e.size()) +
                               "; give (rows, features), (rows, height, width, channels) or "
@@ -185,19 +191,17 @@ void check_global_batch(std::int64_t global_batch) {
 //! One step on regression targets (train: with the update).
 double step_on_targets(kdist_model m, const float* x, int x_rank, const std::int64_t* x_shape,
                        const float* y, int y_rank, const std::int64_t* y_shape,
-                       std::int64_t global_batch, kdist_memory memory, bool train) {
+                       std::int64_t global_batch, int memory, bool train) {
   auto& h = model_of(m);
   const auto xe = extents_of(x_rank, x_shape, "x");
   const auto ye = extents_of(y_rank, y_shape, "y");
-  require_pointer(x, "x");
-  require_pointer(y, "y");
   check_global_batch(global_batch);
   if (ye[0] != xe[0]) {
     throw kdist::ValueError("kdist: y has " + std::to_string(ye[0]) + " rows and x " +
                             std::to_string(xe[0]) + "; give one row of targets per row of x");
   }
-  float* xd = on_device(x, product(xe), memory, h.x_copy, "kdist_c::x");
-  float* yd = on_device(y, product(ye), memory, h.y_copy, "kdist_c::y");
+  float* xd = on_device(x, product(xe), memory, h.x_copy, "x");
+  float* yd = on_device(y, product(ye), memory, h.y_copy, "y");
   const Unmanaged<float**> targets(yd, ye[0], product(ye, 1));
   double loss = 0;
   with_input(xe, xd, [&](const auto& xv) {
@@ -212,7 +216,9 @@ double step_on_targets(kdist_model m, const float* x, int x_rank, const std::int
 
 extern "C" {
 
-const char* kdist_last_error(void) { return last_error.c_str(); }
+const char* kdist_last_error(void) {
+  return last_error.c_str();
+}
 
 int kdist_initialize(MPI_Comm comm) {
   return guarded("kdist_initialize", [&] {
@@ -233,7 +239,9 @@ int kdist_initialize(MPI_Comm comm) {
   });
 }
 
-int kdist_initialize_fortran(MPI_Fint comm) { return kdist_initialize(MPI_Comm_f2c(comm)); }
+int kdist_initialize_fortran(MPI_Fint comm) {
+  return kdist_initialize(MPI_Comm_f2c(comm));
+}
 
 int kdist_finalize(void) {
   return guarded("kdist_finalize", [&] {
@@ -379,38 +387,36 @@ int kdist_model_input_rows(kdist_model model, int64_t global_batch, int64_t* fir
 }
 
 int kdist_model_train_step(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                           const float* y, int y_rank, const int64_t* y_shape,
-                           int64_t global_batch, kdist_memory memory, double* loss) {
+                           const float* y, int y_rank, const int64_t* y_shape, int64_t global_batch,
+                           int memory, double* loss) {
   return guarded("kdist_model_train_step", [&] {
     require_pointer(loss, "loss");
-    *loss = step_on_targets(model, x, x_rank, x_shape, y, y_rank, y_shape, global_batch, memory,
-                            true);
+    *loss =
+        step_on_targets(model, x, x_rank, x_shape, y, y_rank, y_shape, global_batch, memory, true);
   });
 }
 
 int kdist_model_test_step(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                          const float* y, int y_rank, const int64_t* y_shape,
-                          int64_t global_batch, kdist_memory memory, double* loss) {
+                          const float* y, int y_rank, const int64_t* y_shape, int64_t global_batch,
+                          int memory, double* loss) {
   return guarded("kdist_model_test_step", [&] {
     require_pointer(loss, "loss");
-    *loss = step_on_targets(model, x, x_rank, x_shape, y, y_rank, y_shape, global_batch, memory,
-                            false);
+    *loss =
+        step_on_targets(model, x, x_rank, x_shape, y, y_rank, y_shape, global_batch, memory, false);
   });
 }
 
 int kdist_model_train_step_labels(kdist_model model, const float* x, int x_rank,
                                   const int64_t* x_shape, const int32_t* labels,
-                                  int64_t global_batch, kdist_memory memory, double* loss,
+                                  int64_t global_batch, int memory, double* loss,
                                   double* accuracy) {
   return guarded("kdist_model_train_step_labels", [&] {
     auto& h = model_of(model);
     const auto xe = extents_of(x_rank, x_shape, "x");
-    require_pointer(x, "x");
-    require_pointer(labels, "labels");
     require_pointer(loss, "loss");
     check_global_batch(global_batch);
-    float* xd = on_device(x, product(xe), memory, h.x_copy, "kdist_c::x");
-    std::int32_t* ld = on_device(labels, xe[0], memory, h.labels_copy, "kdist_c::labels");
+    float* xd = on_device(x, product(xe), memory, h.x_copy, "x");
+    std::int32_t* ld = on_device(labels, xe[0], memory, h.labels_copy, "labels");
     const Unmanaged<std::int32_t*> targets(ld, xe[0]);
     with_input(xe, xd, [&](const auto& xv) {
       const auto m = h.model.train_step(xv, targets, static_cast<std::size_t>(global_batch));
@@ -421,12 +427,10 @@ int kdist_model_train_step_labels(kdist_model model, const float* x, int x_rank,
 }
 
 int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int64_t* x_shape,
-                        int64_t global_batch, kdist_memory memory, float* out, int64_t out_size) {
+                        int64_t global_batch, int memory, float* out, int64_t out_size) {
   return guarded("kdist_model_predict", [&] {
     auto& h = model_of(model);
     const auto xe = extents_of(x_rank, x_shape, "x");
-    require_pointer(x, "x");
-    require_pointer(out, "out");
     check_global_batch(global_batch);
     const std::size_t values = xe[0] * product(h.model.output_shape());
     if (out_size < 0 || static_cast<std::size_t>(out_size) < values) {
@@ -434,7 +438,8 @@ int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int
                               " floats; the output of " + std::to_string(xe[0]) + " rows is " +
                               std::to_string(values) + " (rows x kdist_model_output_size)");
     }
-    float* xd = on_device(x, product(xe), memory, h.x_copy, "kdist_c::x");
+    if (values > 0) require_pointer(out, "out");
+    float* xd = on_device(x, product(xe), memory, h.x_copy, "x");
     with_input(xe, xd, [&](const auto& xv) {
       const auto y = h.model.predict_step(xv, static_cast<std::size_t>(global_batch));
       std::visit(
@@ -451,12 +456,13 @@ int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int
                   " rows of x; give this process's rows of the batch (kdist_model_input_rows)");
             }
             // Keras' predict: probabilities where kdist kept a final softmax's logits (fused)
-            Kokkos::View<float*> values_of(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                              std::string("kdist_c::predict")),
-                                           values);
-            Kokkos::deep_copy(values_of, Kokkos::View<const float*, DeviceSpace,
-                                                      Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                                             block.data(), values));
+            Kokkos::View<float*> values_of(
+                Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kdist_c::predict")),
+                values);
+            Kokkos::deep_copy(
+                values_of,
+                Kokkos::View<const float*, DeviceSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                    block.data(), values));
             if (h.model.predicts_logits()) {
               const std::size_t n = xe[0];
               kdist::ops::softmax_inplace(
@@ -465,9 +471,10 @@ int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int
             if (memory == KDIST_MEMORY_DEVICE) {
               Kokkos::deep_copy(Unmanaged<float*>(out, values), values_of);
             } else {
-              Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace,
-                                             Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out, values),
-                                values_of);
+              Kokkos::deep_copy(
+                  Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                      out, values),
+                  values_of);
             }
           },
           y);
