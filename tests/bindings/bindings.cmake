@@ -4,7 +4,7 @@
 # ModelParallel/FSDP against DataParallel, and every error path's status and message. Their files
 # go to a scratch directory of their own under the build directory.
 add_executable(test_c_api ${CMAKE_CURRENT_SOURCE_DIR}/bindings/test_c_api.c)
-target_link_libraries(test_c_api PRIVATE kdist::c m)
+target_link_libraries(test_c_api PRIVATE kdist::c MPI::MPI_C m)
 target_compile_options(test_c_api PRIVATE -std=c11 -Wall -Wextra -Wpedantic -Werror)
 if(KDIST_SANITIZE)  # clang's C driver leaves out UBSan's C++ runtime, which libkdist_c needs
   set_target_properties(test_c_api PROPERTIES LINKER_LANGUAGE CXX)
@@ -12,7 +12,7 @@ endif()
 set(_kdist_binding_tests test_c_api)
 if(KDIST_FORTRAN)
   add_executable(test_fortran ${CMAKE_CURRENT_SOURCE_DIR}/bindings/test_fortran.F90)
-  target_link_libraries(test_fortran PRIVATE kdist::fortran)
+  target_link_libraries(test_fortran PRIVATE kdist::fortran MPI::MPI_Fortran)
   target_compile_options(test_fortran PRIVATE -std=f2018 -ffree-line-length-none -Wall)
   list(APPEND _kdist_binding_tests test_fortran)
 endif()
