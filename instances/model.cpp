@@ -1,8 +1,15 @@
-// kdist::BasicSequential and its train step, optimizer state and loss on float and double,
-// instantiated once (include/kdist/nn/explicit_instantiation.hpp).
+// kdist::BasicSequential and its train step, optimizer state and loss, the holders of the library's
+// losses (AnyLoss) and optimizers (AnyOptimizer) on float and double, instantiated once
+// (include/kdist/nn/explicit_instantiation.hpp).
 #include <kdist/nn/model.hpp>
 
 KDIST_INSTANTIATE_CLASS(kdist::BasicSequential)
 KDIST_INSTANTIATE_CLASS(kdist::detail::TrainStep)
 KDIST_INSTANTIATE_CLASS(kdist::detail::OptimizerState)
 KDIST_INSTANTIATE_CLASS(kdist::detail::OutputLoss)
+KDIST_INSTANTIATE_CLASS(kdist::AnyLoss)
+KDIST_INSTANTIATE_LOSS(MeanSquaredError)
+KDIST_INSTANTIATE_LOSS(CategoricalCrossentropy)
+KDIST_INSTANTIATE_LOSS(SparseCategoricalCrossentropy)
+KDIST_INSTANTIATE_CLASS(kdist::detail::BoxedOptimizer)
+KDIST_INSTANTIATE_CLASS(kdist::AnyOptimizer)

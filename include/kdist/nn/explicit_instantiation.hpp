@@ -42,6 +42,11 @@
 //! Class template C (fully qualified) on each scalar type.
 #define KDIST_INSTANTIATE_CLASS(C) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, template, C)
+#define KDIST_DETAIL_LOSS_INSTANCE(T, how, L) how struct kdist::AnyLoss<T>::Model<kdist::losses::L>;
+//! AnyLoss's holder of the library's loss kdist::losses::L on each scalar type (what a program
+//! that compiles with a loss by name builds).
+#define KDIST_INSTANTIATE_LOSS(L) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LOSS_INSTANCE, template, L)
 
 #if defined(KDIST_EXTERN_TEMPLATES) && !defined(KDIST_CHECK_COLLECTIVES)
 #define KDIST_EXTERN_LAYER(L) \
@@ -50,8 +55,11 @@
   KDIST_DETAIL_FOR_EACH_SCALAR_AT(KDIST_DETAIL_LAYER_INSTANCE_AT, extern template, L, A)
 #define KDIST_EXTERN_CLASS(C) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, extern template, C)
+#define KDIST_EXTERN_LOSS(L) \
+  KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LOSS_INSTANCE, extern template, L)
 #else
 #define KDIST_EXTERN_LAYER(L)
 #define KDIST_EXTERN_LAYER_AT(L, A)
 #define KDIST_EXTERN_CLASS(C)
+#define KDIST_EXTERN_LOSS(L)
 #endif

@@ -35,6 +35,7 @@
 
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/ops/losses.hpp>
 
 namespace kdist {
@@ -375,3 +376,8 @@ class AnyLoss {
 };
 
 }  // namespace kdist
+
+KDIST_EXTERN_CLASS(kdist::AnyLoss)
+KDIST_EXTERN_LOSS(MeanSquaredError)
+KDIST_EXTERN_LOSS(CategoricalCrossentropy)
+KDIST_EXTERN_LOSS(SparseCategoricalCrossentropy)

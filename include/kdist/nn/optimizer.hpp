@@ -48,6 +48,7 @@
 
 #include <kdist/core/concepts.hpp>
 #include <kdist/core/error.hpp>
+#include <kdist/nn/explicit_instantiation.hpp>
 #include <kdist/nn/loss_scale_optimizer.hpp>
 #include <kdist/ops/optimizers.hpp>
 
@@ -398,3 +399,6 @@ class AnyOptimizer : public detail::OptimizerAlternatives<T> {
 };
 
 }  // namespace kdist
+
+KDIST_EXTERN_CLASS(kdist::detail::BoxedOptimizer)
+KDIST_EXTERN_CLASS(kdist::AnyOptimizer)
