@@ -1,4 +1,4 @@
-!> kdist for Fortran (issue 39): a Fortran 2008 module over kdist's C API (bindings/c/kdist.h,
+!> kdist for Fortran (issue 39): a Fortran 2018 module over kdist's C API (bindings/c/kdist.h,
 !> libkdist_c), through iso_c_binding. docs/guide/09-c-and-fortran.md is the guide.
 !>
 !>   use kdist
@@ -9,6 +9,7 @@
 !>   istat = kdist_model_load(model, "surrogate.keras", dist)
 !>   istat = kdist_train_step(model, x, y, global_batch, loss)   ! x(features, rows), y(outputs, rows)
 !>
+!> Arrays are assumed-rank (Fortran 2018, as TS 29113): any rank the model takes.
 !> Every function returns a status (KDIST_OK or an error; kdist_last_error() says what was wrong).
 !> Arrays are Fortran's: the batch is the LAST dimension and a dimension of Keras' shape comes in
 !> the reverse order - x(channels, width, height, rows) for Keras' (rows, height, width, channels) -
@@ -47,24 +48,6 @@ module kdist
   interface kdist_initialize
     module procedure initialize_f08, initialize_integer
   end interface
-  !> One training step on this process's rows: x(features, rows), x(channels, width, height,
-  !> rows) or x(channels, width, height, depth, rows); y(outputs..., rows).
-  interface kdist_train_step
-    module procedure train_step_2, train_step_4, train_step_5
-  end interface
-  !> The same with 0-based class labels(rows); loss and (optional) accuracy.
-  interface kdist_train_step_labels
-    module procedure train_step_labels_2, train_step_labels_4, train_step_labels_5
-  end interface
-  !> The loss without dropout or update.
-  interface kdist_test_step
-    module procedure test_step_2, test_step_4, test_step_5
-  end interface
-  !> The model's output for this process's rows into out(outputs, rows).
-  interface kdist_predict
-    module procedure predict_2, predict_4, predict_5
-  end interface
-
   interface
     type(c_ptr) function c_last_error() bind(c, name="kdist_last_error")
       import :: c_ptr
@@ -369,68 +352,31 @@ contains
     count = int(n)
   end function
 
-  ! ---- steps on rank-2, -4 and -5 inputs (one body each, through the c_* interfaces) ---------
+  ! ---- steps: arrays of any rank (assumed-rank), the batch their last dimension ------------------
 
-  integer function train_step_2(model, x, y, global_batch, loss, memory) result(status)
+  !> One training step on this process's rows: x(features, rows), x(channels, width, height,
+  !> rows) or x(channels, width, height, depth, rows); y(outputs..., rows). The global mean loss.
+  integer function kdist_train_step(model, x, y, global_batch, loss, memory) result(status)
     type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :), y(:, :)
+    real(c_float), intent(in), target, contiguous :: x(..), y(..)
     integer, intent(in) :: global_batch
     real(c_double), intent(out) :: loss
     integer, intent(in), optional :: memory
-    status = c_train_step(model%handle, c_loc(x), 2_c_int, reversed(shape(x)), c_loc(y), &
-                          2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                          memory_of(memory), loss)
-  end function
-  integer function train_step_4(model, x, y, global_batch, loss, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :), y(:, :)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    integer, intent(in), optional :: memory
-    status = c_train_step(model%handle, c_loc(x), 4_c_int, reversed(shape(x)), c_loc(y), &
-                          2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                          memory_of(memory), loss)
-  end function
-  integer function train_step_5(model, x, y, global_batch, loss, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :, :), y(:, :)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    integer, intent(in), optional :: memory
-    status = c_train_step(model%handle, c_loc(x), 5_c_int, reversed(shape(x)), c_loc(y), &
-                          2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                          memory_of(memory), loss)
+    status = c_train_step(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), &
+                          c_loc(y), int(rank(y), c_int), reversed(shape(y)), &
+                          int(global_batch, c_int64_t), memory_of(memory), loss)
   end function
 
-  integer function test_step_2(model, x, y, global_batch, loss, memory) result(status)
+  !> The loss on this process's rows without dropout or update (Keras' test_on_batch).
+  integer function kdist_test_step(model, x, y, global_batch, loss, memory) result(status)
     type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :), y(:, :)
+    real(c_float), intent(in), target, contiguous :: x(..), y(..)
     integer, intent(in) :: global_batch
     real(c_double), intent(out) :: loss
     integer, intent(in), optional :: memory
-    status = c_test_step(model%handle, c_loc(x), 2_c_int, reversed(shape(x)), c_loc(y), &
-                         2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                         memory_of(memory), loss)
-  end function
-  integer function test_step_4(model, x, y, global_batch, loss, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :), y(:, :)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    integer, intent(in), optional :: memory
-    status = c_test_step(model%handle, c_loc(x), 4_c_int, reversed(shape(x)), c_loc(y), &
-                         2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                         memory_of(memory), loss)
-  end function
-  integer function test_step_5(model, x, y, global_batch, loss, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :, :), y(:, :)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    integer, intent(in), optional :: memory
-    status = c_test_step(model%handle, c_loc(x), 5_c_int, reversed(shape(x)), c_loc(y), &
-                         2_c_int, reversed(shape(y)), int(global_batch, c_int64_t), &
-                         memory_of(memory), loss)
+    status = c_test_step(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), &
+                         c_loc(y), int(rank(y), c_int), reversed(shape(y)), &
+                         int(global_batch, c_int64_t), memory_of(memory), loss)
   end function
 
   !> c_loc of an optional accuracy, or NULL.
@@ -441,73 +387,29 @@ contains
     if (present(accuracy)) p = c_loc(accuracy)
   end function
 
-  integer function train_step_labels_2(model, x, labels, global_batch, loss, accuracy, memory) &
-      result(status)
+  !> A training step on 0-based class labels(rows): the loss and (optional) the accuracy.
+  integer function kdist_train_step_labels(model, x, labels, global_batch, loss, accuracy, &
+                                           memory) result(status)
     type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :)
+    real(c_float), intent(in), target, contiguous :: x(..)
     integer(c_int32_t), intent(in), target, contiguous :: labels(:)
     integer, intent(in) :: global_batch
     real(c_double), intent(out) :: loss
     real(c_double), intent(out), optional, target :: accuracy
     integer, intent(in), optional :: memory
-    status = c_train_step_labels(model%handle, c_loc(x), 2_c_int, reversed(shape(x)), &
-                                 c_loc(labels), int(global_batch, c_int64_t), memory_of(memory), &
-                                 loss, accuracy_pointer(accuracy))
-  end function
-  integer function train_step_labels_4(model, x, labels, global_batch, loss, accuracy, memory) &
-      result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :)
-    integer(c_int32_t), intent(in), target, contiguous :: labels(:)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    real(c_double), intent(out), optional, target :: accuracy
-    integer, intent(in), optional :: memory
-    status = c_train_step_labels(model%handle, c_loc(x), 4_c_int, reversed(shape(x)), &
-                                 c_loc(labels), int(global_batch, c_int64_t), memory_of(memory), &
-                                 loss, accuracy_pointer(accuracy))
-  end function
-  integer function train_step_labels_5(model, x, labels, global_batch, loss, accuracy, memory) &
-      result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :, :)
-    integer(c_int32_t), intent(in), target, contiguous :: labels(:)
-    integer, intent(in) :: global_batch
-    real(c_double), intent(out) :: loss
-    real(c_double), intent(out), optional, target :: accuracy
-    integer, intent(in), optional :: memory
-    status = c_train_step_labels(model%handle, c_loc(x), 5_c_int, reversed(shape(x)), &
-                                 c_loc(labels), int(global_batch, c_int64_t), memory_of(memory), &
-                                 loss, accuracy_pointer(accuracy))
+    status = c_train_step_labels(model%handle, c_loc(x), int(rank(x), c_int), &
+                                 reversed(shape(x)), c_loc(labels), int(global_batch, c_int64_t), &
+                                 memory_of(memory), loss, accuracy_pointer(accuracy))
   end function
 
-  integer function predict_2(model, x, global_batch, out, memory) result(status)
+  !> The model's output for this process's rows into out(outputs..., rows).
+  integer function kdist_predict(model, x, global_batch, out, memory) result(status)
     type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :)
+    real(c_float), intent(in), target, contiguous :: x(..)
     integer, intent(in) :: global_batch
-    real(c_float), intent(inout), target, contiguous :: out(:, :)
+    real(c_float), intent(inout), target, contiguous :: out(..)
     integer, intent(in), optional :: memory
-    status = c_predict(model%handle, c_loc(x), 2_c_int, reversed(shape(x)), &
-                       int(global_batch, c_int64_t), memory_of(memory), c_loc(out), &
-                       int(size(out), c_int64_t))
-  end function
-  integer function predict_4(model, x, global_batch, out, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :)
-    integer, intent(in) :: global_batch
-    real(c_float), intent(inout), target, contiguous :: out(:, :)
-    integer, intent(in), optional :: memory
-    status = c_predict(model%handle, c_loc(x), 4_c_int, reversed(shape(x)), &
-                       int(global_batch, c_int64_t), memory_of(memory), c_loc(out), &
-                       int(size(out), c_int64_t))
-  end function
-  integer function predict_5(model, x, global_batch, out, memory) result(status)
-    type(kdist_model), intent(in) :: model
-    real(c_float), intent(in), target, contiguous :: x(:, :, :, :, :)
-    integer, intent(in) :: global_batch
-    real(c_float), intent(inout), target, contiguous :: out(:, :)
-    integer, intent(in), optional :: memory
-    status = c_predict(model%handle, c_loc(x), 5_c_int, reversed(shape(x)), &
+    status = c_predict(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), &
                        int(global_batch, c_int64_t), memory_of(memory), c_loc(out), &
                        int(size(out), c_int64_t))
   end function

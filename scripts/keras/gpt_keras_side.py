@@ -38,13 +38,19 @@ BLOCKS = int(os.environ.get("GPT_BLOCKS", 2))
 BATCH = int(os.environ.get("GPT_BATCH", 4))
 
 
+@keras.saving.register_keras_serializable(package="kdist")
 class PositionEmbedding(keras.layers.Layer):
     """keras-hub's PositionEmbedding (one variable, "embeddings", (sequence_length, features),
-    glorot_uniform), adding the table to its input as kdist's PositionEmbedding does."""
+    glorot_uniform), adding the table to its input as kdist's PositionEmbedding does. Registered
+    as "kdist>PositionEmbedding": the name kdist::load_model reads and kdist::save_model writes
+    (a Keras program loading kdist's files defines or imports this class)."""
 
     def __init__(self, sequence_length, **kwargs):
         super().__init__(**kwargs)
         self.sequence_length = sequence_length
+
+    def get_config(self):
+        return {**super().get_config(), "sequence_length": self.sequence_length}
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(

@@ -12,7 +12,13 @@ line.
 
 It also writes tests/data/keras_unet.keras and keras_unet_predictions.txt: a Functional model of
 skips (a U-Net's shape, below) trained and probed the same way on (8, 8, 2) inputs, and
-tests/data/keras_fashion_tiny.keras (below).
+tests/data/keras_fashion_tiny.keras (below), and tests/data/keras_gpt.keras: the GPT of
+scripts/keras/gpt_keras_side.py in Keras' functional API (vocabulary 32, sequence 8, d_model 16,
+2 heads, 2 blocks; Embedding, kdist's additive PositionEmbedding, LayerNormalization,
+MultiHeadAttention with use_causal_mask, Add, Dense), AdamW and
+SparseCategoricalCrossentropy(from_logits=True), trained 2 steps on that script's batch, with
+Keras' logits for the batch (keras_gpt_predictions.txt, one position's 32 per line) and its loss
+(keras_gpt_loss.txt).
 
     KERAS_BACKEND=jax python scripts/keras/make_model_file_fixture.py tests/data
 """
@@ -89,3 +95,19 @@ probe_u = np.cos(0.11 * np.arange(4 * 128, dtype=np.float32)).reshape(4, 8, 8, 2
 np.savetxt(os.path.join(out, "keras_unet_predictions.txt"), unet.predict(probe_u, verbose=0),
            fmt="%.9e")
 print("layers", [l.name for l in unet.layers])
+
+# The GPT (scripts/keras/gpt_keras_side.py's, at its default sizes)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_keras_side  # noqa: E402
+
+keras.utils.set_random_seed(7)
+gpt = gpt_keras_side.gpt()
+gpt_keras_side.step(gpt)
+gpt_keras_side.step(gpt)
+gpt.save(os.path.join(out, "keras_gpt.keras"))
+xg, yg = gpt_keras_side.batch()
+np.savetxt(os.path.join(out, "keras_gpt_predictions.txt"),
+           gpt.predict(xg, verbose=0).reshape(-1, gpt_keras_side.VOCAB), fmt="%.9e")
+with open(os.path.join(out, "keras_gpt_loss.txt"), "w") as f:
+    f.write("%.9e\n" % gpt_keras_side.loss(gpt))
+print("gpt layers", [l.name for l in gpt.layers], "iterations", int(gpt.optimizer.iterations))

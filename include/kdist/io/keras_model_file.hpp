@@ -65,8 +65,12 @@
 #include <kdist/nn/layers/convolution.hpp>
 #include <kdist/nn/layers/dense.hpp>
 #include <kdist/nn/layers/dropout.hpp>
+#include <kdist/nn/layers/embedding.hpp>
 #include <kdist/nn/layers/flatten.hpp>
+#include <kdist/nn/layers/layer_normalization.hpp>
+#include <kdist/nn/layers/multi_head_attention.hpp>
 #include <kdist/nn/layers/pooling.hpp>
+#include <kdist/nn/layers/position_embedding.hpp>
 #include <kdist/nn/layers/residual.hpp>
 #include <kdist/nn/layers/upsampling.hpp>
 #include <kdist/nn/model.hpp>
@@ -248,11 +252,84 @@ AnyLayer<T> layer_from_config(std::size_t index, const json& layer) {
   };
   if (cls == "UpSampling2D") return upsampling(Two{});
   if (cls == "UpSampling3D") return upsampling(Three{});
+  // a language model's layers (a GPT in Keras' functional API)
+  if (cls == "Embedding") {
+    for (const char* key : {"embeddings_regularizer", "activity_regularizer",
+                            "embeddings_constraint", "quantization_config"}) {
+      require(at, c, key);
+    }
+    require(at, c, "mask_zero", false);
+    return with_policy(layers::BasicEmbedding<T>(c.at("input_dim").get<std::size_t>(),
+                                                 c.at("output_dim").get<std::size_t>(), name));
+  }
+  if (cls == "LayerNormalization") {
+    for (const char* key :
+         {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"}) {
+      require(at, c, key);
+    }
+    require(at, c, "rms_scaling", false);
+    const json axis = c.value("axis", json(-1));
+    if (axis != json(-1) && axis != json::array({-1})) {
+      throw ValueError(at + ": axis = " + axis.dump() + " is not in kdist (only -1: the features)");
+    }
+    return with_policy(layers::BasicLayerNormalization<T>(
+        name, c.value("epsilon", 1e-3), c.value("center", true), c.value("scale", true)));
+  }
+  if (cls == "MultiHeadAttention") {
+    for (const char* key :
+         {"output_shape", "sliding_window", "kernel_regularizer", "bias_regularizer",
+          "activity_regularizer", "kernel_constraint", "bias_constraint"}) {
+      require(at, c, key);
+    }
+    require(at, c, "use_gate", false);
+    require(at, c, "dropout", 0.0, ": kdist's attention has no dropout of its probabilities");
+    const auto key_dim = c.at("key_dim").get<std::size_t>();
+    if (c.contains("value_dim") && !c["value_dim"].is_null() &&
+        c["value_dim"].get<std::size_t>() != key_dim) {
+      throw ValueError(at + ": value_dim = " + c["value_dim"].dump() +
+                       " is not in kdist (only key_dim, " + std::to_string(key_dim) + ")");
+    }
+    const json axes = c.value("attention_axes", json());
+    if (!axes.is_null() && axes != json::array({1})) {
+      throw ValueError(at + ": attention_axes = " + axes.dump() +
+                       " is not in kdist (only the sequence: null or [1])");
+    }
+    // Keras keeps the mask with the call: mha(h, h, use_causal_mask=True)
+    bool causal = false;
+    for (const json& node : layer.value("inbound_nodes", json::array())) {
+      const json& kw = node.value("kwargs", json::object());
+      causal = kw.value("use_causal_mask", false);
+      for (const auto& [key, value] : kw.items()) {
+        if (key != "use_causal_mask" && !value.is_null()) {
+          throw ValueError(at + ": it is called with " + key + " = " + value.dump() +
+                           ", which kdist's MultiHeadAttention does not take (it attends from "
+                           "a sequence to itself: mha(x, x, use_causal_mask=...))");
+        }
+      }
+    }
+    return with_policy(layers::BasicMultiHeadAttention<T>(
+        c.at("num_heads").get<std::size_t>(), key_dim, name, c.value("use_bias", true), causal));
+  }
+  if (cls == "PositionEmbedding") {
+    const std::string registered = layer.value("registered_name", json()).is_string()
+                                       ? layer["registered_name"].get<std::string>()
+                                       : std::string();
+    if (registered.rfind("keras_hub>", 0) == 0) {
+      throw ValueError(at +
+                       ": keras-hub's PositionEmbedding returns its table, to be added "
+                       "(Add()([x, PositionEmbedding(s)(x)])), which kdist's model files do not "
+                       "read yet; use the PositionEmbedding that adds it, registered as "
+                       "\"kdist>PositionEmbedding\" (scripts/keras/gpt_keras_side.py)");
+    }
+    return with_policy(
+        layers::BasicPositionEmbedding<T>(c.at("sequence_length").get<std::size_t>(), name));
+  }
   throw ValueError(
       at + ": kdist has no layer of class \"" + cls +
       "\" in model files yet (Dense, Dropout, Flatten, Conv2D, Conv3D, MaxPooling2D/3D, "
-      "AveragePooling2D/3D, UpSampling2D/3D); build this model in C++ and load its "
-      "weights with kdist::load_keras_weights");
+      "AveragePooling2D/3D, UpSampling2D/3D, Embedding, PositionEmbedding, LayerNormalization, "
+      "MultiHeadAttention); build this model in C++ and load its weights with "
+      "kdist::load_keras_weights");
 }
 
 //! The input shape of a Sequential config (without the batch).
@@ -537,28 +614,49 @@ AnyOptimizer<T> optimizer_from_config(const json& o) {
                    "in Keras, or build it in C++");
 }
 
-inline Loss loss_from_config(const json& l) {
+//! A compile config's loss: kdist's, and whether Keras computes it from logits (kdist's
+//! sparse_categorical_crossentropy of a language model's (batch, sequence, vocabulary) outputs).
+struct LossConfig {
+  Loss loss;
+  bool from_logits = false;
+};
+
+inline LossConfig loss_from_config(const json& l) {
   const std::string at = "kdist::load_model: the loss";
   std::string name;
+  bool from_logits = false;
   if (l.is_string()) {
     name = l.get<std::string>();
   } else if (l.is_object()) {
     const json& c = l.value("config", json::object());
-    require(at, c, "from_logits", false,
-            ": kdist's losses take probabilities; end the model in a softmax");
-    require(at, c, "label_smoothing", 0);
     const std::string cls = l.value("class_name", std::string());
+    if (cls != "SparseCategoricalCrossentropy") {
+      require(at, c, "from_logits", false,
+              ": kdist's losses take probabilities; end the model in a softmax");
+    }
+    from_logits = c.value("from_logits", false);
+    require(at, c, "label_smoothing", 0);
+    require(at, c, "ignore_class");
     name = cls == "MeanSquaredError"                ? "mean_squared_error"
            : cls == "CategoricalCrossentropy"       ? "categorical_crossentropy"
            : cls == "SparseCategoricalCrossentropy" ? "sparse_categorical_crossentropy"
                                                     : cls;
   }
-  if (name == "mean_squared_error" || name == "mse") return Loss::mean_squared_error;
-  if (name == "categorical_crossentropy") return Loss::categorical_crossentropy;
-  if (name == "sparse_categorical_crossentropy") return Loss::sparse_categorical_crossentropy;
+  if (name == "mean_squared_error" || name == "mse") return {Loss::mean_squared_error};
+  if (name == "categorical_crossentropy") return {Loss::categorical_crossentropy};
+  if (name == "sparse_categorical_crossentropy") {
+    return {Loss::sparse_categorical_crossentropy, from_logits};
+  }
   throw ValueError(at + " is " + l.dump() +
                    "; kdist has mean_squared_error, categorical_crossentropy and "
                    "sparse_categorical_crossentropy");
+}
+
+//! Whether `model` (compiled) gives a language model's (batch, sequence, vocabulary) logits,
+//! which kdist's sparse_categorical_crossentropy takes as logits (Keras' from_logits=True).
+template <class T>
+bool gives_sequence_logits(BasicSequential<T>& model) {
+  return model.output_shape().size() == 2 && model.loss().takes_sequence_logits();
 }
 
 //! What every layer's Keras config holds: its name, trainable, its dtype policy.
@@ -603,6 +701,39 @@ json layer_config(std::size_t index, AnyLayer<T>& layer) {
     c["noise_shape"] = nullptr;
   } else if (layer.template get_if<layers::BasicFlatten<T>>() != nullptr) {
     c["data_format"] = "channels_last";
+  } else if (auto* e = layer.template get_if<layers::BasicEmbedding<T>>()) {
+    c["input_dim"] = e->input_dim();
+    c["output_dim"] = e->output_dim();
+    c["embeddings_initializer"] = {
+        {"module", "keras.initializers"},
+        {"class_name", "RandomUniform"},
+        {"config", {{"seed", nullptr}, {"minval", -0.05}, {"maxval", 0.05}}},
+        {"registered_name", nullptr}};
+    c["mask_zero"] = false;
+  } else if (auto* n = layer.template get_if<layers::BasicLayerNormalization<T>>()) {
+    c["axis"] = json::array({-1});
+    c["epsilon"] = n->epsilon();
+    c["center"] = n->center();
+    c["scale"] = n->scale();
+    c["rms_scaling"] = false;
+  } else if (auto* a = layer.template get_if<layers::BasicMultiHeadAttention<T>>()) {
+    c["num_heads"] = a->num_heads();
+    c["key_dim"] = a->key_dim();
+    c["value_dim"] = a->key_dim();
+    c["dropout"] = 0.0;
+    c["use_bias"] = a->use_bias();
+    c["output_shape"] = nullptr;
+    c["attention_axes"] = json::array({1});
+    c["kernel_initializer"] = glorot;
+    c["bias_initializer"] = zeros;
+  } else if (auto* pe = layer.template get_if<layers::BasicPositionEmbedding<T>>()) {
+    // kdist's PositionEmbedding adds its table: the Keras layer "kdist>PositionEmbedding"
+    // (scripts/keras/gpt_keras_side.py), not keras-hub's, which returns it
+    c["sequence_length"] = pe->sequence_length();
+    return {{"module", "kdist"},
+            {"class_name", "PositionEmbedding"},
+            {"config", std::move(c)},
+            {"registered_name", "kdist>PositionEmbedding"}};
   } else {
     bool found = false;
     auto convolution = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
@@ -713,6 +844,8 @@ Shape shape_after(AnyLayer<T>& layer, Shape in) {
     std::size_t n = 1;
     for (const auto e : in) n *= e;
     in = Shape{n};
+  } else if (auto* e = layer.template get_if<layers::BasicEmbedding<T>>()) {
+    in.push_back(e->output_dim());  // (sequence,) token ids -> (sequence, features)
   } else {
     auto spatial = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
       if (auto* c = layer.template get_if<layers::BasicConvolution<T, S>>()) {
@@ -739,14 +872,14 @@ Shape shape_after(AnyLayer<T>& layer, Shape in) {
   }
   return in;
 }
-inline json called_on(std::vector<json> inputs, bool merge) {
+inline json called_on(std::vector<json> inputs, bool merge, json kwargs = json::object()) {
   json args = json::array();
   if (merge) {
     args.push_back(json(std::move(inputs)));
   } else {
-    args.push_back(std::move(inputs.front()));
+    for (auto& i : inputs) args.push_back(std::move(i));
   }
-  return json::array({{{"args", std::move(args)}, {"kwargs", json::object()}}});
+  return json::array({{{"args", std::move(args)}, {"kwargs", std::move(kwargs)}}});
 }
 
 //! The layers of a functional config, after tensor `t` (left at the last layer's output): a
@@ -778,7 +911,13 @@ void functional_layers(std::vector<AnyLayer<T>>& list, std::string& t, Shape& sh
     }
     json e = layer_config(index++, l);
     e["name"] = l.name();
-    e["inbound_nodes"] = called_on({tensor_of(t, shape)}, false);
+    if (auto* a = l.template get_if<layers::BasicMultiHeadAttention<T>>()) {
+      // self-attention: mha(x, x, use_causal_mask=...)
+      e["inbound_nodes"] = called_on({tensor_of(t, shape), tensor_of(t, shape)}, false,
+                                     {{"use_causal_mask", a->causal()}});
+    } else {
+      e["inbound_nodes"] = called_on({tensor_of(t, shape)}, false);
+    }
     out.push_back(std::move(e));
     shape = shape_after(l, shape);
     t = l.name();
@@ -845,7 +984,8 @@ namespace detail::keras_model {
 //! The model of a parsed config, compiled with its compile_config on `dist` (`source` names the
 //! text in messages).
 template <class T>
-BasicSequential<T> compiled_from_config(const json& parsed, std::shared_ptr<const Distribution> dist,
+BasicSequential<T> compiled_from_config(const json& parsed,
+                                        std::shared_ptr<const Distribution> dist,
                                         std::uint64_t seed, const std::string& source) {
   auto model = sequential_from_config<T>(parsed);
   if (!parsed.contains("compile_config") || parsed["compile_config"].is_null()) {
@@ -855,8 +995,18 @@ BasicSequential<T> compiled_from_config(const json& parsed, std::shared_ptr<cons
                      "kdist::load_keras_weights");
   }
   const auto& compile = parsed["compile_config"];
-  model.compile(std::move(dist), loss_from_config(compile.value("loss", json())),
+  const LossConfig loss = loss_from_config(compile.value("loss", json()));
+  model.compile(std::move(dist), loss.loss,
                 optimizer_from_config<T>(compile.value("optimizer", json::object())), seed);
+  if (loss.from_logits != gives_sequence_logits(model)) {
+    throw ValueError(
+        "kdist::load_model: the loss: from_logits = " +
+        std::string(loss.from_logits ? "true" : "false") + " for outputs of shape " +
+        kdist::detail::shape_repr(model.output_shape()) +
+        "; kdist's sparse_categorical_crossentropy takes logits (from_logits=True) for a "
+        "language model's (sequence, vocabulary) outputs, ending in a Dense without "
+        "activation, and probabilities (a final softmax) otherwise");
+  }
   return model;
 }
 }  // namespace detail::keras_model
@@ -866,7 +1016,8 @@ BasicSequential<T> compiled_from_config(const json& parsed, std::shared_ptr<cons
 //! the C API's kdist_model_from_json builds). Errors: those of model_from_json above, and a
 //! kdist::ValueError for JSON without a compile_config (compile the uncompiled model yourself).
 template <class T = float>
-BasicSequential<T> model_from_json(const std::string& text, std::shared_ptr<const Distribution> dist,
+BasicSequential<T> model_from_json(const std::string& text,
+                                   std::shared_ptr<const Distribution> dist,
                                    std::uint64_t seed = 0) {
   namespace km = detail::keras_model;
   return km::compiled_from_config<T>(km::parse(text, "kdist::model_from_json"), std::move(dist),
@@ -882,13 +1033,18 @@ std::string model_to_json(BasicSequential<T>& model) {
   using json = km::json;
   json shape = json::array({nullptr});
   for (const auto e : model.input_shape()) shape.push_back(e);
+  const bool starts_with_embedding =
+      !model.layers().empty() &&
+      model.layers().front().template get_if<layers::BasicEmbedding<T>>() != nullptr;
   json layers = json::array();
-  layers.push_back(
-      {{"module", "keras.layers"},
-       {"class_name", "InputLayer"},
-       {"config",
-        {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"name", "input_layer"}}},
-       {"registered_name", nullptr}});
+  layers.push_back({{"module", "keras.layers"},
+                    {"class_name", "InputLayer"},
+                    {"config",
+                     {{"batch_shape", shape},
+                      {"dtype", starts_with_embedding ? "int32" : "float32"},  // token ids
+                      {"sparse", false},
+                      {"name", "input_layer"}}},
+                    {"registered_name", nullptr}});
   json out;
   if (detail::keras_weights::is_functional(model)) {
     // a Residual or a Concatenate: Keras' Functional model (its Sequential has no skips)
@@ -923,8 +1079,19 @@ std::string model_to_json(BasicSequential<T>& model) {
            {"build_config", {{"input_shape", shape}}}};
   }
   if (model.compiled()) {
+    // a language model's loss takes its logits: Keras' from_logits=True
+    const json loss = km::gives_sequence_logits(model)
+                          ? json{{"module", "keras.losses"},
+                                 {"class_name", "SparseCategoricalCrossentropy"},
+                                 {"config",
+                                  {{"name", "sparse_categorical_crossentropy"},
+                                   {"reduction", "sum_over_batch_size"},
+                                   {"from_logits", true},
+                                   {"ignore_class", nullptr}}},
+                                 {"registered_name", nullptr}}
+                          : json(model.loss().name());
     out["compile_config"] = {{"optimizer", km::optimizer_config(model.optimizer())},
-                             {"loss", model.loss().name()},
+                             {"loss", loss},
                              {"loss_weights", nullptr},
                              {"metrics", nullptr},
                              {"weighted_metrics", nullptr},

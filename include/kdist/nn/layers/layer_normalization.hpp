@@ -70,6 +70,8 @@ class BasicLayerNormalization {
         x_);
   }
   double epsilon() const { return epsilon_; }
+  bool center() const { return center_; }
+  bool scale() const { return scale_; }
 
   // ---- kdist::Layer -----------------------------------------------------------------------------
   //! Builds for examples (features,) or (seq, features); returns the same shape.

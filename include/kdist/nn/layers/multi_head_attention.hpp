@@ -125,6 +125,7 @@ class BasicMultiHeadAttention {
   std::size_t num_heads() const { return num_heads_; }
   std::size_t key_dim() const { return key_dim_; }
   bool causal() const { return causal_; }
+  bool use_bias() const { return use_bias_; }
   //! The attention kernels: by default (automatic) the matrix kernels (ops/attention.hpp: the
   //! (seq, seq) probabilities kept for backward; Eigen GEMMs on host memory, strided batched
   //! cuBLAS GEMMs on a GPU), and on a GPU the tiled ones (FlashAttention-2's online softmax,

@@ -53,6 +53,7 @@ class BasicPositionEmbedding {
     }
   }
   const std::string& name() const { return name_; }
+  std::size_t sequence_length() const { return sequence_length_; }
   TrainableVariable<T**>& embeddings() { return table_; }
 
   // ---- kdist::Layer: (batch, sequence, features) -> the same ----------------------------------
