@@ -1,5 +1,5 @@
 /* kdist's C API (bindings/c/kdist.h) from C, under mpiexec: starting on the caller's
- * communicator, a Keras model file's predictions against Keras' own (tests/data), training from
+ * communicator, Keras model files' predictions against Keras' own (tests/data: a CNN, a GPT), training from
  * Keras JSON, the files (.keras, .weights.h5, checkpoints) read back, ModelParallel against
  * DataParallel, and each error path's status and message.
  *
@@ -294,6 +294,50 @@ static void json_model(const char* scratch, kdist_distribution dist) {
   /* `other` is left for kdist_finalize to free */
 }
 
+/* The GPT Keras wrote in its functional API (tests/data/keras_gpt.keras): token ids in, Keras'
+ * logits out, trained on next-token targets (rows of token ids) - a language model from C. */
+static void keras_gpt(const char* data, kdist_distribution dist) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/keras_gpt.keras", data);
+  kdist_model m = NULL;
+  OK(kdist_model_load(path, dist, 1, &m));
+  int64_t size = 0;
+  OK(kdist_model_output_size(m, &size));
+  CHECK(size == 8 * 32); /* (sequence, vocabulary) logits per example */
+  float x[4][8], y[4][8];
+  for (int64_t k = 0; k < 32; ++k) {
+    x[k / 8][k % 8] = (float)((7 * k * k + 3 * k + 1) % 32);
+    y[k / 8][k % 8] = (float)((7 * (k + 1) * (k + 1) + 3 * (k + 1) + 1) % 32);
+  }
+  static float want[4 * 8 * 32], got[4 * 8 * 32];
+  snprintf(path, sizeof path, "%s/keras_gpt_predictions.txt", data);
+  FILE* f = fopen(path, "r");
+  CHECK(f != NULL);
+  for (int i = 0; f != NULL && i < 4 * 8 * 32; ++i) CHECK(fscanf(f, "%f", &want[i]) == 1);
+  if (f != NULL) fclose(f);
+  int64_t first = 0, rows = 0;
+  OK(kdist_model_input_rows(m, 4, &first, &rows));
+  const int64_t xs[2] = {rows, 8};
+  OK(kdist_model_predict(m, &x[first][0], 2, xs, 4, KDIST_MEMORY_HOST, got + first * 256,
+                         rows * 256));
+  float worst = 0;
+  for (int64_t i = first * 256; i < (first + rows) * 256; ++i) {
+    worst = fmaxf(worst, fabsf(got[i] - want[i]) / (1 + fabsf(want[i])));
+  }
+  CHECK(worst < 2e-5f);
+  double loss0 = 0, loss = 0;
+  OK(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, 4, KDIST_MEMORY_HOST,
+                           &loss0));
+  for (int s = 0; s < 5; ++s) {
+    OK(kdist_model_train_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, 4, KDIST_MEMORY_HOST,
+                              &loss));
+  }
+  OK(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, 4, KDIST_MEMORY_HOST,
+                           &loss));
+  CHECK(loss < loss0);
+  OK(kdist_model_free(m));
+}
+
 /* ModelParallel over a (1, P) mesh with the first kernel's columns sharded computes what
  * DataParallel does from the same weights. */
 static void model_parallel(const char* scratch, kdist_distribution data_parallel) {
@@ -362,6 +406,7 @@ int main(int argc, char** argv) {
 
   keras_file(argv[1], argv[2], dist);
   json_model(argv[2], dist);
+  keras_gpt(argv[1], dist);
   model_parallel(argv[2], dist);
 
   OK(kdist_finalize()); /* frees what is left: the distribution, one model */
