@@ -12,7 +12,7 @@ if(KDIST_EXPLICIT_INSTANTIATION AND _gpt_program)
                 "::forward(|kdist::BasicSequential<double>::compile(|"
                 "kdist::BasicSequential<double>::fit(kdist::ArrayDataset|"
                 "kdist::AnyLoss<double>::Model<kdist::losses::SparseCategoricalCrossentropy>::sum(|"
-                "kdist::detail::BoxedOptimizer<double>::")
+                "kdist::detail::BoxedOptimizer<double>::set_learning_rate(")
   add_test(NAME instances.programs_take_them_from_the_library
            COMMAND ${CMAKE_COMMAND} -DNM=${KDIST_NM} "-DPROGRAM=$<TARGET_OBJECTS:${_gpt_program}>"
                    "-DLIBRARY=$<TARGET_FILE:kdist_test_instances>" "-DSYMBOLS=${_symbols}"
