@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
   const auto history = model.fit(data, {.batch_size = 64, .epochs = 2});
   const auto m = model.evaluate(data);
   if (kdist::process_id() == 0) {
-    std::printf("loss %.4f -> %.4f, evaluate %.4f\n", history.epochs.front().loss, history.epochs.back().loss,
-                m.loss);
+    std::printf("loss %.4f -> %.4f, evaluate %.4f\n", history.epochs.front().loss,
+                history.epochs.back().loss, m.loss);
   }
   return 0;
 }

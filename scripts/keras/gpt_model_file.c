@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (argc < 6) {
-    if (rank == 0) fprintf(stderr, "usage: gpt_model_file IN.keras LOGITS STEPS LOGITS_AFTER OUT.keras\n");
+    if (rank == 0)
+      fprintf(stderr, "usage: gpt_model_file IN.keras LOGITS STEPS LOGITS_AFTER OUT.keras\n");
     MPI_Finalize();
     return 2;
   }
@@ -62,15 +63,15 @@ int main(int argc, char** argv) {
   const int64_t xs[2] = {rows, seq};
   double loss = 0;
   write_logits(m, x, argv[2]);
-  check(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, batch,
-                              KDIST_MEMORY_HOST, &loss));
+  check(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, batch, KDIST_MEMORY_HOST,
+                              &loss));
   if (rank == 0) printf("kdist loss %.9e\n", loss);
   for (int s = 0; s < atoi(argv[3]); ++s) {
     check(kdist_model_train_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, batch,
                                  KDIST_MEMORY_HOST, &loss));
   }
-  check(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, batch,
-                              KDIST_MEMORY_HOST, &loss));
+  check(kdist_model_test_step(m, &x[first][0], 2, xs, &y[first][0], 2, xs, batch, KDIST_MEMORY_HOST,
+                              &loss));
   if (rank == 0) printf("kdist loss after %s steps %.9e\n", argv[3], loss);
   write_logits(m, x, argv[4]);
   check(kdist_model_save(m, argv[5]));
