@@ -136,16 +136,6 @@ module kdist
       integer(c_int64_t), value :: global_batch
       real(c_double), intent(out) :: loss
     end function
-    integer(c_int) function c_test_step(m, x, x_rank, x_shape, y, y_rank, y_shape, &
-                                        global_batch, memory, loss) &
-        bind(c, name="kdist_model_test_step")
-      import :: c_int, c_ptr, c_int64_t, c_double
-      type(c_ptr), value :: m, x, y
-      integer(c_int), value :: x_rank, y_rank, memory
-      integer(c_int64_t), intent(in) :: x_shape(*), y_shape(*)
-      integer(c_int64_t), value :: global_batch
-      real(c_double), intent(out) :: loss
-    end function
     integer(c_int) function c_train_step_labels(m, x, x_rank, x_shape, labels, global_batch, &
                                                 memory, loss, accuracy) &
         bind(c, name="kdist_model_train_step_labels")
@@ -189,7 +179,8 @@ module kdist
     end function
   end interface
 
-  ! The five file functions share c_model_path's interface.
+  ! The test step shares the train step's interface, the five file functions c_model_path's.
+  procedure(c_train_step), bind(c, name="kdist_model_test_step") :: c_test_step
   procedure(c_model_path), bind(c, name="kdist_model_save") :: c_save
   procedure(c_model_path), bind(c, name="kdist_model_save_weights") :: c_save_weights
   procedure(c_model_path), bind(c, name="kdist_model_load_weights") :: c_load_weights
@@ -362,9 +353,7 @@ contains
     integer, intent(in) :: global_batch
     real(c_double), intent(out) :: loss
     integer, intent(in), optional :: memory
-    status = c_train_step(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), &
-                          c_loc(y), int(rank(y), c_int), reversed(shape(y)), &
-                          int(global_batch, c_int64_t), memory_of(memory), loss)
+    status = on_targets(c_train_step, model, x, y, global_batch, loss, memory)
   end function
 
   !> The loss on this process's rows without dropout or update (Keras' test_on_batch).
@@ -374,9 +363,20 @@ contains
     integer, intent(in) :: global_batch
     real(c_double), intent(out) :: loss
     integer, intent(in), optional :: memory
-    status = c_test_step(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), &
-                         c_loc(y), int(rank(y), c_int), reversed(shape(y)), &
-                         int(global_batch, c_int64_t), memory_of(memory), loss)
+    status = on_targets(c_test_step, model, x, y, global_batch, loss, memory)
+  end function
+
+  !> A step `fn` (the train or the test step) on x and targets y.
+  integer function on_targets(fn, model, x, y, global_batch, loss, memory) result(status)
+    procedure(c_train_step) :: fn
+    type(kdist_model), intent(in) :: model
+    real(c_float), intent(in), target, contiguous :: x(..), y(..)
+    integer, intent(in) :: global_batch
+    real(c_double), intent(out) :: loss
+    integer, intent(in), optional :: memory
+    status = fn(model%handle, c_loc(x), int(rank(x), c_int), reversed(shape(x)), c_loc(y), &
+                int(rank(y), c_int), reversed(shape(y)), int(global_batch, c_int64_t), &
+                memory_of(memory), loss)
   end function
 
   !> c_loc of an optional accuracy, or NULL.

@@ -130,6 +130,24 @@ contains
     p = p / real(replicas)
   end subroutine
 
+  !> The test step: the loss without an update (twice the same, no step counted).
+  subroutine test_losses(model)
+    type(kdist_model), intent(in) :: model
+    real(c_float) :: x(features, batch), y(outputs, batch)
+    real(c_double) :: t1, t2
+    integer :: first, count
+    integer(c_int64_t) :: before, after
+    call regression_batch(x, y)
+    call ok(kdist_input_rows(model, batch, first, count), __LINE__)
+    call ok(kdist_iterations(model, before), __LINE__)
+    call ok(kdist_test_step(model, x(:, first:first + count - 1), y(:, first:first + count - 1), &
+                            batch, t1), __LINE__)
+    call ok(kdist_test_step(model, x(:, first:first + count - 1), y(:, first:first + count - 1), &
+                            batch, t2), __LINE__)
+    call ok(kdist_iterations(model, after), __LINE__)
+    call check(t1 == t2 .and. t1 > 0 .and. before == after, "the test step", __LINE__)
+  end subroutine
+
   subroutine keras_file()
     type(kdist_model) :: model
     real(c_float), allocatable :: probe(:, :, :, :), want(:, :), got(:, :)
@@ -186,6 +204,7 @@ contains
     call check(loss < 0.2 * first_loss, "training lowers the loss", __LINE__)
     call ok(kdist_iterations(model, steps), __LINE__)
     call check(steps == 61, "61 steps", __LINE__)
+    call test_losses(model)
     call ok(kdist_to_json(model, json), __LINE__)
     call check(index(json, '"dense_1"') > 0, "the JSON names dense_1", __LINE__)
     call ok(kdist_model_from_json(other, json, dist, 99_c_int64_t), __LINE__)
