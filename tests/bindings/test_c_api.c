@@ -285,7 +285,9 @@ static void json_model(const char* scratch, kdist_distribution dist) {
             "\"InputLayer\", \"config\": {\"batch_shape\": [null, 4]}}, {\"class_name\": "
             "\"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}}",
             dist, 1, &other),
-        KDIST_VALUE_ERROR, "saved without compile");
+        KDIST_VALUE_ERROR,
+        "saved without compile (no optimizer, no loss); compile the model in Keras before "
+        "model.to_json()");
   OK(kdist_model_free(restored));
   OK(kdist_model_free(m));
   FAILS(kdist_model_train_step(m, &x[first][0], 2, xs, &y[first][0], 2, ys, batch,

@@ -986,13 +986,12 @@ namespace detail::keras_model {
 template <class T>
 BasicSequential<T> compiled_from_config(const json& parsed,
                                         std::shared_ptr<const Distribution> dist,
-                                        std::uint64_t seed, const std::string& source) {
+                                        std::uint64_t seed, const std::string& source,
+                                        const char* fix) {
   auto model = sequential_from_config<T>(parsed);
   if (!parsed.contains("compile_config") || parsed["compile_config"].is_null()) {
-    throw ValueError(source +
-                     " holds a model saved without compile (no optimizer, no loss); build it with "
-                     "kdist::model_from_json, compile it, and load the weights with "
-                     "kdist::load_keras_weights");
+    throw ValueError(source + " holds a model saved without compile (no optimizer, no loss); " +
+                     fix);
   }
   const auto& compile = parsed["compile_config"];
   const LossConfig loss = loss_from_config(compile.value("loss", json()));
@@ -1020,8 +1019,11 @@ BasicSequential<T> model_from_json(const std::string& text,
                                    std::shared_ptr<const Distribution> dist,
                                    std::uint64_t seed = 0) {
   namespace km = detail::keras_model;
-  return km::compiled_from_config<T>(km::parse(text, "kdist::model_from_json"), std::move(dist),
-                                     seed, "kdist::model_from_json: the JSON");
+  return km::compiled_from_config<T>(
+      km::parse(text, "kdist::model_from_json"), std::move(dist), seed,
+      "kdist::model_from_json: the JSON",
+      "compile the model in Keras before model.to_json() (its JSON then holds the compile_config), "
+      "or build it with kdist::model_from_json(text) and compile it in C++");
 }
 
 //! Keras' `model.to_json()` of a model (layers, input shape, dtype policies; compiled: the
@@ -1144,8 +1146,10 @@ BasicSequential<T> load_model(const std::string& path, std::shared_ptr<const Dis
   mpi::agree<ValueError>(kdist::communicator(), failure.empty(), failure);
   broadcast(config, 0, kdist::communicator());
   const auto parsed = km::parse(config, "kdist::load_model: '" + path + "' config.json");
-  auto model = km::compiled_from_config<T>(parsed, std::move(dist), options.seed,
-                                           "kdist::load_model: '" + path + "'");
+  auto model = km::compiled_from_config<T>(
+      parsed, std::move(dist), options.seed, "kdist::load_model: '" + path + "'",
+      "build it with kdist::model_from_json, compile it, and load the weights with "
+      "kdist::load_keras_weights");
   load_keras_weights(model, weights, options.weights);
   return model;
 }
