@@ -27,9 +27,9 @@ struct kdist_distribution_s {
 
 struct kdist_model_s {
   kdist::Sequential model;
-  std::shared_ptr<const kdist::Distribution> dist;
-  // A GPU build's device copies of host arrays (kept: the same shapes every step allocate once).
-  Kokkos::View<float*> x_copy, y_copy;
+  // A GPU build's device copies of host arrays, and predict's output (kept: the same shapes every
+  // step allocate once).
+  Kokkos::View<float*> x_copy, y_copy, out_copy;
   Kokkos::View<std::int32_t*> labels_copy;
 };
 
@@ -112,8 +112,8 @@ std::shared_ptr<const kdist::Distribution> distribution_of(kdist_distribution d)
   return d->dist;
 }
 
-kdist_model adopt(kdist::Sequential model, std::shared_ptr<const kdist::Distribution> dist) {
-  auto* m = new kdist_model_s{std::move(model), std::move(dist), {}, {}, {}};
+kdist_model adopt(kdist::Sequential model) {
+  auto* m = new kdist_model_s{std::move(model), {}, {}, {}, {}};
   state().models.insert(m);
   return m;
 }
@@ -324,7 +324,7 @@ int kdist_model_load(const char* path, kdist_distribution dist, uint64_t seed, k
     auto d = distribution_of(dist);
     require_pointer(path, "path");
     require_pointer(out, "out");
-    *out = adopt(kdist::load_model<float>(path, d, {.seed = seed}), d);
+    *out = adopt(kdist::load_model<float>(path, d, {.seed = seed}));
   });
 }
 
@@ -334,7 +334,7 @@ int kdist_model_from_json(const char* json, kdist_distribution dist, uint64_t se
     auto d = distribution_of(dist);
     require_pointer(json, "json");
     require_pointer(out, "out");
-    *out = adopt(kdist::model_from_json<float>(json, d, seed), d);
+    *out = adopt(kdist::model_from_json<float>(json, d, seed));
   });
 }
 
@@ -446,8 +446,9 @@ int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int
           [&](const auto& t) {
             // this process's rows, every value of each (the output gathered off other axes)
             const auto& s = t.shape();
-            const auto rows = kdist::redistribute(
-                t, h.dist->get_data_layout(std::vector<std::size_t>(s.begin(), s.end())));
+            const auto rows =
+                kdist::redistribute(t, h.model.distribution().get_data_layout(
+                                           std::vector<std::size_t>(s.begin(), s.end())));
             const auto& block = rows.local();
             if (block.size() != values) {
               throw kdist::ValueError(
@@ -456,9 +457,12 @@ int kdist_model_predict(kdist_model model, const float* x, int x_rank, const int
                   " rows of x; give this process's rows of the batch (kdist_model_input_rows)");
             }
             // Keras' predict: probabilities where kdist kept a final softmax's logits (fused)
-            Kokkos::View<float*> values_of(
-                Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kdist_c::predict")),
-                values);
+            if (h.out_copy.extent(0) < values) {
+              h.out_copy = Kokkos::View<float*>(
+                  Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kdist_c::predict")),
+                  values);
+            }
+            const Unmanaged<float*> values_of(h.out_copy.data(), values);
             Kokkos::deep_copy(
                 values_of,
                 Kokkos::View<const float*, DeviceSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
