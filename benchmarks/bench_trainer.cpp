@@ -35,6 +35,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include <kdist/nn/model.hpp>
+#include <kdist/parallel/collectives.hpp>
 #include <kdist/parallel/initialize.hpp>
 #include <kdist/strategy/data_parallel.hpp>
 #include <kdist/strategy/layout_map.hpp>
@@ -231,10 +233,14 @@ void data_parallel_throughput(benchmark::State& state) {
   allocations_seen = 0;
   Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
   const long faults = minor_faults();
+  const std::uint64_t staged = kdist::host_staged_bytes();
   const double per_step = timed_loop(state, op);  // its 3 warm-up steps are counted too
   const auto steps = static_cast<double>(state.iterations() + 3);
   const double faults_per_step = static_cast<double>(minor_faults() - faults) / steps;
   Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  // device memory copied to and from the host for MPI (0 on CPUs and with a GPU-aware MPI)
+  state.counters["host_staged_bytes_per_step"] =
+      static_cast<double>(kdist::host_staged_bytes() - staged) / steps;
   state.counters["examples_per_s"] = static_cast<double>(state.range(0)) / per_step;
   state.counters["ranks"] = world_size();
   state.counters["allocations_per_step"] = static_cast<double>(allocations_seen) / steps;

@@ -246,14 +246,23 @@ TEST(Collectives, ThroughAHostCopyAsForDeviceMemory) {
   HostView<double*> send("send", 2 * static_cast<std::size_t>(p));
   HostView<double*> recv("recv", 2 * static_cast<std::size_t>(p));
   fill(send, r);
+  // kdist::host_staged_bytes() counts the copies: the send View's in, the result's out
+  const std::uint64_t staged = kdist::host_staged_bytes();
   dc::all_reduce<true, true>(Space(), send, recv, ReduceOp::mean, comm, p);
+  EXPECT_EQ(kdist::host_staged_bytes() - staged, (send.size() + recv.size()) * sizeof(double));
   for (std::size_t i = 0; i < recv.size(); ++i) {
     EXPECT_DOUBLE_EQ(recv(i), reference(ReduceOp::mean, p, i));
   }
   HostView<double*> inplace("inplace", 3);
   fill(inplace, r);
+  const std::uint64_t before_in_place = kdist::host_staged_bytes();
   dc::all_reduce_in_place<true>(Space(), inplace, ReduceOp::sum, comm, p);
+  EXPECT_EQ(kdist::host_staged_bytes() - before_in_place, 2 * inplace.size() * sizeof(double));
   EXPECT_DOUBLE_EQ(inplace(2), reference(ReduceOp::sum, p, 2));
+  // the direct path on host memory copies nothing
+  const std::uint64_t before_direct = kdist::host_staged_bytes();
+  kdist::all_reduce(Space(), inplace, ReduceOp::sum, comm);
+  EXPECT_EQ(kdist::host_staged_bytes(), before_direct);
   HostView<double*> mine("mine", 2);
   fill(mine, r);
   dc::all_gather<true, true>(Space(), mine, recv, comm);

@@ -96,6 +96,15 @@ TEST(StartAllReduce, BadArgumentsAreValueErrors) {
         kdist::start_all_reduce(HostSpace(), column, kdist::ReduceOp::sum, kdist::communicator());
   });
   EXPECT_TRUE(contains(strided, "contiguous")) << strided;
+  // A device View for an MPI whose non-blocking collectives cannot read it (the check every
+  // process makes before MPI is called; device memory meets it on GPU builds only).
+  const auto device = message_of<kdist::ValueError>([&] {
+    kdist::detail::collectives::check_non_blocking_memory(false, "kdist::start_all_reduce");
+  });
+  EXPECT_TRUE(contains(device, "kdist::start_all_reduce")) << device;
+  EXPECT_TRUE(contains(device, "do not take device pointers")) << device;
+  EXPECT_TRUE(contains(device, "use the blocking kdist::all_reduce")) << device;
+  EXPECT_TRUE(kdist::detail::collectives::non_blocking_can_access<decltype(a)>());
 }
 
 // A user's layer as guide chapter 06 writes one: y = x W, no bias, its kernel laid out by the

@@ -9,9 +9,11 @@
 //!   `MPICH_ASYNC_PROGRESS=1`): `request.test()` between pieces of work lets it progress.
 //! - The Views are kept alive by the request (Kokkos Views count their references); their
 //!   memory must not be written (send) nor read (recv) before wait() returns.
-//! - Memory MPI can read directly only (host-accessible memory, or any memory when
-//!   `KDIST_MPI_GPU_AWARE` is defined): a host copy of device memory would have to be written
-//!   back after the wait. Other Views are a compile error; use the blocking kdist::all_reduce.
+//! - Memory MPI reads directly only: host-accessible memory, or device memory when MPI's
+//!   non-blocking collectives take device pointers (kdist::mpi::gpu_aware_non_blocking(), or
+//!   `KDIST_MPI_GPU_AWARE` defined at compile time). A host copy of device memory would have to
+//!   be written back after the wait: a device View with an MPI that cannot read it is a
+//!   kdist::ValueError on every process; use the blocking kdist::all_reduce, which stages it.
 //! - `ReduceOp::sum`, `max`, `min` (`mean` would need a division after the wait: a ValueError).
 //! - wait() is watched like every kdist collective: past the collective timeout
 //!   (kdist::set_collective_timeout, KDIST_COLLECTIVE_TIMEOUT) the job ends with a message naming
@@ -37,6 +39,7 @@
 #include <kdist/parallel/detail/watchdog.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
+#include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -119,19 +122,26 @@ class CollectiveRequest {
   std::shared_ptr<const void> buffers_;
 };
 
-namespace error {
-//! kdist::start_all_reduce on a View in memory MPI cannot read (device memory without
-//! KDIST_MPI_GPU_AWARE): use the blocking kdist::all_reduce, which copies through the host.
-template <class MemorySpace>
-struct non_blocking_collective_on_memory_mpi_cannot_read;
-}  // namespace error
-
 namespace detail::collectives {
+//! Whether MPI may be handed View V's memory in a non-blocking collective: host memory always,
+//! device memory when the MPI library's non-blocking collectives take device pointers.
 template <class V>
-consteval bool check_mpi_can_access() {
-  return detail::diagnose<
-      mpi_can_access_v<V>,
-      error::non_blocking_collective_on_memory_mpi_cannot_read<typename V::memory_space>>::value;
+bool non_blocking_can_access() {
+  if constexpr (mpi_can_access_v<V>) {
+    return true;
+  } else {
+    return mpi::gpu_aware_non_blocking();
+  }
+}
+inline void check_non_blocking_memory(bool readable, const char* who) {
+  if (!readable) {
+    throw_value_error(who,
+                      "a View in device memory, and this MPI's non-blocking collectives do not "
+                      "take device pointers (kdist::mpi::gpu_aware_non_blocking() is false: "
+                      "KDIST_MPI_GPU_AWARE is 0 or blocking, or the library says so); use the "
+                      "blocking kdist::all_reduce, which stages it through the host, or a "
+                      "GPU-aware MPI (docs/gpu.md)");
+  }
 }
 inline void check_non_blocking_op(ReduceOp op, const char* who) {
   if (op == ReduceOp::mean) {
@@ -153,14 +163,16 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
                                                  const RecvView& recv, ReduceOp op,
                                                  const Comm& comm) {
   namespace dc = detail::collectives;
-  if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>() &&
-                dc::check_mpi_can_access<SendView>() && dc::check_mpi_can_access<RecvView>()) {
+  if constexpr (dc::check_pair_types<SendView, RecvView>() && dc::check_reducible<RecvView>()) {
     constexpr const char* who = "kdist::start_all_reduce";
     detail::tell_split_cannot_take(who);  // its wait is elsewhere: not a host call of a graph
     dc::check_arguments(dc::raw(comm), who,
                         {{"the reduction", static_cast<long long>(op)},
                          {"the element count", static_cast<long long>(recv.size())}},
                         [&] {
+                          dc::check_non_blocking_memory(dc::non_blocking_can_access<SendView>() &&
+                                                            dc::non_blocking_can_access<RecvView>(),
+                                                        who);
                           dc::check_non_blocking_op(op, who);
                           dc::check_elementwise_pair(send, recv, who);
                         });
@@ -172,9 +184,12 @@ template <KokkosExecutionSpace Space, KokkosView SendView, KokkosView RecvView,
       send_ptr = MPI_IN_PLACE;  // the same memory: MPI forbids aliased buffers
     }
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi::detail::check_mpi(MPI_Iallreduce(send_ptr, recv.data(), count, mpi::datatype<T>(),
-                                          dc::to_mpi_op<T>(op, who), dc::raw(comm), &request),
-                           "kdist::start_all_reduce: MPI_Iallreduce");
+    // A device View's reduction runs inside MPI (not kdist's host user op for 64-bit unsigned).
+    constexpr bool on_host = dc::on_host_v<false, SendView> && dc::on_host_v<false, RecvView>;
+    mpi::detail::check_mpi(
+        MPI_Iallreduce(send_ptr, recv.data(), count, mpi::datatype<T>(),
+                       dc::to_mpi_op<T, on_host>(op, who), dc::raw(comm), &request),
+        "kdist::start_all_reduce: MPI_Iallreduce");
     auto buffers = std::make_shared<const std::pair<SendView, RecvView>>(send, recv);
     return CollectiveRequest(request, dc::raw(comm), "kdist::all_reduce", std::move(buffers));
   } else {

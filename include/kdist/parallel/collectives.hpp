@@ -14,9 +14,10 @@
 //!   writes the send View is complete. On return the results are in place.
 //! - A View in memory MPI can read directly is passed to MPI as it is: no allocation, no copy.
 //!   That is host-accessible memory, device memory when the MPI library says it takes device
-//!   pointers (kdist::mpi::gpu_aware(), asked once at run time; `KDIST_MPI_GPU_AWARE=0|1` in the
-//!   environment overrides it), and any memory when the macro `KDIST_MPI_GPU_AWARE` is defined.
-//!   Other Views (device memory, MPI not GPU-aware) go through a host copy.
+//!   pointers (kdist::mpi::gpu_aware(), asked once at run time; `KDIST_MPI_GPU_AWARE=0|1|blocking`
+//!   in the environment overrides it), and any memory when the macro `KDIST_MPI_GPU_AWARE` is
+//!   defined. Other Views (device memory, MPI not GPU-aware) go through a host copy, and
+//!   kdist::host_staged_bytes() counts what those copies move.
 //! - Each entry point is a Kokkos profiling region named "kdist::all_reduce" etc.
 //! - While the training step is recorded as a device graph, each is offered to the recording
 //!   first (detail/collective_split.hpp): one on device memory then runs between two pieces of
@@ -44,6 +45,14 @@
 #include <type_traits>
 
 namespace kdist {
+
+//! Bytes this process has copied between device memory and host copies of it so that MPI could
+//! read or write them (the staging of the collectives, redistributions and halo exchanges, both
+//! ways), since it started: 0 on CPU builds and with a GPU-aware MPI. Read it before and after a
+//! step to see what staging costs the step.
+inline std::uint64_t host_staged_bytes() noexcept {
+  return detail::staged_bytes_counter().load(std::memory_order_relaxed);
+}
 
 //! The reduction of all_reduce and reduce_scatter. `mean` is the sum divided by the number of
 //! processes of the communicator (integer division for integer types).

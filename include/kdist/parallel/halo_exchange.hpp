@@ -350,6 +350,15 @@ struct Exchange : HaloRequest::State {
     return list.back();
   }
   void* address(Message& m) { return stage ? m.host.data() : m.buffer.data(); }
+  //! A received message's host copy back into its buffer (staging).
+  void unstage(Message& m) {
+    Kokkos::deep_copy(m.buffer, m.host);
+    count_staged(m);
+  }
+  static void count_staged(const Message& m) {
+    detail::staged_bytes_counter().fetch_add(m.buffer.span() * sizeof(scalar_t<V>),
+                                             std::memory_order_relaxed);
+  }
 
   //! Posts the receives first, then packs (fenced) and posts the sends.
   template <class Space, class Pack>
@@ -367,7 +376,10 @@ struct Exchange : HaloRequest::State {
     for (std::size_t k = 0; k < sends.size(); ++k) pack(k, sends[k].buffer);
     space.fence();
     for (std::size_t k = 0; k < sends.size(); ++k) {
-      if (stage) Kokkos::deep_copy(sends[k].host, sends[k].buffer);
+      if (stage) {
+        Kokkos::deep_copy(sends[k].host, sends[k].buffer);
+        count_staged(sends[k]);
+      }
       requests.push_back(MPI_REQUEST_NULL);
       peers.push_back(to[k]);
       mpi::detail::check_mpi(MPI_Isend(address(sends[k]), static_cast<int>(sends[k].buffer.size()),
@@ -383,7 +395,7 @@ struct Gather final : Exchange<V> {
   Slabs<V> extended;
   void finish() override {
     for (auto& m : this->receives) {
-      if (this->stage) Kokkos::deep_copy(m.buffer, m.host);
+      if (this->stage) this->unstage(m);
       copy_into(space, slab(extended, m.at, static_cast<std::int64_t>(m.buffer.extent(1))),
                 m.buffer);
     }
@@ -397,7 +409,7 @@ struct ScatterAdd final : Exchange<V> {
   Slabs<V> block;
   void finish() override {
     for (auto& m : this->receives) {
-      if (this->stage) Kokkos::deep_copy(m.buffer, m.host);
+      if (this->stage) this->unstage(m);
       add_into(space, slab(block, m.at, static_cast<std::int64_t>(m.buffer.extent(1))), m.buffer);
     }
     space.fence();

@@ -73,6 +73,7 @@ template <class Tensor>
 auto host_local_in_scratch(const Tensor& t) {
   auto h = host_view_in_scratch<HostScratch::source>(t.local_summand());
   Kokkos::deep_copy(h, t.local_summand());
+  count_staged<typename Tensor::memory_space>(h.span() * sizeof(typename Tensor::value_type));
   return h;
 }
 

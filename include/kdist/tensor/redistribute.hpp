@@ -120,28 +120,56 @@ void run_reduce_scatter(const RedistributeStep& step, const Tensor& t, Tensor& o
     std::copy_n(recv.data(), dst.size(), dst.data());
   }
   Kokkos::deep_copy(out.local(), dst);
+  count_staged<typename Tensor::memory_space>(dst.span() * sizeof(T));
 }
 
-//! The local_copy, all_gather and all_to_all steps: one exchange of exactly the overlapping
-//! boxes (summing the contributions of a pending sum), no MPI call when nothing is remote.
-template <class Tensor>
-void run_exchange(const Tensor& t, Tensor& out) {
+//! run_exchange with `mover`: a DeviceMover works on the blocks in their memory, a HostMover on
+//! host copies of them (the blocks themselves when the host can read them).
+template <class Mover, class Tensor>
+void run_exchange_with(const Mover& mover, const Tensor& t, Tensor& out) {
   constexpr std::size_t R = Tensor::rank;
+  using T = typename Tensor::value_type;
   const std::size_t n = t.device_mesh().size();
   std::vector<Box<R>> from, to;
   for (std::size_t d = 0; d < n; ++d) {
     from.push_back(t.block_of(d));
     to.push_back(out.block_of(d));
   }
-  auto src = host_local_in_scratch(t);
-  auto dst = host_view_in_scratch<HostScratch::target>(out.local());
-  if (t.is_partial()) Kokkos::deep_copy(dst, typename Tensor::value_type(0));  // sums start at 0
   SameReplica sender(t.device_mesh(), replicated_non_partial_axes(t.layout(), t.partial_axes()));
-  exchange<R>(
-      src.data(), dst.data(), n, t.device(), [&](std::size_t s) { return from[s]; },
-      [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), kdist::communicator(),
-      "kdist::redistribute");
-  Kokkos::deep_copy(out.local(), dst);
+  const auto run = [&](const T* src, T* dst) {
+    exchange<R>(
+        mover, src, dst, n, t.device(), [&](std::size_t s) { return from[s]; },
+        [&](std::size_t d) { return to[d]; }, sender, t.is_partial(), kdist::communicator(),
+        "kdist::redistribute");
+  };
+  if constexpr (std::is_same_v<Mover, HostMover>) {
+    auto src = host_local_in_scratch(t);
+    auto dst = host_view_in_scratch<HostScratch::target>(out.local());
+    if (t.is_partial()) Kokkos::deep_copy(dst, T(0));  // sums start at 0
+    run(src.data(), dst.data());
+    Kokkos::deep_copy(out.local(), dst);
+    count_staged<typename Tensor::memory_space>(dst.span() * sizeof(T));
+  } else {
+    if (t.is_partial()) Kokkos::deep_copy(mover.exec, out.local(), T(0));  // sums start at 0
+    run(t.local_summand().data(), out.local().data());
+  }
+}
+
+//! The local_copy, all_gather and all_to_all steps: one exchange of exactly the overlapping
+//! boxes (summing the contributions of a pending sum), no MPI call when nothing is remote. Host
+//! blocks are exchanged where they are; device blocks in device memory with Kokkos kernels when
+//! MPI takes device pointers (`Direct`: kdist::mpi::gpu_aware(), or forced by tests on host
+//! memory), else through host copies.
+template <class Tensor>
+void run_exchange(const Tensor& t, Tensor& out) {
+  using Memory = typename Tensor::memory_space;
+  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
+    if (mpi::gpu_aware()) {
+      run_exchange_with(DeviceMover<typename Memory::execution_space>{}, t, out);
+      return;
+    }
+  }
+  run_exchange_with(HostMover{}, t, out);
 }
 
 //! Runs `plan` (made for `t` and `out`'s layout) from `t` into `out`'s block.

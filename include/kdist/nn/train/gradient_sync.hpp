@@ -6,8 +6,10 @@
 //! and `GradientSync::resolve` takes them as soon as that layer's backward returns; and the
 //! `kdist::GradientSyncOptions` of kdist::Sequential (`set_gradient_sync`).
 //!
-//! A pending sum that resolves into the gradient by a plain all-reduce, on host memory, is not
-//! reduced on the spot:
+//! A pending sum that resolves into the gradient by a plain all-reduce is not reduced on the spot
+//! (on host memory; on device memory when MPI's non-blocking collectives take device pointers,
+//! kdist::mpi::gpu_aware_non_blocking(), the buckets then in device memory and MPI handed device
+//! pointers: nothing goes through the host):
 //! - a gradient of at least `bucket_bytes` starts its own non-blocking all-reduce
 //!   (kdist::start_all_reduce), from the summand into the gradient's block;
 //! - smaller ones are copied into a bucket (one per communicator and type), and the bucket's
@@ -25,11 +27,13 @@
 //! A pending sum that resolves into a sharded gradient on host memory (an FSDP variable's
 //! reduce-scatter) is started like the all-reduces (MPI_Ireduce_scatter; with `bfloat16_sums`
 //! moving bfloat16: kdist/tensor/detail/started_reduce_scatter.hpp). With `overlap` off every
-//! collective starts after the backward pass (the same buckets). Any other case (device memory, a
-//! gradient already in the variable's layout) is the blocking kdist::redistribute_into. The sums are those of the blocking
-//! path bit for bit on 2 processes; on more, MPI may add the summands in another order for another
-//! message size. The settings must be the same on every process (checked when Sequential
-//! compiles).
+//! collective starts after the backward pass (the same buckets). Any other case is the blocking
+//! kdist::redistribute_into (which hands device Views to a GPU-aware MPI directly): device memory
+//! with an MPI whose non-blocking collectives cannot read it, `bfloat16_sums` on device memory
+//! (its rounding runs on the host), an FSDP gradient on device memory, a gradient already in the
+//! variable's layout. The sums are those of the blocking path bit for bit on 2 processes; on more,
+//! MPI may add the summands in another order for another message size. The settings must be the
+//! same on every process (checked when Sequential compiles).
 
 #include <mpi.h>
 
@@ -47,9 +51,11 @@
 #include <kdist/nn/variable.hpp>
 #include <kdist/parallel/bfloat16_all_reduce.hpp>
 #include <kdist/parallel/collective_request.hpp>
+#include <kdist/parallel/detail/collective_split.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/agree.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
+#include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <kdist/parallel/world.hpp>
 #include <kdist/tensor/detail/started_reduce_scatter.hpp>
 #include <kdist/tensor/redistribute.hpp>
@@ -79,7 +85,9 @@ struct GradientSyncOptions {
   //! updated by its process, the parts all-gathered. A smaller one is owned whole by one process
   //! (the owners balance the bytes): its gradient bucketed and all-reduced as without sharding,
   //! its owner alone updating it, every owner's variables all-gathered together
-  //! (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory only.
+  //! (`KDIST_SHARD_OPTIMIZER_STATE=0|1|off|on`). Host memory, or device memory when MPI's
+  //! non-blocking collectives take device pointers (kdist::mpi::gpu_aware_non_blocking()) and
+  //! bfloat16_sums is off.
   bool shard_optimizer_state = false;
   //! Sum float32 gradients moving bfloat16 (kdist::start_all_reduce_in_bfloat16: half the bytes,
   //! each contribution and each sum rounded once to bfloat16, summed in float32, overlapped with
@@ -248,24 +256,35 @@ class GradientSync {
     return nullptr;
   }
 
-  //! Sums `summand` over `comm` into `gradient` (same size and rank, contiguous, host memory),
-  //! now or later (see the file's comment). wait_for(gradient.data()) waits for it.
+  //! Sums `summand` over `comm` into `gradient` (same size and rank, contiguous, in the model's
+  //! memory: host memory, or device memory that MPI's non-blocking collectives read), now or
+  //! later (see the file's comment). wait_for(gradient.data()) waits for it.
   template <class SummandView, class GradientView>
   void submit(const SummandView& summand, const GradientView& gradient, MPI_Comm comm) {
     using T = typename GradientView::non_const_value_type;
+    static_assert(std::is_same_v<typename GradientView::memory_space, Memory>,
+                  "kdist: the gradient sync sums gradients in the model's memory");
     wait_for(gradient.data());  // the same gradient twice in a step: the first sum lands first
     const std::size_t bytes = gradient.size() * sizeof(T);
     if (const StateShard* shard = state_shard(gradient.data());
         shard != nullptr && !shard->owned_whole && shard->comm == comm) {
       Launch launch;
       launch.kind = Launch::Kind::reduce_scatter;
-      launch.start = [s = summand, g = gradient, shard] {
-        return start_reduce_scatter_part(s.data(), g.data(), *shard);
-      };
-      if (static_cast<const void*>(summand.data()) == static_cast<const void*>(gradient.data())) {
-        launch.finish = [g = gradient, shard] { move_part_into_place(g.data(), *shard); };
+      if (static_cast<const void*>(summand.data()) != static_cast<const void*>(gradient.data())) {
+        launch.start = [s = summand, g = gradient, shard] {
+          return start_reduce_scatter_part(s.data(), g.data() + shard->begin(), *shard);
+        };
+      } else {  // MPI may not write where it reads: the part lands in kept memory, then moves
+        const std::size_t part = take_storage(shard->size() * sizeof(T));
+        launch.start = [this, s = summand, shard, part] {
+          return start_reduce_scatter_part(s.data(), reinterpret_cast<T*>(pool_[part].data()),
+                                           *shard);
+        };
+        launch.finish = [this, g = gradient, shard, part] {
+          copy_bytes(g.data() + shard->begin(), pool_[part].data(), shard->size() * sizeof(T));
+        };
       }
-      if constexpr (std::is_same_v<T, float>) {
+      if constexpr (std::is_same_v<T, float> && host_memory) {
         if (options_.bfloat16_sums) {  // half the bytes; the part summed in float32
           const std::span<std::uint16_t> scratch = bfloat16_scratch(bfloat16_part_scratch(*shard));
           launch.start = [s = summand, shard, scratch] {
@@ -286,9 +305,9 @@ class GradientSync {
       launch.bytes = bytes;
       // The Views hold references: the summand and the gradient live until the step ends.
       launch.start = [s = summand, g = gradient, comm] {
-        return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), s, g, ReduceOp::sum, comm);
+        return start_all_reduce(Exec(), s, g, ReduceOp::sum, comm);
       };
-      if constexpr (std::is_same_v<T, float>) {
+      if constexpr (std::is_same_v<T, float> && host_memory) {
         if (options_.bfloat16_sums) {  // in place in the gradient
           launch.start = nullptr;
           launch.bfloat16 = [this, s = summand, g = gradient, comm] {
@@ -307,10 +326,9 @@ class GradientSync {
     const std::size_t b = open_bucket<T>(comm);
     Bucket& bucket = buckets_[b];
     const std::size_t offset = bucket.used;
-    auto& storage = pool_[bucket.storage];
-    if (storage.size() < offset + bytes)
-      storage.resize(std::max(offset + bytes, 2 * storage.size()));
-    std::memcpy(storage.data() + offset, summand.data(), bytes);
+    Storage& storage = pool_[bucket.storage];
+    if (storage.size() < offset + bytes) storage.grow(std::max(offset + bytes, 2 * storage.size()));
+    copy_bytes(storage.data() + offset, summand.data(), bytes);
     bucket.used = offset + bytes;
     targets_.push_back({gradient.data(), kOpen, offset, bytes});
     bucket.targets.push_back(targets_.size() - 1);
@@ -375,15 +393,13 @@ class GradientSync {
         g.displs[r] = g.displs[r - 1] + g.counts[r - 1];
       const std::size_t total =
           static_cast<std::size_t>(g.displs.back() + g.counts.back()) * g.element_bytes;
-      if (pool_used_ == pool_.size()) pool_.emplace_back();
-      g.storage = pool_used_++;
-      auto& storage = pool_[g.storage];
-      if (storage.size() < total) storage.resize(total);
+      g.storage = take_storage(total);
+      Storage& storage = pool_[g.storage];
       std::size_t at =
           static_cast<std::size_t>(g.displs[static_cast<std::size_t>(g.me)]) * g.element_bytes;
       for (const OwnedBlock& b : g.blocks) {
         if (b.owner != g.me) continue;
-        std::memcpy(storage.data() + at, b.value, b.bytes);
+        copy_bytes(storage.data() + at, b.value, b.bytes);
         at += b.bytes;
       }
       g.started = true;
@@ -405,7 +421,7 @@ class GradientSync {
         const std::byte* buffer = pool_[o.storage].data();
         for (const OwnedBlock& b : o.blocks) {
           std::size_t& from = next[static_cast<std::size_t>(b.owner)];
-          if (b.owner != o.me) std::memcpy(b.value, buffer + from, b.bytes);
+          if (b.owner != o.me) copy_bytes(b.value, buffer + from, b.bytes);
           from += b.bytes;
         }
       };
@@ -473,12 +489,30 @@ class GradientSync {
   void reset_counts() noexcept { counts_ = {}; }
 
  private:
+  //! The model's memory (its variables' and gradients') and the execution space that orders the
+  //! copies into and out of the buffers there.
+  using Memory = typename DistributedTensor<float*>::view_type::memory_space;
+  using Exec = typename Memory::execution_space;
+  static constexpr bool host_memory =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
+  //! Copies `bytes` from `from` to `to`, both in the model's memory, ordered on Exec (start()
+  //! fences before MPI reads them).
+  static void copy_bytes(void* to, const void* from, std::size_t bytes) {
+    using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+    if (bytes == 0 || to == from) return;
+    Kokkos::deep_copy(
+        Exec(),
+        Kokkos::View<unsigned char*, Memory, Unmanaged>(static_cast<unsigned char*>(to), bytes),
+        Kokkos::View<const unsigned char*, Memory, Unmanaged>(
+            static_cast<const unsigned char*>(from), bytes));
+  }
+
   static constexpr std::size_t kOpen = static_cast<std::size_t>(-1);  // Target: bucket filling
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // Launch: no bucket
 
   struct Launch {
     std::function<CollectiveRequest()> start;  // a gradient on its own; empty for a bucket
-    std::function<void()> finish;              // after completion (an in-place reduce-scatter)
+    std::function<void()> finish;              // after completion (a part moved into place)
     std::size_t bucket = kNone;                // a bucket: its index in buckets_
     std::size_t bytes = 0;
     enum class Kind { all_reduce, reduce_scatter, all_gather } kind = Kind::all_reduce;
@@ -507,6 +541,31 @@ class GradientSync {
     std::vector<std::size_t> targets;  // indices into targets_
   };
   std::byte* memory(const Bucket& b) { return pool_[b.storage].data(); }
+  //! The step's next kept memory (pool_'s index), of at least `bytes`: the i-th of a step is the
+  //! i-th of the last step, grown if needed (no allocation once seen). Stable until wait_all.
+  std::size_t take_storage(std::size_t bytes) {
+    if (pool_used_ == pool_.size()) pool_.emplace_back();
+    if (pool_[pool_used_].size() < bytes) pool_[pool_used_].grow(bytes);
+    return pool_used_++;
+  }
+  //! Memory kept from step to step for a bucket or an all-gather, in the model's memory.
+  class Storage {
+   public:
+    std::size_t size() const noexcept { return view_.size(); }
+    std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(view_.data()); }
+    //! At least `bytes`, keeping what it holds (ordered on the model's execution space).
+    void grow(std::size_t bytes) {
+      if (view_.size() == 0) {
+        view_ = Kokkos::View<unsigned char*, Memory>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::gradient_sync/buffer"), bytes);
+      } else if (bytes > view_.size()) {
+        Kokkos::resize(view_, bytes);
+      }
+    }
+
+   private:
+    Kokkos::View<unsigned char*, Memory> view_;
+  };
   //! A variable block owned whole by one process (gather_owned).
   struct OwnedBlock {
     std::byte* value;
@@ -538,8 +597,7 @@ class GradientSync {
     bucket.type = type;
     bucket.start = &start_bucket<T>;
     if constexpr (std::is_same_v<T, float>) bucket.bfloat16 = options_.bfloat16_sums;
-    if (pool_used_ == pool_.size()) pool_.emplace_back();
-    bucket.storage = pool_used_++;
+    bucket.storage = take_storage(0);
     buckets_.push_back(std::move(bucket));
     return buckets_.size() - 1;
   }
@@ -555,6 +613,9 @@ class GradientSync {
   }
 
   void start(Launch& l) {
+    // MPI reads the memory now: the kernels and copies that write it are done first (device
+    // memory handed to a GPU-aware MPI; a host execution space's copies may run asynchronously).
+    Exec().fence();
     if (l.bfloat16) {
       l.bfloat16_sum = l.bfloat16();
     } else if (l.bucket == kNone) {
@@ -608,9 +669,9 @@ class GradientSync {
   }
   template <class T>
   static CollectiveRequest start_bucket(std::byte* data, std::size_t bytes, MPI_Comm comm) {
-    const Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
+    const Kokkos::View<T*, Memory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> v(
         reinterpret_cast<T*>(data), bytes / sizeof(T));
-    return start_all_reduce(Kokkos::DefaultHostExecutionSpace(), v, ReduceOp::sum, comm);
+    return start_all_reduce(Exec(), v, ReduceOp::sum, comm);
   }
 
   //! The float32 sum of `n` values at `data` over `comm`, moving bfloat16
@@ -672,17 +733,21 @@ class GradientSync {
     const Bucket& b = buckets_[l.bucket];
     for (auto t : b.targets) {
       const Target& target = targets_[t];
-      std::memcpy(target.gradient, memory(b) + target.offset, target.bytes);
+      copy_bytes(target.gradient, memory(b) + target.offset, target.bytes);
     }
   }
 
-  //! One gradient: a plain all-reduce on host memory is submitted, anything else resolved now.
+  //! One gradient: a plain all-reduce is submitted (on device memory when MPI's non-blocking
+  //! collectives read it, no bfloat16 rounding is asked for and no device graph is recording),
+  //! an FSDP reduce-scatter on host memory too, anything else resolved now.
   template <class DataType>
   void resolve_into(const DistributedTensor<DataType>& pending, TrainableVariable<DataType>& v) {
     using Tensor = DistributedTensor<DataType>;
     auto& gradient = v.grad;
-    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                             typename Tensor::memory_space>::accessible) {
+    // A step recorded as a device graph (step_graph.hpp) keeps device gradients on the blocking
+    // path, which its recording takes as host calls between pieces; a started one would end it.
+    if (host_memory || (mpi::gpu_aware_non_blocking() && !options_.bfloat16_sums &&
+                        CollectiveSplit::active() == nullptr)) {
       if (pending.is_partial() && !gradient.is_partial() && pending.shape() == gradient.shape()) {
         detail::check_same_mesh(pending, gradient.layout());
         const RedistributePlan plan = detail::plan_for(pending, gradient.layout());
@@ -693,11 +758,14 @@ class GradientSync {
           submit(pending.local_summand(), gradient.local(), comm.get());
           return;
         }
-        if (plan.steps.size() == 1 &&
-            plan.steps.front().kind == RedistributeStep::Kind::reduce_scatter &&
-            gradient.local().span_is_contiguous()) {
-          submit_reduce_scatter(plan.steps.front(), pending, gradient.local());
-          return;
+        if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                                 typename Tensor::memory_space>::accessible) {
+          if (plan.steps.size() == 1 &&
+              plan.steps.front().kind == RedistributeStep::Kind::reduce_scatter &&
+              gradient.local().span_is_contiguous()) {
+            submit_reduce_scatter(plan.steps.front(), pending, gradient.local());
+            return;
+          }
         }
       }
     }
@@ -712,7 +780,7 @@ class GradientSync {
   std::vector<Bucket> buckets_;
   std::vector<OwnedGather> owned_;  // kept from step to step (their vectors' memory with them)
   std::vector<std::size_t> owned_cursor_;
-  std::vector<std::vector<std::byte>> pool_;  // bucket memory, reused step after step
+  std::vector<Storage> pool_;  // bucket memory, reused step after step
   std::size_t pool_used_ = 0;
   std::vector<std::vector<std::uint16_t>> bfloat16_scratch_;  // bfloat16_scratch()'s, by order
   std::size_t bfloat16_used_ = 0;

@@ -34,6 +34,7 @@
 #include <kdist/ops/optimizers.hpp>
 #include <kdist/parallel/mesh_binding.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
+#include <kdist/parallel/mpi/gpu_aware.hpp>
 #include <kdist/strategy/distribution.hpp>
 #include <kdist/tensor/tensor.hpp>
 
@@ -120,11 +121,12 @@ class OptimizerState {
   static constexpr std::size_t sixteen_bit_chunk = std::size_t{1} << 15;
 
   //! Which variables' optimizer state is sharded, and how (GradientSyncOptions::
-  //! shard_optimizer_state): those replicated over the batch axis, in host memory; split in parts
+  //! shard_optimizer_state): those replicated over the batch axis (in host memory, or in device
+  //! memory that MPI's non-blocking collectives read, without bfloat16_sums); split in parts
   //! when of at least bucket_bytes (or bucket_bytes is 0), else owned whole by one process, the
   //! owners balancing the bytes among the processes of each communicator (their gradients share
   //! buckets; optimizer_state_shards.hpp). Errors: kdist::ValueError for the setting on device
-  //! memory.
+  //! memory with an MPI whose non-blocking collectives cannot read it, or with bfloat16_sums.
   static std::vector<std::optional<StateShard>> plan(std::vector<AnyLayer<T>>& layers,
                                                      const Distribution& dist,
                                                      const GradientSyncOptions& o) {
@@ -146,18 +148,23 @@ class OptimizerState {
       if (o.shard_optimizer_state && axis && mesh.shape()[*axis] > 1 &&
           std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end()) {
         using VariableMemory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
-        if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, VariableMemory>::accessible) {
-          const MPI_Comm comm = communicators(mesh).comm(*batch).get();
-          if (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes) {
-            shard = make_state_shard(n, sizeof(T), comm, {*axis});
-          } else {
-            small.push_back({out.size(), n, comm, *axis});
-          }
-        } else {
+        if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, VariableMemory>::accessible &&
+            (!mpi::gpu_aware_non_blocking() || o.bfloat16_sums)) {
           throw ValueError(
               "kdist::GradientSyncOptions::shard_optimizer_state (KDIST_SHARD_OPTIMIZER_STATE) "
-              "is not available for variables in device memory yet (" +
-              v.path + "); turn it off");
+              "on variables in device memory (" +
+              v.path + ") needs " +
+              (o.bfloat16_sums ? std::string("bfloat16_sums off (its rounding runs on the host)")
+                               : std::string("an MPI whose non-blocking collectives take device "
+                                             "pointers (kdist::mpi::gpu_aware_non_blocking(): "
+                                             "KDIST_MPI_GPU_AWARE=1 or a GPU-aware MPICH)")) +
+              "; else turn it off");
+        }
+        const MPI_Comm comm = communicators(mesh).comm(*batch).get();
+        if (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes) {
+          shard = make_state_shard(n, sizeof(T), comm, {*axis});
+        } else {
+          small.push_back({out.size(), n, comm, *axis});
         }
       }
       out.push_back(std::move(shard));

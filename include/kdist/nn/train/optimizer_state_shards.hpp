@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <kdist/core/bfloat16.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/collective_request.hpp>
@@ -141,15 +140,13 @@ inline std::vector<int> assign_owners(const std::vector<std::size_t>& sizes, int
   return owners;
 }
 
-//! Starts summing `summand` (a whole block) over the shard's processes into this process's part
-//! of `block` (MPI_Ireduce_scatter). `summand` may be `block` itself: MPI then leaves the sum at
-//! the block's start, and `move_part_into_place` must run after the wait. The shard outlives the
-//! request (MPI reads its counts until then).
+//! Starts summing `summand` (a whole block) over the shard's processes into `part` (this
+//! process's part: s.size() elements, not inside `summand`; MPI_Ireduce_scatter). Host or device
+//! memory (the latter for an MPI whose non-blocking collectives take device pointers). The shard
+//! outlives the request (MPI reads its counts until then).
 template <class T>
-CollectiveRequest start_reduce_scatter_part(const T* summand, T* block, const StateShard& s) {
-  const bool in_place = summand == block;
-  return start_reduce_scatter_v(in_place ? nullptr : summand, in_place ? block : block + s.begin(),
-                                s.counts.data(), s.comm,
+CollectiveRequest start_reduce_scatter_part(const T* summand, T* part, const StateShard& s) {
+  return start_reduce_scatter_v(summand, part, s.counts.data(), s.comm,
                                 "kdist: MPI_Ireduce_scatter (optimizer state sharding)");
 }
 
@@ -183,13 +180,6 @@ inline void add_bfloat16_part(float* block, const StateShard& s,
                               std::span<const std::uint16_t> scratch) {
   const auto n = static_cast<std::size_t>(s.offsets.back() + s.counts.back());
   sum_bfloat16_runs(scratch.data() + n, s.counts.size(), s.size(), block + s.begin());
-}
-
-//! After an in-place start_reduce_scatter_part: the part's sum moves from the block's start to
-//! its place.
-template <class T>
-void move_part_into_place(T* block, const StateShard& s) {
-  if (s.begin() != 0) std::memmove(block + s.begin(), block, s.size() * sizeof(T));
 }
 
 //! Starts gathering every process's part of `block` into every process's `block`, in place

@@ -183,6 +183,7 @@ class MpiBuffer<true, V, Use> {
       : view_(v), host_(host_scratch<T, Use>(v.size()), v.size()) {
     if (copy_in) {
       Kokkos::deep_copy(space, host_, flat(v));
+      staged_bytes_counter().fetch_add(v.size() * sizeof(T), std::memory_order_relaxed);
     }
   }
   [[nodiscard]] auto* data() const noexcept { return host_.data(); }
@@ -191,6 +192,7 @@ class MpiBuffer<true, V, Use> {
   void write_back(const Space& space) const {
     Kokkos::deep_copy(space, flat(view_), host_);
     space.fence();
+    staged_bytes_counter().fetch_add(host_.size() * sizeof(T), std::memory_order_relaxed);
   }
 
  private:
@@ -363,16 +365,19 @@ void all_to_all(const Space& space, const S& send, const R& recv, MPI_Comm comm,
   out.write_back(space);
 }
 
-//! MPI_Alltoallv of `type` elements between host buffers (counts and displacements per process,
-//! in elements), watched like every kdist collective; `who` names it in errors and messages. For
-//! the exchanges of redistribute (tensor/detail/exchange.hpp), which pack their own buffers.
-inline void all_to_all_v(const void* send, const int* send_counts, const int* send_displs,
-                         void* recv, const int* recv_counts, const int* recv_displs,
-                         MPI_Datatype type, MPI_Comm comm, const char* who) {
-  // Its host buffers were packed by the host in the step: not a host call of a device graph.
-  tell_split_cannot_take(std::string(who) + "'s exchange of host copies (MPI_Alltoallv)");
+//! MPI_Alltoallv of `type` elements (counts and displacements per process, in elements), watched
+//! like every kdist collective when the buffers are in host memory (`OnHost`; device buffers go
+//! to the blocking call of a GPU-aware MPI, unwatched); `who` names it in errors and messages.
+//! For the exchanges of redistribute (tensor/detail/exchange.hpp), which pack their own buffers.
+template <bool OnHost = true>
+void all_to_all_v(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                  const int* recv_counts, const int* recv_displs, MPI_Datatype type, MPI_Comm comm,
+                  const char* who) {
+  // Its buffers were packed in the step and MPI is called from the host: not a host call of a
+  // device graph.
+  tell_split_cannot_take(std::string(who) + "'s exchange (MPI_Alltoallv)");
   const std::string what = std::string(who) + ": MPI_Alltoallv";
-  watchdog::run(
+  watchdog::run<OnHost>(
       comm, who, what.c_str(),
       [&](MPI_Request* r) {
         return MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs,

@@ -11,6 +11,7 @@
 #include <Kokkos_Core.hpp>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace kdist::detail {
@@ -33,6 +34,21 @@ enum class HostScratch {
 inline std::atomic<long>& host_scratch_growths() {
   static std::atomic<long> growths{0};
   return growths;
+}
+
+//! Bytes copied between device memory and host copies of it so that MPI could read or write
+//! them, process-wide (kdist::host_staged_bytes(): what staging costs a step).
+inline std::atomic<std::uint64_t>& staged_bytes_counter() {
+  static std::atomic<std::uint64_t> bytes{0};
+  return bytes;
+}
+//! Counts `bytes` copied between a block in `Memory` and its host copy (nothing when the host
+//! reads `Memory`: no copy was made).
+template <class Memory>
+void count_staged(std::size_t bytes) {
+  if constexpr (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible) {
+    staged_bytes_counter().fetch_add(bytes, std::memory_order_relaxed);
+  }
 }
 
 //! At least `n` elements of host memory for `Use`, valid until the next host_scratch<T, Use> call

@@ -9,18 +9,27 @@
 // to itself; when every box a device sends is one contiguous run of its source block (row slabs,
 // as in shard(0) -> replicated), MPI reads straight from the block; when every box it receives is
 // a contiguous run of its target block, MPI writes straight into the target. Packed messages go
-// in host scratch (parallel/detail/host_scratch.hpp: kept from call to call), never zero-filled.
+// in scratch kept from call to call, never zero-filled.
+//
+// Where it runs is the Mover's: HostMover copies with loops and memcpy and packs in host scratch
+// (parallel/detail/host_scratch.hpp), for host memory and for device blocks staged through the
+// host; DeviceMover copies with Kokkos kernels on an execution space and packs in device scratch
+// (parallel/detail/device_scratch.hpp), for device blocks handed to an MPI that takes device
+// pointers (kdist::mpi::gpu_aware()): nothing goes through the host.
 
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <kdist/core/bfloat16.hpp>
 #include <kdist/core/error.hpp>
 #include <kdist/parallel/detail/collectives_staging.hpp>
+#include <kdist/parallel/detail/device_scratch.hpp>
 #include <kdist/parallel/detail/host_scratch.hpp>
 #include <kdist/parallel/mpi/communicator.hpp>
 #include <kdist/parallel/mpi/datatype.hpp>
@@ -84,18 +93,113 @@ void add_box(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
   }
 }
 
-template <std::size_t R, class T, class SourceBox, class TargetBox, class Sender>
-void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceBox&& source,
-              TargetBox&& target, Sender&& sender, bool accumulate, MPI_Comm comm,
-              const char* who) {
+//! The kernel of copy_box_on: element i of the box, from src's block to dst's (a functor, not a
+//! lambda: nvcc's extended lambdas may not first-capture inside `if constexpr`).
+template <bool Add, std::size_t R, class T>
+struct BoxCopy {
+  const T* src;
+  T* dst;
+  Kokkos::Array<std::size_t, R> ext, src_stride, dst_stride;
+  std::size_t src_at, dst_at;  // the box's first element in each block
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    std::size_t rest = static_cast<std::size_t>(i), s = src_at, t = dst_at;
+    for (std::size_t d = R; d-- > 0;) {
+      const std::size_t c = rest % ext[d];
+      rest /= ext[d];
+      s += c * src_stride[d];
+      t += c * dst_stride[d];
+    }
+    if constexpr (Add && sums_in_place_v<T>) {
+      dst[t] += src[s];
+    } else {
+      dst[t] = src[s];
+    }
+  }
+};
+
+//! dst[box] = src[box] (Add: +=) for row-major blocks in the memory of `Exec`, one Kokkos kernel
+//! over the box's elements (add_box's refusal of 16-bit sums holds: no caller sums them).
+template <bool Add, std::size_t R, class T, class Exec>
+void copy_box_on(const Exec& exec, const T* src, const Box<R>& src_box, T* dst,
+                 const Box<R>& dst_box, const Box<R>& box) {
+  const std::size_t n = box.volume();
+  if (n == 0) return;
+  BoxCopy<Add, R, T> f{src, dst, {}, {}, {}, 0, 0};
+  std::size_t ss = 1, ds = 1;
+  for (std::size_t d = R; d-- > 0;) {
+    f.ext[d] = box.ext[d];
+    f.src_stride[d] = ss;
+    f.dst_stride[d] = ds;
+    f.src_at += (box.lo[d] - src_box.lo[d]) * ss;
+    f.dst_at += (box.lo[d] - dst_box.lo[d]) * ds;
+    ss *= src_box.ext[d];
+    ds *= dst_box.ext[d];
+  }
+  Kokkos::parallel_for("kdist::redistribute/box",
+                       Kokkos::RangePolicy<Exec>(exec, 0, static_cast<std::int64_t>(n)), f);
+}
+
+//! exchange() on the host: loops and memcpy, messages packed in host scratch.
+struct HostMover {
+  static constexpr bool on_host = true;  // MPI reads host memory: the watchdog watches it
+  template <std::size_t R, class T>
+  void copy(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+            const Box<R>& box) const {
+    copy_box(src, src_box, dst, dst_box, box);
+  }
+  template <std::size_t R, class T>
+  void add(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+           const Box<R>& box) const {
+    add_box(src, src_box, dst, dst_box, box);
+  }
+  template <class T, HostScratch Use>
+  T* scratch(std::size_t n) const {
+    return host_scratch<T, Use>(n);
+  }
+  void fence() const {}
+};
+
+//! exchange() in the memory of `Exec`: Kokkos kernels on `exec`, messages packed in device
+//! scratch, fenced before MPI reads them (an MPI that takes device pointers; the kernels are the
+//! same on a host execution space, which is how the CPU tests run them).
+template <class Exec>
+struct DeviceMover {
+  Exec exec;
+  static constexpr bool on_host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+  template <std::size_t R, class T>
+  void copy(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+            const Box<R>& box) const {
+    copy_box_on<false>(exec, src, src_box, dst, dst_box, box);
+  }
+  template <std::size_t R, class T>
+  void add(const T* src, const Box<R>& src_box, T* dst, const Box<R>& dst_box,
+           const Box<R>& box) const {
+    if constexpr (!sums_in_place_v<T>) {
+      add_box(src, src_box, dst, dst_box, box);  // its error: no such sum is run
+    } else {
+      copy_box_on<true>(exec, src, src_box, dst, dst_box, box);
+    }
+  }
+  template <class T, HostScratch Use>
+  T* scratch(std::size_t n) const {
+    return device_scratch<T, Use, typename Exec::memory_space>(n);
+  }
+  void fence() const { exec.fence(); }
+};
+
+template <std::size_t R, class Mover, class T, class SourceBox, class TargetBox, class Sender>
+void exchange(const Mover& mover, const T* src, T* dst, std::size_t devices, std::size_t me,
+              SourceBox&& source, TargetBox&& target, Sender&& sender, bool accumulate,
+              MPI_Comm comm, const char* who) {
   const Box<R> my_src = source(me);
   const Box<R> my_dst = target(me);
 
   auto place = [&](const T* from, const Box<R>& from_box, const Box<R>& box) {
     if (accumulate) {
-      add_box(from, from_box, dst, my_dst, box);
+      mover.add(from, from_box, dst, my_dst, box);
     } else {
-      copy_box(from, from_box, dst, my_dst, box);
+      mover.copy(from, from_box, dst, my_dst, box);
     }
   };
   // My own part never travels through MPI.
@@ -140,17 +244,17 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     recv_counts[s] = to_int(recv_boxes[s].volume());
     recv_total += recv_boxes[s].volume();
   }
-  // Packed layouts: boxes one after another, in host scratch (kept from call to call).
+  // Packed layouts: boxes one after another, in scratch kept from call to call.
   const T* send_ptr = src;
   T* recv_ptr = dst;
   if (send_direct) {
     for (std::size_t t = 0; t < devices; ++t) send_displs[t] = to_int(send_at[t]);
   } else {
-    T* send_buf = host_scratch<T, HostScratch::pack>(send_total);
+    T* send_buf = mover.template scratch<T, HostScratch::pack>(send_total);
     std::size_t at = 0;
     for (std::size_t t = 0; t < devices; ++t) {
       send_displs[t] = to_int(at);
-      if (send_counts[t]) copy_box(src, my_src, send_buf + at, send_boxes[t], send_boxes[t]);
+      if (send_counts[t]) mover.copy(src, my_src, send_buf + at, send_boxes[t], send_boxes[t]);
       at += send_boxes[t].volume();
     }
     send_ptr = send_buf;
@@ -158,7 +262,7 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
   if (recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) recv_displs[s] = to_int(recv_at[s]);
   } else {
-    T* const recv_buf = host_scratch<T, HostScratch::unpack>(recv_total);
+    T* const recv_buf = mover.template scratch<T, HostScratch::unpack>(recv_total);
     std::size_t at = 0;
     for (std::size_t s = 0; s < devices; ++s) {
       recv_displs[s] = to_int(at);
@@ -166,15 +270,24 @@ void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceB
     }
     recv_ptr = recv_buf;
   }
-  // Watched by the stuck-collective watchdog (parallel/collective_timeout.hpp).
-  collectives::all_to_all_v(send_ptr, send_counts.data(), send_displs.data(), recv_ptr,
-                            recv_counts.data(), recv_displs.data(), kdist::mpi::datatype<T>(), comm,
-                            who);
+  // Watched by the stuck-collective watchdog (parallel/collective_timeout.hpp) on host memory.
+  mover.fence();  // the packing (and the own part, which MPI may write beside) is done
+  collectives::all_to_all_v<Mover::on_host>(send_ptr, send_counts.data(), send_displs.data(),
+                                            recv_ptr, recv_counts.data(), recv_displs.data(),
+                                            kdist::mpi::datatype<T>(), comm, who);
   if (!recv_direct) {
     for (std::size_t s = 0; s < devices; ++s) {
       if (recv_counts[s]) place(recv_ptr + recv_displs[s], recv_boxes[s], recv_boxes[s]);
     }
   }
+}
+
+//! exchange() on the host (HostMover).
+template <std::size_t R, class T, class SourceBox, class TargetBox, class Sender>
+void exchange(const T* src, T* dst, std::size_t devices, std::size_t me, SourceBox&& source,
+              TargetBox&& target, Sender&& sender, bool accumulate, MPI_Comm comm,
+              const char* who) {
+  exchange<R>(HostMover{}, src, dst, devices, me, source, target, sender, accumulate, comm, who);
 }
 
 }  // namespace kdist::detail
