@@ -77,3 +77,14 @@ endif()
 if(Kokkos_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
+# Kokkos with HIP: no vendor BLAS (rocBLAS is no Debian 12 package); device GEMMs run kdist's Kokkos
+# kernel. hipcc's clang before 16 crashes on libstdc++ 12's std::pair in C++20 HIP code (any
+# std::map, <regex>; llvm-project#62017): say so before the first compile crashes.
+if(Kokkos_ENABLE_HIP AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 16
+   AND NOT CMAKE_CXX_FLAGS MATCHES "stdlib\\+\\+-isystem")
+  message(WARNING "kdist: ${CMAKE_CXX_COMPILER} is clang ${CMAKE_CXX_COMPILER_VERSION}, which "
+          "crashes on libstdc++ 12 or newer in C++20 HIP code; put libstdc++ 11's headers in "
+          "CMAKE_CXX_FLAGS (what kdist's scripts/hip/hip-stdlib-flags.sh prints; Debian: "
+          "libstdc++-11-dev)")
+endif()

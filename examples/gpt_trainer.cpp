@@ -68,7 +68,9 @@ struct GptOptions {
 
 //! GPT-2 small's shape (Radford et al. 2019; llm.c's gpt2_124M): 12 blocks, d_model 768, 12
 //! heads, sequence 1024; the vocabulary stays kdist's 256 bytes (85M parameters, not 124M).
-constexpr GptConfig gpt2_small{
+//! const, not constexpr: GptConfig holds std::strings, literal types from libstdc++ 12 on only (the
+//! HIP build compiles against libstdc++ 11's headers, docs/gpu.md).
+const GptConfig gpt2_small{
     .vocab = 256, .sequence = 1024, .d_model = 768, .heads = 12, .blocks = 12, .dropout = 0.1};
 
 //! Model FLOPs of one token, forward and backward: 6 per parameter (the matrix products) plus

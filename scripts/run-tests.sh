@@ -12,6 +12,9 @@ test_compiler="${KDIST_TEST_PROGRAM_COMPILER-clang++}"
 if [ -n "$test_compiler" ]; then
   export KDIST_EXTRA_PACKAGES="clang libomp-dev ${KDIST_EXTRA_PACKAGES:-}"
 fi
+# hipcc (Debian's, ROCm 5.2) and libstdc++ 11's headers, which its clang 15 needs in C++20: the
+# plain-hipcc header checks (tests/hipcc.cmake, ~25 s); nvcc's come with the CUDA toolkit.
+export KDIST_EXTRA_PACKAGES="hipcc libstdc++-11-dev ${KDIST_EXTRA_PACKAGES:-}"
 export KDIST_CMAKE_ARGS="-DKDIST_PROGRAMS=checked -DKDIST_TEST_PROGRAM_COMPILER=$test_compiler ${KDIST_CMAKE_ARGS:-}"
 source "$root/scripts/setup.sh"
 start=$SECONDS

@@ -1,12 +1,17 @@
 // A static mesh/layout program compiled by plain nvcc (tests/nvcc.cmake), linked and run: the
 // guide's 2x4 mesh, the ModelParallel page's kernel and conv2d layouts, checked at compile time
 // and at run time, a dynamic extent inferred, and the conversion to the run-time layout.
+// tests/hipcc/static_mesh_layout.hip compiles it again under hipcc.
 #include <array>
 #include <cstdio>
 #include <kdist/core/layout.hpp>
 #include <kdist/core/mesh.hpp>
 #include <kdist/core/runtime_layout.hpp>
 #include <kdist/core/runtime_mesh.hpp>
+
+#ifndef KDIST_STATIC_PROGRAM_COMPILER
+#define KDIST_STATIC_PROGRAM_COMPILER "nvcc"
+#endif
 
 using Mesh = kdist::DeviceMesh<kdist::axis<"data", 2>, kdist::axis<"model", 4>>;
 using Kernel = kdist::TensorLayout<Mesh, kdist::replicated, "model">;
@@ -44,6 +49,7 @@ int main() {
   check(runtime.axes_repr() == "(None, 'model')", "run-time layout from the static one");
   check(mesh.to_string() == "<DeviceMesh shape=(2, 4), axis_names=['data', 'model']>", "repr");
   (void)touch;
-  if (failures == 0) std::printf("static mesh and layout ok under nvcc\n");
+  if (failures == 0)
+    std::printf("static mesh and layout ok under %s\n", KDIST_STATIC_PROGRAM_COMPILER);
   return failures == 0 ? 0 : 1;
 }

@@ -23,13 +23,20 @@
 #else
 #define KDIST_HOST_DEVICE
 #endif
+// memcpy for KDIST_HOST_DEVICE functions: hipcc's device side has no ::memcpy unless
+// <hip/hip_runtime.h> came first, clang's builtin runs on both sides (nvcc's memcpy does already).
+#if defined(__HIPCC__)
+#define KDIST_MEMCPY __builtin_memcpy
+#else
+#define KDIST_MEMCPY memcpy
+#endif
 
 namespace kdist {
 
 //! The bfloat16 nearest `x` (ties to even), as its 16 bits.
 KDIST_HOST_DEVICE inline std::uint16_t to_bfloat16_bits(float x) {
   std::uint32_t u = 0;
-  memcpy(&u, &x, sizeof u);
+  KDIST_MEMCPY(&u, &x, sizeof u);
   if ((u & 0x7fffffffU) > 0x7f800000U) {  // NaN: keep its sign and payload's top,
     return static_cast<std::uint16_t>((u >> 16) | 0x0040U);  // quiet
   }
@@ -41,7 +48,7 @@ KDIST_HOST_DEVICE inline std::uint16_t to_bfloat16_bits(float x) {
 KDIST_HOST_DEVICE inline float from_bfloat16_bits(std::uint16_t bits) {
   const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
   float x = 0;
-  memcpy(&x, &u, sizeof x);
+  KDIST_MEMCPY(&x, &u, sizeof x);
   return x;
 }
 

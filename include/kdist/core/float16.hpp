@@ -15,14 +15,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include <kdist/core/bfloat16.hpp>  // KDIST_HOST_DEVICE, is_sixteen_bit_float_v
+#include <kdist/core/bfloat16.hpp>  // KDIST_HOST_DEVICE, KDIST_MEMCPY, is_sixteen_bit_float_v
 
 namespace kdist {
 
 //! The float16 nearest `x` (ties to even), as its 16 bits.
 KDIST_HOST_DEVICE inline std::uint16_t to_float16_bits(float x) {
   std::uint32_t u = 0;
-  memcpy(&u, &x, sizeof u);
+  KDIST_MEMCPY(&u, &x, sizeof u);
   const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000U);
   const std::uint32_t a = u & 0x7fffffffU;
   if (a > 0x7f800000U) return static_cast<std::uint16_t>(sign | 0x7e00U | ((a >> 13) & 0x3ffU));
@@ -34,10 +34,10 @@ KDIST_HOST_DEVICE inline std::uint16_t to_float16_bits(float x) {
   // A subnormal or zero: adding 0.5 puts the 10 mantissa bits at the bottom of a float, and the
   // float addition rounds to nearest, ties to even (F. Giesen's float_to_half_fast3_rtne).
   float f = 0;
-  memcpy(&f, &a, sizeof f);
+  KDIST_MEMCPY(&f, &a, sizeof f);
   f += 0.5F;
   std::uint32_t v = 0;
-  memcpy(&v, &f, sizeof v);
+  KDIST_MEMCPY(&v, &f, sizeof v);
   return static_cast<std::uint16_t>(sign | (v - 0x3f000000U));
 }
 
@@ -53,11 +53,11 @@ KDIST_HOST_DEVICE inline float from_float16_bits(std::uint16_t bits) {
     u = sign | ((exponent + 112U) << 23) | (mantissa << 13);
   } else {  // zero or subnormal: mantissa * 2^-24
     const float f = static_cast<float>(mantissa) * 5.9604644775390625e-8F;
-    memcpy(&u, &f, sizeof u);
+    KDIST_MEMCPY(&u, &f, sizeof u);
     u |= sign;
   }
   float x = 0;
-  memcpy(&x, &u, sizeof x);
+  KDIST_MEMCPY(&x, &u, sizeof x);
   return x;
 }
 
