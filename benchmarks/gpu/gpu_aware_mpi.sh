@@ -2,7 +2,7 @@
 # GPU-aware MPI for real (issue 39): two processes on the one GPU, MPI handed device pointers
 # (a CUDA-aware MPICH built by scripts/gpu/build-cuda-aware-mpich.sh) against the same run staged
 # through the host (KDIST_MPI_GPU_AWARE=0), in one device call. Prepare here (no GPU needed):
-#   bash scripts/gpu/build-cuda-aware-mpich.sh ... /opt/mpich-cuda          # once (see its header)
+#   bash scripts/gpu/build-cuda-aware-mpich.sh /opt/mpich-cuda      # once, ~30-55 min (its header)
 #   ../shared/gpu/build-kokkos.sh KK /tmp/kokkos-cuda cuda                    # once
 #   KDIST_CMAKE_ARGS="-DKDIST_MPI=mpich -DMPI_CXX_COMPILER=/opt/mpich-cuda/bin/mpicxx \
 #     -DMPI_C_COMPILER=/opt/mpich-cuda/bin/mpicc" ../shared/gpu/build-kdist-cuda.sh \
@@ -40,6 +40,10 @@ export PATH=$M/bin:$PATH
 export LD_LIBRARY_PATH=$M/lib${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -d "$W/deps/usr/lib" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(ls -d "$W"/deps/usr/lib/*-linux-gnu | head -1)
 export MPIR_CVAR_ENABLE_GPU=1   # MPICH: device buffers on (its default when built with CUDA)
+# MPICH caches CUDA IPC mappings by address and size, and its cudaFree hooks do not see the
+# program's frees: a buffer freed and allocated again at the same address could be read through a
+# stale mapping (scripts/gpu/build-cuda-aware-mpich.sh's header)
+export MPIR_CVAR_CH4_IPC_GPU_HANDLE_CACHE=0
 missing=$(for t in "$BIN"/*; do [ -x "$t" ] && ldd "$t" 2>&1 | grep -E 'not found'; done | sort -u)
 [ -z "$missing" ] || { log "the prebuilt binaries miss libraries here: $missing"; exit 1; }
 
