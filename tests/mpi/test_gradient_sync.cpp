@@ -479,7 +479,8 @@ std::shared_ptr<const kdist::Distribution> fsdp() {
 // started step sums as kdist::redistribute's blocking one does.
 TEST(GradientSync, FsdpReduceScattersStartedAndMovingBfloat16SumInFloat32) {
   if (world_size() == 1) GTEST_SKIP() << "one process: a pending sum over one is no reduce-scatter";
-  using Matrix = kdist::DistributedTensor<float**>;
+  // host memory, as the gradient sync starts these (on a GPU build too)
+  using Matrix = kdist::DistributedTensor<float**, kdist::RuntimeTensorLayout, Kokkos::HostSpace>;
   namespace d = kdist::detail;
   const std::size_t n = static_cast<std::size_t>(world_size());
   kdist::RuntimeDeviceMesh mesh(std::vector<std::size_t>{n}, {"batch"}, kdist::list_devices());

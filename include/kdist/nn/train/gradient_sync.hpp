@@ -495,11 +495,15 @@ class GradientSync {
   using Exec = typename Memory::execution_space;
   static constexpr bool host_memory =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
-  //! Copies `bytes` from `from` to `to`, both in the model's memory, ordered on Exec (start()
-  //! fences before MPI reads them).
+  //! Copies `bytes` from `from` to `to`, both in the model's memory: memcpy on host memory, else
+  //! a copy ordered on Exec (start() fences before MPI reads them).
   static void copy_bytes(void* to, const void* from, std::size_t bytes) {
     using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
     if (bytes == 0 || to == from) return;
+    if constexpr (host_memory) {  // no Kokkos call: a step's copies stay out of its launch count
+      std::memcpy(to, from, bytes);
+      return;
+    }
     Kokkos::deep_copy(
         Exec(),
         Kokkos::View<unsigned char*, Memory, Unmanaged>(static_cast<unsigned char*>(to), bytes),
