@@ -18,16 +18,7 @@
 # ZeRO-1 step at np 2, both ways: step time, host_staged_bytes_per_step), aware-summary.txt.
 # Every step has a time cap and the call a deadline (KGPU_CALL_S, 540 s).
 set -u
-here=$(pwd)
-W=${KGPU_WORK:-/tmp/kdist-gpu}; O=${OUT:-$W/out}; G=${KGPU_STAGED:-$here/.gpu}; mkdir -p "$O" "$W"
-DEADLINE=$(( $(date +%s) + ${KGPU_CALL_S:-540} ))
-left() { echo $(( DEADLINE - $(date +%s) )); }
-cap() {  # cap SECONDS: that, or what the call has left less a margin (0: skip)
-  local l=$(( $(left) - 15 )); [ "$l" -lt "$1" ] && { [ "$l" -gt 10 ] && echo "$l" || echo 0; } || echo "$1"
-}
-log() { echo "[$(date +%T)] $*"; }
-untar() { mkdir -p "$2"; tar -xf "$1" -C "$2" 2>/dev/null ||
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
+. "$(dirname "${BASH_SOURCE[0]}")/call.sh"  # W, O, G, the deadline, cap, log, untar
 
 # ---- the CUDA-aware MPICH and the binaries built against it here ---------------------------------
 M=$W/mpich-cuda

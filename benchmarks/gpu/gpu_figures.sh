@@ -23,20 +23,11 @@
 #      gpu-profile.log
 #   bash benchmarks/gpu/gpu_figures.sh
 set -u
-here=$(pwd)
-W=${KGPU_WORK:-/tmp/kdist-gpu}; O=${OUT:-$W/out}; G=${KGPU_STAGED:-$here/.gpu}; mkdir -p "$O" "$W"
-DEADLINE=$(( $(date +%s) + ${KGPU_CALL_S:-540} ))
-left() { echo $(( DEADLINE - $(date +%s) )); }
-cap() {  # cap SECONDS: that, or what the call has left less a margin (0: skip)
-  local l=$(( $(left) - 15 )); [ "$l" -lt "$1" ] && { [ "$l" -gt 10 ] && echo "$l" || echo 0; } || echo "$1"
-}
-log() { echo "[$(date +%T)] $*"; }
+. "$(dirname "${BASH_SOURCE[0]}")/call.sh"  # W, O, G, the deadline, cap, log, untar
 export KGPU_TARGETS="bench_gpt bench_trainer gpt_trainer mpi_test_attention_grad mpi_test_step_launches mpi_test_gpt mpi_test_metrics_on_device mpi_test_device_graph test_ops mpi_test_mixed_precision"
 
 # ---- the binaries: prebuilt here, or built on the device ------------------------------------------
 D=$W/deps/usr
-untar() { mkdir -p "$2"; tar -xf "$1" -C "$2" 2>/dev/null ||
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
 [ -x "$D/bin/mpiexec.hydra" ] || { log "unpacking deps"; untar "$G/deps.tar.xz" "$W/deps"; }
 ma=$(ls "$D/lib" 2>/dev/null | grep -m1 -- '-linux-gnu$')
 cuda_lib=$(dirname "$(ls /usr/local/cuda/lib64/libcublas.so.* /usr/local/cuda*/targets/x86_64-linux/lib/libcublas.so.* 2>/dev/null | head -1)" 2>/dev/null)
