@@ -685,6 +685,23 @@ TEST(ShardedOptimizerState, EachProcessHoldsItsPartOnly) {
   EXPECT_TRUE(contains(unknown, "no variable is at 'd9'")) << unknown;
 }
 
+// ZeRO-1 on device memory needs an MPI whose non-blocking collectives take device pointers and
+// bfloat16_sums off; the error says which (on GPU builds only do variables live there).
+TEST(ShardedOptimizerState, OnDeviceMemoryItNeedsAGpuAwareMpiAndFloat32Sums) {
+  using kdist::detail::check_state_sharding_memory;
+  EXPECT_NO_THROW(check_state_sharding_memory(false, false, true, "dense/kernel"));  // host
+  EXPECT_NO_THROW(check_state_sharding_memory(true, true, false, "dense/kernel"));
+  const auto mpi = message_of<kdist::ValueError>(
+      [] { check_state_sharding_memory(true, false, false, "dense/kernel"); });
+  EXPECT_TRUE(contains(mpi, "on variables in device memory (dense/kernel)")) << mpi;
+  EXPECT_TRUE(contains(mpi, "non-blocking collectives take device pointers")) << mpi;
+  EXPECT_TRUE(contains(mpi, "KDIST_MPI_GPU_AWARE=1")) << mpi;
+  const auto bf16 = message_of<kdist::ValueError>(
+      [] { check_state_sharding_memory(true, true, true, "dense/kernel"); });
+  EXPECT_TRUE(contains(bf16, "needs bfloat16_sums off")) << bf16;
+  EXPECT_TRUE(contains(bf16, "turn it off")) << bf16;
+}
+
 TEST(ShardedOptimizerState, OwnersBalanceTheBytes) {
   // The largest first, each to the process with the fewest bytes so far (the lowest on a tie).
   using kdist::detail::assign_owners;

@@ -148,18 +148,9 @@ class OptimizerState {
       if (o.shard_optimizer_state && axis && mesh.shape()[*axis] > 1 &&
           std::find(copies_along.begin(), copies_along.end(), *axis) != copies_along.end()) {
         using VariableMemory = typename std::decay_t<decltype(v.value)>::view_type::memory_space;
-        if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, VariableMemory>::accessible &&
-            (!mpi::gpu_aware_non_blocking() || o.bfloat16_sums)) {
-          throw ValueError(
-              "kdist::GradientSyncOptions::shard_optimizer_state (KDIST_SHARD_OPTIMIZER_STATE) "
-              "on variables in device memory (" +
-              v.path + ") needs " +
-              (o.bfloat16_sums ? std::string("bfloat16_sums off (its rounding runs on the host)")
-                               : std::string("an MPI whose non-blocking collectives take device "
-                                             "pointers (kdist::mpi::gpu_aware_non_blocking(): "
-                                             "KDIST_MPI_GPU_AWARE=1 or a GPU-aware MPICH)")) +
-              "; else turn it off");
-        }
+        check_state_sharding_memory(
+            !Kokkos::SpaceAccessibility<Kokkos::HostSpace, VariableMemory>::accessible,
+            mpi::gpu_aware_non_blocking(), o.bfloat16_sums, v.path);
         const MPI_Comm comm = communicators(mesh).comm(*batch).get();
         if (o.bucket_bytes == 0 || n * sizeof(T) >= o.bucket_bytes) {
           shard = make_state_shard(n, sizeof(T), comm, {*axis});

@@ -122,6 +122,23 @@ inline StateShard make_owned_state_shard(std::size_t n, int owner, MPI_Comm comm
   return s;
 }
 
+//! ZeRO-1 on a variable (`path`) in device memory (`device_memory`) runs on an MPI whose
+//! non-blocking collectives take device pointers (`non_blocking`), without bfloat16_sums (its
+//! rounding runs on the host). Errors: kdist::ValueError saying which is missing.
+inline void check_state_sharding_memory(bool device_memory, bool non_blocking, bool bfloat16_sums,
+                                        const std::string& path) {
+  if (!device_memory || (non_blocking && !bfloat16_sums)) return;
+  throw ValueError(
+      "kdist::GradientSyncOptions::shard_optimizer_state (KDIST_SHARD_OPTIMIZER_STATE) on "
+      "variables in device memory (" +
+      path + ") needs " +
+      (bfloat16_sums ? std::string("bfloat16_sums off (its rounding runs on the host)")
+                     : std::string("an MPI whose non-blocking collectives take device pointers "
+                                   "(kdist::mpi::gpu_aware_non_blocking(): KDIST_MPI_GPU_AWARE=1 "
+                                   "or a GPU-aware MPICH)")) +
+      "; else turn it off");
+}
+
 //! Owners for blocks of `sizes` bytes among `processes` processes, balancing the bytes each one
 //! updates: the largest block first, each to the process with the fewest bytes so far (the
 //! lowest rank on a tie). The same sizes give the same owners on every process.
