@@ -1,5 +1,9 @@
 // Tests of kdist/ops/random.hpp: the keying convention (pinned), determinism, independence from the
 // order and slicing of evaluation (host loops and Kokkos kernels), distribution sanity.
+// First: kdist's header marks Random123's functions host and device (R123_CUDA_DEVICE) before
+// Random123 is included; included first itself, Random123 makes them host-only under hipcc.
+#include <kdist/ops/random.hpp>
+
 #include <Random123/philox.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <kdist/ops/random.hpp>
 #include <set>
 #include <utility>
 #include <vector>
