@@ -48,6 +48,11 @@
 #define KDIST_INSTANTIATE_LOSS(L) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LOSS_INSTANCE, template, L)
 
+//! Members of class templates that the class's explicit instantiation leaves out (member
+//! templates, such as TrainStep::train on a targets type): F(T, how, A) spells them for the scalar
+//! type T, the `how` of an instantiation and the argument A.
+#define KDIST_INSTANTIATE_MEMBERS(F, A) KDIST_FOR_EACH_INSTANCE_SCALAR(F, template, A)
+
 #if defined(KDIST_EXTERN_TEMPLATES) && !defined(KDIST_CHECK_COLLECTIVES)
 #define KDIST_EXTERN_LAYER(L) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LAYER_INSTANCE, extern template, L)
@@ -57,9 +62,11 @@
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_CLASS_INSTANCE, extern template, C)
 #define KDIST_EXTERN_LOSS(L) \
   KDIST_FOR_EACH_INSTANCE_SCALAR(KDIST_DETAIL_LOSS_INSTANCE, extern template, L)
+#define KDIST_EXTERN_MEMBERS(F, A) KDIST_FOR_EACH_INSTANCE_SCALAR(F, extern template, A)
 #else
 #define KDIST_EXTERN_LAYER(L)
 #define KDIST_EXTERN_LAYER_AT(L, A)
 #define KDIST_EXTERN_CLASS(C)
 #define KDIST_EXTERN_LOSS(L)
+#define KDIST_EXTERN_MEMBERS(F, A)
 #endif

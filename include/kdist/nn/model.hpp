@@ -136,20 +136,7 @@ class BasicSequential {
   //! The same with Keras' other compile arguments. Errors: as above, and kdist::ValueError for
   //! steps_per_execution 0 or a bad KDIST_DEVICE_GRAPH.
   void compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss, Optimizer optimizer,
-               std::uint64_t seed, const CompileOptions& options) {
-    set_steps_per_execution(options.steps_per_execution);
-    set_device_graph(options.device_graph ? *options.device_graph
-                                          : device_graph_from_environment());
-    if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
-    (void)optimizer.keras_slot_groups();  // a declaration that does not add up fails here
-    (void)ops::matmul_precision();  // a bad KDIST_MATMUL_PRECISION fails here, on a CPU run too
-    dist_ = std::move(dist);
-    seed_ = seed;
-    Shape shape = input_shape_;
-    for (auto& l : layers_) shape = l.build(shape, *dist_, seed_);
-    output_shape_ = shape;
-    step_.compile(layers_, *dist_, std::move(loss), std::move(optimizer));
-  }
+               std::uint64_t seed, const CompileOptions& options);
   //! Keras' `model.compile(loss=..., optimizer=...)`: with the current distribution
   //! (`kdist::distribution()`: a scope, else set_distribution's), or when none is set
   //! `kdist::DataParallel()` over every process, which computes what one device would.
@@ -194,30 +181,13 @@ class BasicSequential {
   //! calls it, with the same options); before compile it takes effect there. Errors:
   //! kdist::ValueError on every process for options that differ between processes or
   //! bucket_bytes over GradientSyncOptions::max_bucket_bytes.
-  void set_gradient_sync(const GradientSyncOptions& options) {
-    step_.set_gradient_sync(layers_, dist_.get(), options);
-  }
+  void set_gradient_sync(const GradientSyncOptions& options);
   //! Whether the optimizer state of the variable at `path` is sharded over the data-parallel
   //! processes (GradientSyncOptions::shard_optimizer_state), and this process's part of its block
   //! then: {first element, element count}; a small variable owned whole by one process is
   //! {0, its size} there and {0, 0} on the others. Errors: kdist::ValueError for a path that is
   //! no variable's.
-  std::optional<std::pair<std::size_t, std::size_t>> optimizer_state_part(std::string_view path) {
-    require_compiled("optimizer_state_part");
-    std::size_t k = 0;
-    std::optional<std::size_t> at;  // the variable's index
-    for_each_variable([&](auto& v) {
-      if (v.path == path) at = k;
-      ++k;
-    });
-    if (!at) {
-      throw ValueError("kdist::Sequential::optimizer_state_part: no variable is at '" +
-                       std::string(path) + "'");
-    }
-    const auto& shard = step_.optimizer_state().shard(*at);
-    if (!shard) return std::nullopt;
-    return std::pair{shard->begin(), shard->size()};
-  }
+  std::optional<std::pair<std::size_t, std::size_t>> optimizer_state_part(std::string_view path);
   //! The gradient sync's options in force (after compile: the program's or the environment's).
   const GradientSyncOptions& gradient_sync() const { return step_.gradient_sync(); }
   //! What the gradient sync started since reset_gradient_sync_counts() (or compile): the
@@ -287,8 +257,8 @@ class BasicSequential {
     require_compiled("train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
     step_.reset_metric_totals();
-    const auto m =
-        step_.train(layers_, input_tensor(x_local, global_batch), targets, global_batch, context);
+    const auto m = step_.train(layers_, input_tensor(x_local, global_batch),
+                               detail::step_targets(targets), global_batch, context);
     if (m) return *m;
     const auto t = step_.take_metric_totals();  // a step that kept its metrics on the device
     const double n = t.examples ? static_cast<double>(t.examples) : 1.0;
@@ -305,7 +275,8 @@ class BasicSequential {
     require_compiled("train_step");
     const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
     step_.reset_metric_totals();
-    const auto m = step_.train(layers_, checked_input(x), targets, x.shape()[0], context);
+    const auto m = step_.train(layers_, checked_input(x), detail::step_targets(targets),
+                               x.shape()[0], context);
     if (m) return *m;
     const auto t = step_.take_metric_totals();
     const double n = t.examples ? static_cast<double>(t.examples) : 1.0;
@@ -317,7 +288,8 @@ class BasicSequential {
   Metrics evaluate_batch(const DistributedTensor<DataType>& x, const YV& targets) {
     require_compiled("evaluate_batch");
     const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
-    return step_.evaluate(layers_, checked_input(x), targets, x.shape()[0], context);
+    return step_.evaluate(layers_, checked_input(x), detail::step_targets(targets), x.shape()[0],
+                          context);
   }
   //! The last layer's output for a distributed input `x`, in the layout it was computed in.
   template <class DataType>
@@ -350,8 +322,8 @@ class BasicSequential {
   Metrics evaluate_batch(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("evaluate_batch");
     const StepContext context{false, seed_, static_cast<std::uint64_t>(iterations()), false};
-    return step_.evaluate(layers_, input_tensor(x_local, global_batch), targets, global_batch,
-                          context);
+    return step_.evaluate(layers_, input_tensor(x_local, global_batch),
+                          detail::step_targets(targets), global_batch, context);
   }
 
   //! Keras' `model.fit`: `options.epochs` epochs over `data` in global batches of
@@ -359,30 +331,11 @@ class BasicSequential {
   //! "Epoch i/n" and progress lines on process 0 when verbose. Returns each epoch's mean metrics.
   //! Errors: ValueError for examples of another shape than the model's input, targets that do not
   //! fit the output, a batch the data shards do not divide; those of train_step.
-  History fit(const ArrayDataset<T>& data, const FitOptions& options = {}) {
-    require_compiled("fit");
-    check_data(data, "fit");
-    BatchPlan plan(
-        data.size(), options.batch_size, *dist_,
-        {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
-    if (input_shape_.size() == 1) return fit_epochs<2>(data, plan, options);
-    return fit_epochs<4>(data, plan, options);
-  }
+  History fit(const ArrayDataset<T>& data, const FitOptions& options = {});
 
   //! Keras' `model.evaluate`: the mean loss (and accuracy) over every example of `data`, in
   //! global batches of `options.batch_size`, in order, without dropout.
-  Metrics evaluate(const ArrayDataset<T>& data, const EvaluateOptions& options = {}) {
-    require_compiled("evaluate");
-    check_data(data, "evaluate");
-    BatchPlan plan(data.size(), options.batch_size, *dist_, {.drop_remainder = false});
-    const bool print = options.verbose > 0 && process_id() == 0;
-    if (input_shape_.size() == 1) {
-      auto loader = loader_for<2>(data, plan, 0);
-      return run_epoch(loader, data, plan, 0, 0, false, print);
-    }
-    auto loader = loader_for<4>(data, plan, 0);
-    return run_epoch(loader, data, plan, 0, 0, false, print);
-  }
+  Metrics evaluate(const ArrayDataset<T>& data, const EvaluateOptions& options = {});
 
  private:
   void require_compiled(const char* what) const {
@@ -514,7 +467,8 @@ class BasicSequential {
     const auto step = [&](const auto& x, const auto& y, std::size_t global) {
       if (train) {
         const StepContext context{true, seed_, static_cast<std::uint64_t>(iterations()), false};
-        step_.train(layers_, input_tensor(x, global), y, global, context, on_device);
+        step_.train(layers_, input_tensor(x, global), detail::step_targets(y), global, context,
+                    on_device);
       } else {
         evaluate_batch(x, y, global);
       }
@@ -535,6 +489,77 @@ class BasicSequential {
   //! The training step: the loss, the optimizer and its state, the gradient sync.
   detail::TrainStep<T> step_;
 };
+
+// The members that build or run the training machinery are defined here, outside the class: not
+// inline, so a translation unit that declares BasicSequential<float> extern (KDIST_EXTERN_TEMPLATES)
+// does not instantiate them (GCC instantiates an extern class's inline members, to inline them);
+// docs/design.md "Explicit instantiation".
+
+template <class T>
+void BasicSequential<T>::compile(std::shared_ptr<const Distribution> dist, AnyLoss<T> loss,
+                                 AnyOptimizer<T> optimizer, std::uint64_t seed,
+                                 const CompileOptions& options) {
+  set_steps_per_execution(options.steps_per_execution);
+  set_device_graph(options.device_graph ? *options.device_graph : device_graph_from_environment());
+  if (!dist) throw ValueError("kdist::Sequential::compile: the distribution is null");
+  (void)optimizer.keras_slot_groups();  // a declaration that does not add up fails here
+  (void)ops::matmul_precision();        // a bad KDIST_MATMUL_PRECISION fails here, on a CPU run too
+  dist_ = std::move(dist);
+  seed_ = seed;
+  Shape shape = input_shape_;
+  for (auto& l : layers_) shape = l.build(shape, *dist_, seed_);
+  output_shape_ = shape;
+  step_.compile(layers_, *dist_, std::move(loss), std::move(optimizer));
+}
+
+template <class T>
+void BasicSequential<T>::set_gradient_sync(const GradientSyncOptions& options) {
+  step_.set_gradient_sync(layers_, dist_.get(), options);
+}
+
+template <class T>
+std::optional<std::pair<std::size_t, std::size_t>> BasicSequential<T>::optimizer_state_part(
+    std::string_view path) {
+  require_compiled("optimizer_state_part");
+  std::size_t k = 0;
+  std::optional<std::size_t> at;  // the variable's index
+  for_each_variable([&](auto& v) {
+    if (v.path == path) at = k;
+    ++k;
+  });
+  if (!at) {
+    throw ValueError("kdist::Sequential::optimizer_state_part: no variable is at '" +
+                     std::string(path) + "'");
+  }
+  const auto& shard = step_.optimizer_state().shard(*at);
+  if (!shard) return std::nullopt;
+  return std::pair{shard->begin(), shard->size()};
+}
+
+template <class T>
+History BasicSequential<T>::fit(const ArrayDataset<T>& data, const FitOptions& options) {
+  require_compiled("fit");
+  check_data(data, "fit");
+  BatchPlan plan(
+      data.size(), options.batch_size, *dist_,
+      {.drop_remainder = options.drop_remainder, .shuffle = options.shuffle, .seed = seed_});
+  if (input_shape_.size() == 1) return fit_epochs<2>(data, plan, options);
+  return fit_epochs<4>(data, plan, options);
+}
+
+template <class T>
+Metrics BasicSequential<T>::evaluate(const ArrayDataset<T>& data, const EvaluateOptions& options) {
+  require_compiled("evaluate");
+  check_data(data, "evaluate");
+  BatchPlan plan(data.size(), options.batch_size, *dist_, {.drop_remainder = false});
+  const bool print = options.verbose > 0 && process_id() == 0;
+  if (input_shape_.size() == 1) {
+    auto loader = loader_for<2>(data, plan, 0);
+    return run_epoch(loader, data, plan, 0, 0, false, print);
+  }
+  auto loader = loader_for<4>(data, plan, 0);
+  return run_epoch(loader, data, plan, 0, 0, false, print);
+}
 
 //! Keras' Sequential on float32, the default dtype.
 using Sequential = BasicSequential<float>;

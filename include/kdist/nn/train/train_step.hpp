@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -48,26 +49,12 @@ class TrainStep {
   //! sync (the program's options, else the environment's; collective) and creates the optimizer
   //! state. Errors: those of GradientSync::configure and OptimizerState::plan.
   void compile(std::vector<AnyLayer<T>>& layers, const Distribution& dist, AnyLoss<T> loss,
-               AnyOptimizer<T> optimizer) {
-    const bool fused = loss.fuses_softmax() && layers.back().ends_in_softmax();
-    output_loss_.set(std::move(loss), fused);
-    optimizer_ = std::move(optimizer);
-    sync_.configure(sync_by_program_);
-    auto shards = OptimizerState<T>::plan(layers, dist, sync_.options());
-    state_.create(layers, optimizer_.slots(), std::move(shards));
-    sync_.set_state_shards(state_.registry(layers));
-  }
+               AnyOptimizer<T> optimizer);
 
   //! Replaces the gradient sync's options; once compiled (`dist` given) reconfigures it and
   //! reshards the optimizer state (collective).
   void set_gradient_sync(std::vector<AnyLayer<T>>& layers, const Distribution* dist,
-                         const GradientSyncOptions& options) {
-    sync_by_program_ = options;
-    if (dist == nullptr) return;
-    sync_.configure(sync_by_program_);
-    state_.reshard(layers, OptimizerState<T>::plan(layers, *dist, sync_.options()));
-    sync_.set_state_shards(state_.registry(layers));
-  }
+                         const GradientSyncOptions& options);
 
   //! One step on `input` (this process's rows) and their targets: forward, loss, backward with
   //! the gradients' sums, clipping, update. Returns the global mean metrics, or nothing when
@@ -77,47 +64,7 @@ class TrainStep {
   template <class YV>
   std::optional<Metrics> train(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
                                const YV& targets, std::size_t global_batch, StepContext context,
-                               bool metrics_on_device = false) {
-    ProfilingRegion region("kdist::Sequential::train_step");
-    float16_layer_ = first_float16_layer(layers);
-    iterations_.match(optimizer_.iterations());
-    optimizer_.read_iterations_from(iterations_.data());
-    context.step_at = iterations_.data();
-    const bool on_device = metrics_on_device || graph_.requested();
-    if (on_device) context.checks = output_loss_.device_checks();
-    const auto launch = [&] {
-      const LayerTensor<T> out = forward(layers, input, context);
-      auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true, on_device,
-                                     context.step_at);
-      if (const auto* scaling = optimizer_.loss_scaling()) {  // Keras' scale_loss, on its gradient
-        std::visit([&](auto& t) { scale_block(t, scaling->loss_scale()); }, *dout);
-      }
-      backward(layers, std::move(*dout));
-      output_loss_.check_agreed();  // a loss that failed on any process ends every one, here
-      if (apply_gradients(layers)) iterations_.advance();
-    };
-    if (!graph_.requested()) {
-      launch();
-    } else {
-      const std::int64_t before = optimizer_.iterations();
-      graph_.run(
-          graph_key(input, targets, global_batch), [&] { return graph_host_reason(); }, launch,
-          [&] {
-            optimizer_.finish_step();
-            iterations_.advanced_by_graph();
-            output_loss_.replayed(global_batch);
-          },
-          [&] {
-            optimizer_.set_iterations(before);
-            iterations_.forget();
-            output_loss_.unstage(global_batch);
-          });
-    }
-    if (output_loss_.kept_on_device()) return std::nullopt;
-    const Metrics m = output_loss_.finish();
-    check_float16_loss(m.loss);
-    return m;
-  }
+                               bool metrics_on_device = false);
 
   //! Asks for the step as one device graph (StepGraph), or not.
   void request_device_graph(bool on) { graph_.request(on); }
@@ -135,25 +82,13 @@ class TrainStep {
   //! The loss (and accuracy) of `input` without dropout or update.
   template <class YV>
   Metrics evaluate(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input, const YV& targets,
-                   std::size_t global_batch, StepContext context) {
-    const LayerTensor<T> out = forward(layers, input, context);
-    output_loss_.start(out, targets, global_batch, first_row(input), false);
-    return output_loss_.finish();
-  }
+                   std::size_t global_batch, StepContext context);
 
   //! Runs every layer on `input`; returns the last layer's output as it produced it (the logits
   //! of a final softmax the loss fuses), in T: under a 16-bit policy widened, as Keras' losses
   //! take their inputs in float32.
   LayerTensor<T> forward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
-                         StepContext context) {
-    context.bfloat16_gathers = sync_.options().bfloat16_gathers;
-    ActivationTensor<T> h = input;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      context.output_logits = output_loss_.fused_softmax() && i + 1 == layers.size();
-      h = layers[i].forward_autocast(h, context);
-    }
-    return widened_output_(h);
-  }
+                         StepContext context);
 
   const AnyLoss<T>& loss() const noexcept { return output_loss_.loss(); }
   const AnyOptimizer<T>& optimizer() const noexcept { return optimizer_; }
@@ -191,44 +126,13 @@ class TrainStep {
     return key;
   }
   //! Why the step cannot be captured by what the host knows ("" when it can).
-  std::string graph_host_reason() const {
-    if (optimizer_.loss_scaling() != nullptr) {
-      return "a LossScaleOptimizer's step is applied or skipped by the host, which reads whether "
-             "the gradients are finite";
-    }
-    if (!optimizer_.replays_from_device()) {
-      return "the optimizer '" + optimizer_.name() +
-             "' is not the library's: its kernels may take the step count from the host";
-    }
-    if (!output_loss_.kept_on_device()) {
-      return "the loss '" + output_loss_.loss().name() +
-             "' returns its sum to the host each step (the library's losses keep it on the "
-             "device)";
-    }
-    return {};
-  }
+  std::string graph_host_reason() const;
 
   //! The name of the first layer that computes in float16 ("" for none).
-  static std::string first_float16_layer(std::vector<AnyLayer<T>>& layers) {
-    for (const auto& l : layers) {
-      if (l.dtype_policy().compute() == DType::float16) return l.name();
-    }
-    return {};
-  }
+  static std::string first_float16_layer(std::vector<AnyLayer<T>>& layers);
   //! A loss that is not finite in a model computing in float16 without loss scaling: Keras' advice
   //! for "mixed_float16" as an error (the loss is the global one: every process ends alike).
-  void check_float16_loss(double loss) const {
-    if (std::isfinite(loss) || float16_layer_.empty() || optimizer_.loss_scaling() != nullptr) {
-      return;
-    }
-    throw ValueError("kdist::Sequential: the loss is " +
-                     std::string(std::isnan(loss) ? "NaN" : "infinite") + " and layer '" +
-                     float16_layer_ +
-                     "' computes in float16 without loss scaling: float16 overflows above 65504 "
-                     "and small gradients underflow to zero; wrap the optimizer in "
-                     "kdist::LossScaleOptimizer, as Keras does for \"mixed_float16\", or train "
-                     "under \"mixed_bfloat16\" (float32's range)");
-  }
+  void check_float16_loss(double loss) const;
 
   static std::size_t first_row(const LayerTensor<T>& input) {
     return std::visit([](const auto& t) { return t.offsets()[0]; }, input);
@@ -238,26 +142,7 @@ class TrainStep {
   //! as its backward returns (their sums start there, and complete in apply_gradients). Errors:
   //! ValueError when a layer that is not the first gives no input gradient (an Embedding: token
   //! ids have none, so it must come first).
-  void backward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& dout) {
-    ActivationTensor<T> dh = dout;
-    sync_.wait_all();  // nothing is left from a step that threw
-    gradients_.clear();
-    gradients_.set_resolver([this](Gradients<T>& g) { sync_.resolve(g); });
-    for (std::size_t i = layers.size(); i-- > 0;) {
-      auto dx = layers[i].backward_autocast(dh, i > 0, gradients_);
-      sync_.resolve(gradients_);
-      sync_.progress();
-      if (dx) {
-        dh = std::move(*dx);
-      } else if (i > 0) {
-        throw ValueError("kdist::Sequential: layer '" + layers[i].name() + "' (layer " +
-                         std::to_string(i) +
-                         ") gives no gradient of its input, so the layers before it cannot "
-                         "train; put it first (an Embedding takes token ids, which have none)");
-      }
-    }
-    sync_.flush();
-  }
+  void backward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& dout);
 
   //! One step of every variable: with the optimizer's global_clipnorm, every gradient scaled by
   //! Keras' clip_by_global_norm first (in place: the gradients stay clipped), then the checks of
@@ -266,35 +151,7 @@ class TrainStep {
   //! first, the order their gradients' all-reduces started: each waits only for its own. With a
   //! LossScaleOptimizer the gradients are unscaled first, or, when any is not finite on any
   //! process, nothing is stepped. Returns whether the variables were stepped.
-  bool apply_gradients(std::vector<AnyLayer<T>>& layers) {
-    if (auto* scaling = optimizer_.loss_scaling()) {
-      sync_.wait_all();  // finiteness needs every gradient's sum
-      const bool finite = gradients_finite(layers);
-      if (!finite) {
-        scaling->advance_scale(false);
-        return false;
-      }
-      const double unscale = 1.0 / scaling->loss_scale();
-      for_each_variable(layers, [&](auto& v) { scale_block(v.grad, unscale); });
-    }
-    if (const auto clipnorm = optimizer_.global_clipnorm()) {
-      sync_.wait_all();  // the norm needs every gradient (their sums on host memory)
-      clip_on_device(layers, *clipnorm);
-    }
-    std::size_t k = 0;
-    for_each_variable(layers, [&](auto&) { ++k; });
-    for (std::size_t l = layers.size(); l-- > 0;) {
-      auto refs = layers[l].variables();
-      for (std::size_t r = refs.size(); r-- > 0;) {
-        std::visit([&](auto* v) { update(*v, --k); }, refs[r]);
-      }
-    }
-    sync_.start_owned_gathers();
-    sync_.wait_all();
-    optimizer_.finish_step();
-    if (auto* scaling = optimizer_.loss_scaling()) scaling->advance_scale(true);
-    return true;
-  }
+  bool apply_gradients(std::vector<AnyLayer<T>>& layers);
   //! Whether every element of every gradient is finite on every process: the per-variable sums of
   //! their squares in double (finite exactly when the elements are: a float's square cannot
   //! overflow a double), summed over the processes (one all-reduce: they all agree) and read on
@@ -404,6 +261,233 @@ class TrainStep {
   typename Kokkos::View<double*, Kokkos::LayoutRight>::HostMirror clip_squares_host_;
 };
 
+// The step's members are defined here, outside the class: not inline, so a translation unit that
+// declares TrainStep<float> extern (KDIST_EXTERN_TEMPLATES) instantiates none of them (GCC
+// instantiates an extern class's inline members that are used, to inline them), and train and
+// evaluate on the targets of KDIST_TRAIN_STEP_TARGETS are taken from the instance library.
+
+template <class T>
+void TrainStep<T>::compile(std::vector<AnyLayer<T>>& layers, const Distribution& dist,
+                           AnyLoss<T> loss, AnyOptimizer<T> optimizer) {
+  const bool fused = loss.fuses_softmax() && layers.back().ends_in_softmax();
+  output_loss_.set(std::move(loss), fused);
+  optimizer_ = std::move(optimizer);
+  sync_.configure(sync_by_program_);
+  auto shards = OptimizerState<T>::plan(layers, dist, sync_.options());
+  state_.create(layers, optimizer_.slots(), std::move(shards));
+  sync_.set_state_shards(state_.registry(layers));
+}
+
+template <class T>
+void TrainStep<T>::set_gradient_sync(std::vector<AnyLayer<T>>& layers, const Distribution* dist,
+                                     const GradientSyncOptions& options) {
+  sync_by_program_ = options;
+  if (dist == nullptr) return;
+  sync_.configure(sync_by_program_);
+  state_.reshard(layers, OptimizerState<T>::plan(layers, *dist, sync_.options()));
+  sync_.set_state_shards(state_.registry(layers));
+}
+
+template <class T>
+template <class YV>
+std::optional<Metrics> TrainStep<T>::train(std::vector<AnyLayer<T>>& layers,
+                                           const LayerTensor<T>& input, const YV& targets,
+                                           std::size_t global_batch, StepContext context,
+                                           bool metrics_on_device) {
+  ProfilingRegion region("kdist::Sequential::train_step");
+  float16_layer_ = first_float16_layer(layers);
+  iterations_.match(optimizer_.iterations());
+  optimizer_.read_iterations_from(iterations_.data());
+  context.step_at = iterations_.data();
+  const bool on_device = metrics_on_device || graph_.requested();
+  if (on_device) context.checks = output_loss_.device_checks();
+  const auto launch = [&] {
+    const LayerTensor<T> out = forward(layers, input, context);
+    auto dout = output_loss_.start(out, targets, global_batch, first_row(input), true, on_device,
+                                   context.step_at);
+    if (const auto* scaling = optimizer_.loss_scaling()) {  // Keras' scale_loss, on its gradient
+      std::visit([&](auto& t) { scale_block(t, scaling->loss_scale()); }, *dout);
+    }
+    backward(layers, std::move(*dout));
+    output_loss_.check_agreed();  // a loss that failed on any process ends every one, here
+    if (apply_gradients(layers)) iterations_.advance();
+  };
+  if (!graph_.requested()) {
+    launch();
+  } else {
+    const std::int64_t before = optimizer_.iterations();
+    graph_.run(
+        graph_key(input, targets, global_batch), [&] { return graph_host_reason(); }, launch,
+        [&] {
+          optimizer_.finish_step();
+          iterations_.advanced_by_graph();
+          output_loss_.replayed(global_batch);
+        },
+        [&] {
+          optimizer_.set_iterations(before);
+          iterations_.forget();
+          output_loss_.unstage(global_batch);
+        });
+  }
+  if (output_loss_.kept_on_device()) return std::nullopt;
+  const Metrics m = output_loss_.finish();
+  check_float16_loss(m.loss);
+  return m;
+}
+
+template <class T>
+template <class YV>
+Metrics TrainStep<T>::evaluate(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
+                               const YV& targets, std::size_t global_batch, StepContext context) {
+  const LayerTensor<T> out = forward(layers, input, context);
+  output_loss_.start(out, targets, global_batch, first_row(input), false);
+  return output_loss_.finish();
+}
+
+template <class T>
+LayerTensor<T> TrainStep<T>::forward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& input,
+                                     StepContext context) {
+  context.bfloat16_gathers = sync_.options().bfloat16_gathers;
+  ActivationTensor<T> h = input;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    context.output_logits = output_loss_.fused_softmax() && i + 1 == layers.size();
+    h = layers[i].forward_autocast(h, context);
+  }
+  return widened_output_(h);
+}
+
+template <class T>
+std::string TrainStep<T>::graph_host_reason() const {
+  if (optimizer_.loss_scaling() != nullptr) {
+    return "a LossScaleOptimizer's step is applied or skipped by the host, which reads whether "
+           "the gradients are finite";
+  }
+  if (!optimizer_.replays_from_device()) {
+    return "the optimizer '" + optimizer_.name() +
+           "' is not the library's: its kernels may take the step count from the host";
+  }
+  if (!output_loss_.kept_on_device()) {
+    return "the loss '" + output_loss_.loss().name() +
+           "' returns its sum to the host each step (the library's losses keep it on the "
+           "device)";
+  }
+  return {};
+}
+
+template <class T>
+std::string TrainStep<T>::first_float16_layer(std::vector<AnyLayer<T>>& layers) {
+  for (const auto& l : layers) {
+    if (l.dtype_policy().compute() == DType::float16) return l.name();
+  }
+  return {};
+}
+
+template <class T>
+void TrainStep<T>::check_float16_loss(double loss) const {
+  if (std::isfinite(loss) || float16_layer_.empty() || optimizer_.loss_scaling() != nullptr) {
+    return;
+  }
+  throw ValueError("kdist::Sequential: the loss is " +
+                   std::string(std::isnan(loss) ? "NaN" : "infinite") + " and layer '" +
+                   float16_layer_ +
+                   "' computes in float16 without loss scaling: float16 overflows above 65504 "
+                   "and small gradients underflow to zero; wrap the optimizer in "
+                   "kdist::LossScaleOptimizer, as Keras does for \"mixed_float16\", or train "
+                   "under \"mixed_bfloat16\" (float32's range)");
+}
+
+template <class T>
+void TrainStep<T>::backward(std::vector<AnyLayer<T>>& layers, const LayerTensor<T>& dout) {
+  ActivationTensor<T> dh = dout;
+  sync_.wait_all();  // nothing is left from a step that threw
+  gradients_.clear();
+  gradients_.set_resolver([this](Gradients<T>& g) { sync_.resolve(g); });
+  for (std::size_t i = layers.size(); i-- > 0;) {
+    auto dx = layers[i].backward_autocast(dh, i > 0, gradients_);
+    sync_.resolve(gradients_);
+    sync_.progress();
+    if (dx) {
+      dh = std::move(*dx);
+    } else if (i > 0) {
+      throw ValueError("kdist::Sequential: layer '" + layers[i].name() + "' (layer " +
+                       std::to_string(i) +
+                       ") gives no gradient of its input, so the layers before it cannot "
+                       "train; put it first (an Embedding takes token ids, which have none)");
+    }
+  }
+  sync_.flush();
+}
+
+template <class T>
+bool TrainStep<T>::apply_gradients(std::vector<AnyLayer<T>>& layers) {
+  if (auto* scaling = optimizer_.loss_scaling()) {
+    sync_.wait_all();  // finiteness needs every gradient's sum
+    const bool finite = gradients_finite(layers);
+    if (!finite) {
+      scaling->advance_scale(false);
+      return false;
+    }
+    const double unscale = 1.0 / scaling->loss_scale();
+    for_each_variable(layers, [&](auto& v) { scale_block(v.grad, unscale); });
+  }
+  if (const auto clipnorm = optimizer_.global_clipnorm()) {
+    sync_.wait_all();  // the norm needs every gradient (their sums on host memory)
+    clip_on_device(layers, *clipnorm);
+  }
+  std::size_t k = 0;
+  for_each_variable(layers, [&](auto&) { ++k; });
+  for (std::size_t l = layers.size(); l-- > 0;) {
+    auto refs = layers[l].variables();
+    for (std::size_t r = refs.size(); r-- > 0;) {
+      std::visit([&](auto* v) { update(*v, --k); }, refs[r]);
+    }
+  }
+  sync_.start_owned_gathers();
+  sync_.wait_all();
+  optimizer_.finish_step();
+  if (auto* scaling = optimizer_.loss_scaling()) scaling->advance_scale(true);
+  return true;
+}
+
+//! Targets as the step takes them: a View of the default memory space in LayoutRight as a View of
+//! const values (no copy), so that labels of `int` and of `const int` are one instance of
+//! TrainStep::train; any other View as it is.
+template <class YV>
+auto step_targets(const YV& targets) {
+  using Const = Kokkos::View<typename YV::const_data_type, Kokkos::LayoutRight>;
+  if constexpr (std::is_same_v<typename YV::array_layout, Kokkos::LayoutRight> &&
+                std::is_same_v<typename YV::memory_space, typename Const::memory_space>) {
+    return Const(targets);
+  } else {
+    return targets;
+  }
+}
+
+//! The targets whose train and evaluate steps are compiled with TrainStep<T>'s instances
+//! (KDIST_EXTERN_TEMPLATES), as step_targets gives them: integer labels (one per row), a language
+//! model's token ids (one per position), rows of T (batch, outputs) and fields of T (batch,
+//! height, width, channels).
+template <class T>
+using StepLabels = Kokkos::View<const std::int32_t*, Kokkos::LayoutRight>;
+template <class T>
+using StepTokenIds = Kokkos::View<const std::int32_t**, Kokkos::LayoutRight>;
+template <class T>
+using StepRows = Kokkos::View<const T**, Kokkos::LayoutRight>;
+template <class T>
+using StepFields = Kokkos::View<const T****, Kokkos::LayoutRight>;
+
 }  // namespace kdist::detail
 
+//! TrainStep<T>::train and ::evaluate on the targets kdist::detail::Y<T> (one of the above).
+#define KDIST_DETAIL_TRAIN_STEP_ON(T, how, Y)                                                     \
+  how std::optional<kdist::Metrics> kdist::detail::TrainStep<T>::train<kdist::detail::Y<T>>(      \
+      std::vector<kdist::AnyLayer<T>>&, const kdist::LayerTensor<T>&, const kdist::detail::Y<T>&, \
+      std::size_t, kdist::StepContext, bool);                                                     \
+  how kdist::Metrics kdist::detail::TrainStep<T>::evaluate<kdist::detail::Y<T>>(                  \
+      std::vector<kdist::AnyLayer<T>>&, const kdist::LayerTensor<T>&, const kdist::detail::Y<T>&, \
+      std::size_t, kdist::StepContext);
+#define KDIST_TRAIN_STEP_TARGETS(F) F(StepLabels) F(StepTokenIds) F(StepRows) F(StepFields)
+#define KDIST_DETAIL_EXTERN_TRAIN_STEP_ON(Y) KDIST_EXTERN_MEMBERS(KDIST_DETAIL_TRAIN_STEP_ON, Y)
+
 KDIST_EXTERN_CLASS(kdist::detail::TrainStep)
+KDIST_TRAIN_STEP_TARGETS(KDIST_DETAIL_EXTERN_TRAIN_STEP_ON)
