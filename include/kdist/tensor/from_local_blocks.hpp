@@ -45,12 +45,17 @@
 namespace kdist {
 
 namespace detail {
+//! Whether a View of type View may be a block of Tensor as it is, by its type: the same memory
+//! space and value type (its layout and extents are checked at run time by aliases_as_block).
+template <class Tensor, class View>
+inline constexpr bool may_alias_as_block =
+    (std::is_same_v<typename View::memory_space, typename Tensor::view_type::memory_space> &&
+     std::is_same_v<typename View::value_type, typename Tensor::view_type::value_type>);
+
 //! Whether `block` can be this tensor's block as it is: the same memory space, row-major, dense.
 template <class Tensor, class View>
 bool aliases_as_block(const View& block) {
-  using Want = typename Tensor::view_type;
-  if constexpr (!std::is_same_v<typename View::memory_space, typename Want::memory_space> ||
-                !std::is_same_v<typename View::value_type, typename Want::value_type>) {
+  if constexpr (!may_alias_as_block<Tensor, View>) {
     return false;
   } else if constexpr (std::is_same_v<typename View::array_layout, Kokkos::LayoutRight>) {
     return block.span_is_contiguous();
@@ -98,9 +103,12 @@ DistributedTensor<DataType> from_local_blocks(
                         detail::shape_repr(shape) +
                         " (chunk blocks: ceil(extent / parts) positions each, the last ones "
                         "shorter or empty); split the field so, or give the layout that matches");
-  if (detail::aliases_as_block<Tensor>(block)) {
-    typename Tensor::view_type alias = block;  // shares the memory (and a managed View's count)
-    return Tensor::from_local(alias, shape, layout);
+  // (compiled only for a View that may alias: a host block of a device tensor does not convert)
+  if constexpr (detail::may_alias_as_block<Tensor, View>) {
+    if (detail::aliases_as_block<Tensor>(block)) {
+      typename Tensor::view_type alias = block;  // shares the memory (and a managed View's count)
+      return Tensor::from_local(alias, shape, layout);
+    }
   }
   auto copy = Tensor::uninitialized(shape, layout, "kdist::from_local_blocks");
   if constexpr (std::is_same_v<typename View::memory_space, typename Tensor::memory_space>) {
