@@ -255,6 +255,32 @@ TEST(ShardedTrainer, APredictionTheCallerKeepsIsNotWrittenOverByLaterSteps) {
   }
 }
 
+// Rows the step cannot take as they are - column-major, or in host memory when the model is on a
+// GPU - are copied into the model's memory first: the same steps and predictions as its own rows.
+TEST(ShardedTrainer, ColumnMajorOrHostRowsTrainAsTheModelsOwnRows) {
+  SeedModelAndBatches own(4), other(4);
+  using Matrix = kdist::DistributedTensor<float**>;
+  for (std::size_t s = 0; s < 4; ++s) {
+    const auto& [x, y] = own.batches[s];
+    const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+    Kokkos::View<float**, Kokkos::LayoutLeft, Kokkos::HostSpace> left("left", host.extent(0),
+                                                                      host.extent(1));
+    Kokkos::deep_copy(left, host);
+    const auto want = own.model.train_step(x, y, own.B);
+    const auto got =
+        s % 2 ? other.model.train_step(left, y, other.B) : other.model.train_step(host, y, other.B);
+    EXPECT_EQ(got.loss, want.loss) << "step " << s << (s % 2 ? " (LayoutLeft)" : " (host)");
+    const auto p = std::get<Matrix>(own.model.predict_step(x, own.B));
+    const auto q = std::get<Matrix>(other.model.predict_step(left, other.B));
+    const auto ph = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.local());
+    const auto qh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q.local());
+    ASSERT_EQ(ph.size(), qh.size());
+    for (std::size_t i = 0; i < ph.size(); ++i) {
+      ASSERT_EQ(qh.data()[i], ph.data()[i]) << "prediction element " << i << " after step " << s;
+    }
+  }
+}
+
 // The partial last batch (kept by default, as Keras keeps it) trains as the reference does on
 // those rows, also where the data shards get unequal rows.
 TEST(ShardedTrainer, PartialLastBatchMatchesReferenceOnEveryMesh) {

@@ -251,7 +251,9 @@ class BasicSequential {
   //! input_layout: a rank-2 View for (features,) examples, rank-4 for (h, w, c), rank-5 for (d, h,
   //! w, c)) and their
   //! targets (integer labels, one per row, or a (rows, outputs) View of T). Returns the global
-  //! mean loss (and accuracy with labels), the same on every process.
+  //! mean loss (and accuracy with labels), the same on every process. Views of another memory
+  //! space than the model's (host rows of a model on a GPU) or layout are copied into its memory
+  //! first, on each call; LayoutRight Views of its memory are used as they are.
   template <class XV, class YV>
   Metrics train_step(const XV& x_local, const YV& targets, std::size_t global_batch) {
     require_compiled("train_step");
@@ -374,6 +376,33 @@ class BasicSequential {
                   "kdist::Sequential: x_local must be a rank-2 (batch, features), rank-4 (batch, "
                   "height, width, channels) or rank-5 (batch, depth, height, width, channels) "
                   "Kokkos::View");
+    static_assert(std::is_same_v<typename XV::non_const_value_type, T>,
+                  "kdist::Sequential: x_local's values must be of the model's scalar type");
+    using Local =
+        typename DistributedTensor<typename detail::dynamic_data_type<T, rank>::type>::view_type;
+    if constexpr (std::is_same_v<typename XV::memory_space, typename Local::memory_space> &&
+                  !std::is_same_v<typename XV::array_layout, Kokkos::LayoutLeft>) {
+      return rows_tensor(x_local, global_batch);  // the rows themselves (a strided View if dense)
+    } else {
+      // rows in another memory space (host rows of a model on a GPU) or column-major: copied into
+      // the model's memory once per call (a loader that fills device Views saves the copy)
+      const auto there =
+          Kokkos::create_mirror_view_and_copy(typename Local::memory_space(), x_local);
+      if constexpr (Kokkos::is_always_assignable<Local, std::decay_t<decltype(there)>>::value) {
+        return rows_tensor(Local(there), global_batch);
+      }
+      Kokkos::LayoutRight extents;
+      for (std::size_t d = 0; d < rank; ++d) extents.dimension[d] = there.extent(d);
+      Local rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::inputs"), extents);
+      Kokkos::deep_copy(rows, there);
+      return rows_tensor(rows, global_batch);
+    }
+  }
+
+  //! input_tensor of rows in the model's memory, row-major.
+  template <class XV>
+  LayerTensor<T> rows_tensor(const XV& x_local, std::size_t global_batch) const {
+    constexpr std::size_t rank = static_cast<std::size_t>(XV::rank);
     if constexpr (rank == 4) {
       // Volumes as fit loads them: (batch, depth * height, width, channels), the same memory
       // (one epoch loop for images and volumes: kdist::detail::BatchLoader).
