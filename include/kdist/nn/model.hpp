@@ -389,13 +389,14 @@ class BasicSequential {
       const auto there =
           Kokkos::create_mirror_view_and_copy(typename Local::memory_space(), x_local);
       if constexpr (Kokkos::is_always_assignable<Local, std::decay_t<decltype(there)>>::value) {
-        return rows_tensor(Local(there), global_batch);
+        return rows_tensor(Local(there), global_batch);  // row-major already: one copy
+      } else {
+        Kokkos::LayoutRight extents;
+        for (std::size_t d = 0; d < rank; ++d) extents.dimension[d] = there.extent(d);
+        Local rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::inputs"), extents);
+        Kokkos::deep_copy(rows, there);
+        return rows_tensor(rows, global_batch);
       }
-      Kokkos::LayoutRight extents;
-      for (std::size_t d = 0; d < rank; ++d) extents.dimension[d] = there.extent(d);
-      Local rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdist::inputs"), extents);
-      Kokkos::deep_copy(rows, there);
-      return rows_tensor(rows, global_batch);
     }
   }
 
